@@ -1,0 +1,159 @@
+/*
+ * fusedcomm.h - the public C ABI of libfusedcomm.
+ *
+ * libfusedcomm runs communication and fused compute+communication kernels on the
+ * GPUs of one node (NVLink / NVSwitch). It is used the way NCCL is used:
+ *
+ *     rank 0: fcGetUniqueId(&id); hand the 128 bytes to every rank (any means)
+ *     every rank: cudaSetDevice(local_rank);
+ *                 fcCommInitRank(&comm, nranks, id, rank);
+ *                 fcAllReduceOneShot(send, recv, count, fcBfloat16, fcSum, comm, stream);
+ *                 ...
+ *                 fcCommDestroy(comm);
+ *
+ * Every rank is one process driving one GPU. Ranks exchange cuMem (CUDA VMM)
+ * allocations as POSIX file descriptors over a Unix-domain socket and map each
+ * other's memory ("symmetric memory"); kernels synchronise through signal pads in
+ * that memory.
+ *
+ * ABI rules: this header compiles as C99 and as C++. Result codes and enum values
+ * are only ever appended. Every exported symbol starts with "fc".
+ *
+ * Threading: a communicator is not thread-safe; calls on one communicator must be
+ * serialised by the caller. Different communicators may be used from different
+ * threads concurrently. fcGetLastError is per thread.
+ *
+ * Streams and CUDA graphs: collective calls are asynchronous. They enqueue work on
+ * the caller's stream and return; buffers must stay valid until that work is done.
+ * They may be captured into a CUDA graph and the graph replayed any number of times:
+ * no host-side state is baked into a captured launch (synchronisation epochs live
+ * in device memory). All ranks must issue the same collectives, with the same
+ * counts and datatypes, in the same order.
+ *
+ * Errors: every function returns an fcResult_t. On failure, fcGetLastError()
+ * returns a message naming what was wrong; outputs are not touched when the
+ * arguments are rejected. Device-side failures (a peer that never arrives) make
+ * the kernel give up after the communicator's timeout instead of hanging.
+ */
+#ifndef FUSEDCOMM_H_
+#define FUSEDCOMM_H_
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FC_MAJOR 0
+#define FC_MINOR 1
+#define FC_PATCH 0
+/* FC_VERSION_CODE == what fcGetVersion returns for this header. */
+#define FC_VERSION_CODE (FC_MAJOR * 10000 + FC_MINOR * 100 + FC_PATCH)
+
+/* Result codes. Values follow NCCL's where the meanings overlap; only appended. */
+typedef enum {
+  fcSuccess = 0,
+  fcUnhandledCudaError = 1, /* a CUDA runtime/driver call failed (or no driver/GPU) */
+  fcSystemError = 2,        /* an OS call failed (socket, fd, memory) */
+  fcInternalError = 3,      /* a bug in libfusedcomm */
+  fcInvalidArgument = 4,    /* a bad pointer, count, dtype, op, rank or unique id */
+  fcInvalidUsage = 5,       /* a call that is wrong in this state (e.g. wrong device) */
+  fcRemoteError = 6,        /* a peer failed or sent something unexpected */
+  fcInProgress = 7,         /* a non-blocking operation has not finished yet */
+  fcTimeout = 8,            /* a peer did not arrive within the timeout */
+  fcNotSupported = 9,       /* the hardware or build cannot do this */
+  fcNumResults = 10
+} fcResult_t;
+
+/* Element types; the values are NCCL's (ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9). */
+typedef enum {
+  fcFloat16 = 6,
+  fcFloat32 = 7,
+  fcBfloat16 = 9
+} fcDataType_t;
+
+/* Reduction operators; values are NCCL's. */
+typedef enum {
+  fcSum = 0
+} fcRedOp_t;
+
+/* Opaque communicator handle. */
+typedef struct fcComm* fcComm_t;
+
+/* 128 opaque bytes made by fcGetUniqueId on one rank and given to all ranks.
+ * Holds a random 128-bit secret: treat it as a credential. */
+#define FC_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[FC_UNIQUE_ID_BYTES];
+} fcUniqueId;
+
+/* A static description of a result code ("invalid argument", ...). Never NULL. */
+const char* fcGetErrorString(fcResult_t result);
+
+/* The message of the last failed call made by this thread (any communicator; comm may
+ * be NULL and is only used to prefix nothing today). "" when no call has failed yet.
+ * The pointer stays valid until this thread's next fc* call. */
+const char* fcGetLastError(fcComm_t comm);
+
+/* *version = FC_MAJOR*10000 + FC_MINOR*100 + FC_PATCH of the loaded library.
+ * Errors: fcInvalidArgument (version NULL). Needs no GPU. */
+fcResult_t fcGetVersion(int* version);
+
+/* Make a new unique id: a magic, a format version, a 128-bit random secret (from
+ * getrandom) and a random rendezvous name. Call once, on one process, and give the
+ * same id to every rank of the communicator. Needs no GPU.
+ * Errors: fcInvalidArgument (uniqueId NULL), fcSystemError (no entropy source). */
+fcResult_t fcGetUniqueId(fcUniqueId* uniqueId);
+
+/* Create this rank's communicator; collective over nranks processes of this node.
+ *   nranks: world size, 1 .. 16.   rank: 0 .. nranks-1, unique per process.
+ *   id: the same fcUniqueId on every rank.
+ * The GPU is the calling thread's current CUDA device (cudaSetDevice first).
+ * Blocks until every rank has joined, or until the timeout (FC_TIMEOUT_MS, default
+ * 120000 ms) expires; then returns fcTimeout and fcGetLastError names the missing ranks.
+ * Environment: FC_TIMEOUT_MS (bootstrap and device spin-wait deadline, ms),
+ * FC_WORKSPACE_BYTES (symmetric workspace per rank, default 64 MiB, rounded up to
+ * the allocation granularity), FC_DEBUG=WARN|INFO|TRACE, FC_DEBUG_FILE.
+ * Errors: fcInvalidArgument (comm NULL, nranks < 1 or > 16, rank out of range, an id
+ * not made by fcGetUniqueId), fcUnhandledCudaError (no driver, no GPU, a CUDA call
+ * failed), fcNotSupported (the GPU lacks VMM / POSIX-fd handles), fcSystemError,
+ * fcRemoteError (a peer disagreed on nranks, or sent a bad message), fcTimeout. */
+fcResult_t fcCommInitRank(fcComm_t* comm, int nranks, fcUniqueId id, int rank);
+
+/* Release the communicator: unmaps and frees its symmetric memory and closes its
+ * sockets. Waits for this communicator's work on the device to finish first. Local:
+ * does not wait for peers. comm must not be used afterwards. NULL: fcInvalidArgument. */
+fcResult_t fcCommDestroy(fcComm_t comm);
+
+/* The world size, this rank, and the CUDA device ordinal (in this process) of comm. */
+fcResult_t fcCommCount(const fcComm_t comm, int* count);
+fcResult_t fcCommUserRank(const fcComm_t comm, int* rank);
+fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
+
+/* One-shot all-reduce: recvbuff[i] = sum over ranks of sendbuff[i], i < count, on
+ * every rank.
+ *   sendbuff, recvbuff: device memory of comm's GPU, count elements of datatype;
+ *     sendbuff == recvbuff (in place) is allowed; other overlap is not. Any element
+ *     alignment works; 16-byte aligned buffers take the vectorised path.
+ *   datatype: fcBfloat16, fcFloat16 or fcFloat32. Sums are accumulated in fp32 and
+ *     rounded once to datatype (round to nearest even).
+ *   op: fcSum.
+ *   count: 0 is a no-op; count * sizeof(datatype) must not exceed the communicator's
+ *     workspace (FC_WORKSPACE_BYTES), else fcInvalidArgument with the limit.
+ * Algorithm (after PyTorch symmetric memory's one-shot all-reduce, Helion example
+ * "One-Shot All-Reduce"): each rank copies its input into its symmetric workspace,
+ * all ranks meet at a barrier of signal pads, each rank reads every peer's workspace
+ * with 16-byte loads in rank-rotated order and sums, then a departure barrier lets the
+ * workspace be reused. One kernel on stream; capturable; no host synchronisation.
+ * Errors: fcInvalidArgument (NULL comm or buffers, bad datatype/op, count too large),
+ * fcInvalidUsage (the current device is not comm's), fcUnhandledCudaError (launch). */
+fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
+                              fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
+                              cudaStream_t stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FUSEDCOMM_H_ */

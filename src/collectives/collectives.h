@@ -1,0 +1,22 @@
+// Host launchers of the collective kernels. Arguments are validated by src/api;
+// these only pick a launch shape and enqueue on the stream.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "device/device_comm.h"
+#include "fusedcomm.h"
+
+namespace fc {
+
+// One-shot all-reduce of `count` elements; count*size <= workspace (checked by the caller).
+fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void* sendbuff,
+                                  void* recvbuff, size_t count, fcDataType_t datatype,
+                                  cudaStream_t stream);
+
+// Bytes of workspace the one-shot all-reduce needs for `bytes` of input.
+size_t allReduceOneShotWorkspace(size_t bytes);
+
+}  // namespace fc

@@ -1,0 +1,55 @@
+// What a kernel knows about its communicator: a plain struct passed by value as a
+// kernel argument (host and device code both include this header).
+//
+// Layout of every rank's symmetric allocation (offsets from the rank's base):
+//   [0, kFlagBytes)                 signal pad: flags[channel][block][sender rank]
+//   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
+//   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
+//   [kSignalBytes, +workspaceBytes) workspace: staging for collectives
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fc {
+
+constexpr int kMaxRanks = 16;      // NVSwitch nodes have at most 8 GPUs; headroom
+constexpr int kMaxChannels = 8;    // independent signal slot sets (streams)
+constexpr int kMaxBlocks = 128;    // CTAs a collective kernel may use per channel
+constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * sizeof(uint32_t);
+constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32_t);
+constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
+constexpr size_t kSignalBytes = 128 * 1024;  // the above, rounded up; workspace starts here
+static_assert(kGuardOffset + sizeof(uint32_t) <= kSignalBytes, "signal region too small");
+
+// Operations, as recorded in an error record.
+enum class Op : uint32_t { None = 0, AllReduceOneShot = 1 };
+
+// Written by the first device thread that gives up (timeout or abort); lives in
+// host-mapped pinned memory so the host can read it while kernels still run. The
+// "first" is decided by an atomic on the guard word in device memory (atomics on
+// host memory over PCIe are not guaranteed); the record itself takes plain stores.
+struct ErrorRecord {
+  uint32_t state;     // 0 empty, 2 complete (the host reads the fields only then)
+  uint32_t op;        // Op
+  uint32_t reason;    // 1 timeout, 2 abort
+  int32_t rank;       // the rank that gave up
+  int32_t peer;       // the peer it waited for
+  int32_t block;      // the CTA
+  int32_t channel;
+  uint32_t expected;  // epoch it waited for
+  uint32_t seen;      // epoch it last saw
+  uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
+};
+
+struct DeviceComm {
+  char* base;               // rank 0's mapping; rank r's is base + r*stride
+  uint64_t stride;
+  int rank;
+  int nranks;
+  uint64_t workspaceBytes;  // usable bytes at offset kSignalBytes
+  uint64_t timeoutNs;       // spin-wait deadline
+  ErrorRecord* error;       // device pointer of the host-mapped record
+};
+
+}  // namespace fc

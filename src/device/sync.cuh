@@ -1,0 +1,122 @@
+// Device-side synchronisation between ranks through signal pads.
+//
+// Protocol. For channel c and CTA b, every rank owns a row of flags
+// flags[c][b][s], one 32-bit word per sender rank s: only rank s ever writes that
+// word (one writer per word, no read-modify-write across the fabric). A rank keeps
+// a private, device-resident epoch per (c, b) that grows by one per barrier. To
+// meet its peers at epoch e, CTA b of rank r stores e into flags[c][b][r] of every
+// peer and waits until its own flags[c][b][p] >= e for every peer p.
+//
+// Why this is reusable without resets and safe under CUDA-graph replay: epochs
+// live in device memory and only grow, so a replayed launch continues the sequence;
+// nothing on the host is baked into the launch. Why ">=" and not "==": a fast peer
+// may already have moved on to the next barrier (e+1) before we read its flag; it
+// cannot get further, because barrier e+1 also needs our signal. Comparisons are
+// wrap-safe (signed difference), so 2^31 barriers may pass between two looks.
+#pragma once
+
+#include <cstdint>
+
+#include "device/device_comm.h"
+
+namespace fc::dev {
+
+// Store `v` with release semantics at system scope: every memory access this
+// thread made before - and, by cumulativity, every access of its CTA ordered
+// before it by a __syncthreads - is visible to any thread (on any GPU) that
+// observes `v` with an acquire load.
+__device__ __forceinline__ void storeReleaseSys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// Acquire load at system scope: pairs with storeReleaseSys.
+__device__ __forceinline__ uint32_t loadAcquireSys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ uint32_t loadVolatile(const uint32_t* p) {
+  return *reinterpret_cast<const volatile uint32_t*>(p);
+}
+
+__device__ __forceinline__ uint64_t globalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint32_t* flagAddr(const DeviceComm& dc, int owner, int channel,
+                                              int block, int sender) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(owner) * dc.stride) +
+         (size_t(channel) * kMaxBlocks + block) * kMaxRanks + sender;
+}
+
+__device__ __forceinline__ uint32_t* epochAddr(const DeviceComm& dc, int channel, int block) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kFlagBytes) +
+         size_t(channel) * kMaxBlocks + block;
+}
+
+__device__ __forceinline__ uint32_t* errorGuard(const DeviceComm& dc) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kGuardOffset);
+}
+
+// Record why this thread gives up; the first writer wins, later ones keep quiet.
+__device__ inline void recordError(const DeviceComm& dc, Op op, uint32_t reason, int peer,
+                                   int channel, uint32_t expected, uint32_t seen) {
+  if (atomicCAS(errorGuard(dc), 0u, 1u) != 0u) return;
+  volatile ErrorRecord* e = dc.error;
+  e->op = uint32_t(op);
+  e->reason = reason;
+  e->rank = dc.rank;
+  e->peer = peer;
+  e->block = int(blockIdx.x);
+  e->channel = channel;
+  e->expected = expected;
+  e->seen = seen;
+  __threadfence_system();  // the fields reach host memory before the state that publishes them
+  e->state = 2u;
+}
+
+// Wait until *flag >= expected (wrap-safe), the deadline passes, an abort is
+// requested, or another CTA already gave up. Returns true on success.
+__device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint32_t* flag,
+                                uint32_t expected, int peer, int channel) {
+  const uint64_t start = globalTimerNs();
+  uint32_t seen;
+  for (uint32_t spin = 0;; ++spin) {
+    seen = loadAcquireSys(flag);
+    if (int32_t(seen - expected) >= 0) return true;
+    if ((spin & 255u) == 255u) {  // the exits are rare: check them every 256 polls
+      if (loadVolatile(&dc.error->abortFlag) != 0u) {
+        recordError(dc, op, 2, peer, channel, expected, seen);
+        return false;
+      }
+      if (loadVolatile(errorGuard(dc)) != 0u) return false;  // another CTA already gave up
+      if (globalTimerNs() - start > dc.timeoutNs) {
+        recordError(dc, op, 1, peer, channel, expected, seen);
+        return false;
+      }
+    }
+  }
+}
+
+// Barrier of CTA blockIdx.x of every rank on `channel` at `epoch`. All threads of
+// the CTA must call it. Returns false (on every thread) if it gave up.
+//
+// Ordering: the leading __syncthreads makes all of this CTA's prior writes (e.g.
+// the workspace it filled) happen-before thread p's release store, which is
+// cumulative at system scope. Thread p's acquire load, followed by the trailing
+// barrier, makes every peer's pre-signal writes visible to all threads of the CTA.
+__device__ inline bool barrierBlock(const DeviceComm& dc, Op op, int channel, uint32_t epoch) {
+  __syncthreads();
+  int failed = 0;
+  const int p = int(threadIdx.x);
+  if (p < dc.nranks) {
+    storeReleaseSys(flagAddr(dc, p, channel, int(blockIdx.x), dc.rank), epoch);
+    failed = !waitFlag(dc, op, flagAddr(dc, dc.rank, channel, int(blockIdx.x), p), epoch, p, channel);
+  }
+  return __syncthreads_or(failed) == 0;
+}
+
+}  // namespace fc::dev
