@@ -5,8 +5,11 @@
 namespace {
 
 // Checks shared by every collective; on success *elemSize is sizeof(datatype).
+// `maxBytes(bytes)` is the op's workspace need, checked against the communicator's.
+template <typename Need>
 fcResult_t checkCollective(fcComm_t comm, const void* sendbuff, const void* recvbuff, size_t count,
-                           fcDataType_t datatype, fcRedOp_t op, const char* fn, size_t* elemSize) {
+                           fcDataType_t datatype, fcRedOp_t op, const char* fn, Need need,
+                           size_t* elemSize) {
   FC_CHECK(fc::checkComm(comm, fn));
   *elemSize = fc::dataTypeSize(datatype);
   if (*elemSize == 0)
@@ -18,6 +21,12 @@ fcResult_t checkCollective(fcComm_t comm, const void* sendbuff, const void* recv
     return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, sendbuff ? "recvbuff" : "sendbuff");
   if (count > SIZE_MAX / *elemSize)
     return fc::setError(fcInvalidArgument, "%s: count %zu overflows", fn, count);
+  if (need(count * *elemSize) > comm->workspaceBytes)
+    return fc::setError(fcInvalidArgument,
+                        "%s: %zu elements (%zu bytes) exceed the workspace of %llu bytes; the limit "
+                        "is %llu elements of this type (raise FC_WORKSPACE_BYTES)",
+                        fn, count, count * *elemSize, (unsigned long long)comm->workspaceBytes,
+                        (unsigned long long)(comm->workspaceBytes / *elemSize));
   if ((reinterpret_cast<uintptr_t>(sendbuff) | reinterpret_cast<uintptr_t>(recvbuff)) % *elemSize)
     return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn,
                         *elemSize);
@@ -40,14 +49,8 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
                                      cudaStream_t stream) {
   fc::clearError();
   size_t elem;
-  FC_CHECK(checkCollective(comm, sendbuff, recvbuff, count, datatype, op, "fcAllReduceOneShot", &elem));
+  FC_CHECK(checkCollective(comm, sendbuff, recvbuff, count, datatype, op, "fcAllReduceOneShot",
+                           fc::allReduceOneShotWorkspace, &elem));
   if (count == 0) return fcSuccess;
-  const size_t need = fc::allReduceOneShotWorkspace(count * elem);
-  if (need > comm->workspaceBytes)
-    return fc::setError(fcInvalidArgument,
-                        "fcAllReduceOneShot: %zu elements (%zu bytes) exceed the workspace of %llu "
-                        "bytes; the limit is %llu elements of this type (raise FC_WORKSPACE_BYTES)",
-                        count, count * elem, (unsigned long long)comm->workspaceBytes,
-                        (unsigned long long)(comm->workspaceBytes / elem));
   return fc::launchAllReduceOneShot(comm->dev, 0, sendbuff, recvbuff, count, datatype, stream);
 }

@@ -79,24 +79,34 @@ __device__ inline void recordError(const DeviceComm& dc, Op op, uint32_t reason,
 }
 
 // Wait until *flag >= expected (wrap-safe), the deadline passes, an abort is
-// requested, or another CTA already gave up. Returns true on success.
+// requested, or another CTA of this rank already gave up. Returns true on success.
+//
+// The hot loop is one acquire load of local memory. Every 1024 polls it reads the
+// clock and the error guard (local); the abort flag lives in host memory, a PCIe
+// round trip, so it is read at most once per 100 us of waiting: hundreds of CTAs
+// polling host memory together would slow each other down.
 __device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint32_t* flag,
                                 uint32_t expected, int peer, int channel) {
+  constexpr uint64_t kAbortPollNs = 100000;
   const uint64_t start = globalTimerNs();
+  uint64_t lastAbortPoll = start;
   uint32_t seen;
-  for (uint32_t spin = 0;; ++spin) {
+  for (uint32_t spin = 1;; ++spin) {
     seen = loadAcquireSys(flag);
     if (int32_t(seen - expected) >= 0) return true;
-    if ((spin & 255u) == 255u) {  // the exits are rare: check them every 256 polls
+    if ((spin & 1023u) != 0u) continue;
+    const uint64_t now = globalTimerNs();
+    if (loadVolatile(errorGuard(dc)) != 0u) return false;  // another CTA already gave up
+    if (now - lastAbortPoll > kAbortPollNs) {
+      lastAbortPoll = now;
       if (loadVolatile(&dc.error->abortFlag) != 0u) {
         recordError(dc, op, 2, peer, channel, expected, seen);
         return false;
       }
-      if (loadVolatile(errorGuard(dc)) != 0u) return false;  // another CTA already gave up
-      if (globalTimerNs() - start > dc.timeoutNs) {
-        recordError(dc, op, 1, peer, channel, expected, seen);
-        return false;
-      }
+    }
+    if (now - start > dc.timeoutNs) {
+      recordError(dc, op, 1, peer, channel, expected, seen);
+      return false;
     }
   }
 }

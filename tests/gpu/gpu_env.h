@@ -1,0 +1,35 @@
+// The GPU suite runs one process per rank under tools/fcrun; gpu_main.cc creates
+// one communicator for the whole run. Every rank runs the same test cases in the
+// same order, so collectives line up: test cases must issue the same calls on
+// every rank and check with CHECK (not REQUIRE) after the collectives, so that a
+// failed check on one rank does not make it skip calls its peers still make.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "fusedcomm.h"
+
+struct GpuEnv {
+  fcComm_t comm = nullptr;
+  int rank = 0;
+  int nranks = 1;
+  int device = 0;
+};
+
+const GpuEnv& gpuEnv();
+
+#define CUDA_REQUIRE(call)                                                    \
+  do {                                                                        \
+    cudaError_t e_ = (call);                                                  \
+    INFO(#call << ": " << cudaGetErrorString(e_));                            \
+    REQUIRE(e_ == cudaSuccess);                                               \
+  } while (0)
+
+#define FC_REQUIRE(call)                                                      \
+  do {                                                                        \
+    fcResult_t r_ = (call);                                                   \
+    INFO(#call << ": " << fcGetErrorString(r_) << ": " << fcGetLastError(nullptr)); \
+    REQUIRE(r_ == fcSuccess);                                                 \
+  } while (0)

@@ -1,0 +1,53 @@
+// Entry point of the GPU suite: skip cleanly (exit 77, meson's "skipped") where
+// there is no GPU, otherwise join the communicator and run Catch2.
+#include <cstdio>
+#include <cstdlib>
+
+#include <catch2/catch_session.hpp>
+
+#include "fc_env.h"
+#include "gpu_env.h"
+
+namespace {
+GpuEnv env;
+}
+
+const GpuEnv& gpuEnv() { return env; }
+
+int main(int argc, char** argv) {
+  int ndev = 0;
+  cudaError_t err = cudaGetDeviceCount(&ndev);
+  if (err != cudaSuccess || ndev == 0) {
+    printf("SKIP: no CUDA GPU here (%s): the GPU suite needs one GPU per rank\n",
+           err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+    return 77;
+  }
+  fcUniqueId id;
+  if (!fcUniqueIdFromEnv(&id)) {
+    fprintf(stderr, "FC_UNIQUE_ID is not set: run this under tools/fcrun -n N\n");
+    return 2;
+  }
+  env.rank = fcEnvInt("FC_RANK", 0);
+  env.nranks = fcEnvInt("FC_WORLD_SIZE", 1);
+  const int localRank = fcEnvInt("FC_LOCAL_RANK", env.rank);
+  if (localRank >= ndev) {
+    printf("SKIP: rank %d needs GPU %d, only %d visible\n", env.rank, localRank, ndev);
+    return 77;
+  }
+  env.device = localRank;
+  if (cudaSetDevice(env.device) != cudaSuccess) return 2;
+  // A desynchronised test must fail in seconds, not after the default 120 s.
+  setenv("FC_TIMEOUT_MS", "30000", 0);
+  fcResult_t res = fcCommInitRank(&env.comm, env.nranks, id, env.rank);
+  if (res != fcSuccess) {
+    fprintf(stderr, "fcCommInitRank: %s: %s\n", fcGetErrorString(res), fcGetLastError(nullptr));
+    return 1;
+  }
+  int rc = Catch::Session().run(argc, argv);
+  res = fcCommDestroy(env.comm);
+  if (res != fcSuccess) {
+    fprintf(stderr, "fcCommDestroy: %s: %s\n", fcGetErrorString(res), fcGetLastError(nullptr));
+    return 1;
+  }
+  return rc;
+}
