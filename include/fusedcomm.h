@@ -32,7 +32,8 @@
  *
  * Errors: every function returns an fcResult_t. On failure, fcGetLastError()
  * returns a message naming what was wrong; outputs are not touched when the
- * arguments are rejected. Device-side failures (a peer that never arrives) make
+ * arguments are rejected (fcCommInitRank sets *comm to NULL on any failure).
+ * Device-side failures (a peer that never arrives) make
  * the kernel give up after the communicator's timeout instead of hanging.
  */
 #ifndef FUSEDCOMM_H_

@@ -181,8 +181,9 @@ fcResult_t Bootstrap::rendezvousPeer(const UniqueIdBody& id) {
   fcResult_t res = net::connectAbstract(name, deadline, &rootFd_);
   if (res == fcTimeout)
     return setError(fcTimeout,
-                    "timed out after %llu ms: rank 0 never opened the rendezvous "
-                    "(is rank 0 running, with the same unique id?)",
+                    "timed out after %llu ms: rank 0 never opened the rendezvous, or it had "
+                    "already completed without us (is rank 0 running, with the same unique id, "
+                    "and is every rank number used once?)",
                     (unsigned long long)timeoutMs_);
   FC_CHECK(res);
   uid_t uid;

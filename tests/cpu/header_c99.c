@@ -1,0 +1,93 @@
+/* The public header must compile as strict C99 (-std=c99 -pedantic -Werror -Wall -Wextra)
+ * and keep its ABI: every function is bound to a pointer of its exact type, so a
+ * signature change breaks this file; the enum values checked below are only ever
+ * appended to, never renumbered. */
+#include <stddef.h>
+
+/* The CUDA toolkit's own headers are not pedantic C99 (driver_types.h has anonymous
+ * unions): the build passes them as system headers (-isystem), as users' builds do,
+ * so only fusedcomm.h itself is held to -std=c99 -pedantic -Werror. */
+#include "fusedcomm.h"
+
+int fc_header_c99_probe(void);
+
+/* Compile-time checks without C11's _Static_assert: a negative array size fails. */
+#define FC_PROBE_ASSERT(name, cond) typedef char fc_probe_assert_##name[(cond) ? 1 : -1]
+
+FC_PROBE_ASSERT(id_bytes, FC_UNIQUE_ID_BYTES == 128);
+FC_PROBE_ASSERT(id_size, sizeof(fcUniqueId) == FC_UNIQUE_ID_BYTES);
+FC_PROBE_ASSERT(version_code, FC_VERSION_CODE == FC_MAJOR * 10000 + FC_MINOR * 100 + FC_PATCH);
+FC_PROBE_ASSERT(success, fcSuccess == 0);
+FC_PROBE_ASSERT(cuda_error, fcUnhandledCudaError == 1);
+FC_PROBE_ASSERT(system_error, fcSystemError == 2);
+FC_PROBE_ASSERT(internal_error, fcInternalError == 3);
+FC_PROBE_ASSERT(invalid_argument, fcInvalidArgument == 4);
+FC_PROBE_ASSERT(invalid_usage, fcInvalidUsage == 5);
+FC_PROBE_ASSERT(remote_error, fcRemoteError == 6);
+FC_PROBE_ASSERT(in_progress, fcInProgress == 7);
+FC_PROBE_ASSERT(timeout, fcTimeout == 8);
+FC_PROBE_ASSERT(not_supported, fcNotSupported == 9);
+FC_PROBE_ASSERT(num_results, fcNumResults == 10);
+FC_PROBE_ASSERT(float16, fcFloat16 == 6);
+FC_PROBE_ASSERT(float32, fcFloat32 == 7);
+FC_PROBE_ASSERT(bfloat16, fcBfloat16 == 9);
+FC_PROBE_ASSERT(sum, fcSum == 0);
+
+/* Every public function, bound to a pointer of its declared type. */
+struct fc_probe_api {
+  const char* (*getErrorString)(fcResult_t);
+  const char* (*getLastError)(fcComm_t);
+  fcResult_t (*getVersion)(int*);
+  fcResult_t (*getUniqueId)(fcUniqueId*);
+  fcResult_t (*commInitRank)(fcComm_t*, int, fcUniqueId, int);
+  fcResult_t (*commDestroy)(fcComm_t);
+  fcResult_t (*commCount)(const fcComm_t, int*);
+  fcResult_t (*commUserRank)(const fcComm_t, int*);
+  fcResult_t (*commCuDevice)(const fcComm_t, int*);
+  fcResult_t (*allReduceOneShot)(const void*, void*, size_t, fcDataType_t, fcRedOp_t, fcComm_t,
+                                 cudaStream_t);
+};
+
+int fc_header_c99_probe(void) {
+  struct fc_probe_api api;
+  fcUniqueId id;
+  fcComm_t comm = NULL;
+  fcDataType_t types[3];
+  fcRedOp_t op = fcSum;
+  fcResult_t res = fcSuccess;
+  int bound = 0;
+  int version = 0;
+
+  api.getErrorString = fcGetErrorString;
+  api.getLastError = fcGetLastError;
+  api.getVersion = fcGetVersion;
+  api.getUniqueId = fcGetUniqueId;
+  api.commInitRank = fcCommInitRank;
+  api.commDestroy = fcCommDestroy;
+  api.commCount = fcCommCount;
+  api.commUserRank = fcCommUserRank;
+  api.commCuDevice = fcCommCuDevice;
+  api.allReduceOneShot = fcAllReduceOneShot;
+
+  bound += api.getErrorString != NULL;
+  bound += api.getLastError != NULL;
+  bound += api.getVersion != NULL;
+  bound += api.getUniqueId != NULL;
+  bound += api.commInitRank != NULL;
+  bound += api.commDestroy != NULL;
+  bound += api.commCount != NULL;
+  bound += api.commUserRank != NULL;
+  bound += api.commCuDevice != NULL;
+  bound += api.allReduceOneShot != NULL;
+  if (bound != 10) return -1;
+
+  /* Calls from C that need no GPU: the version, and a NULL-argument rejection. */
+  types[0] = fcFloat16;
+  types[1] = fcFloat32;
+  types[2] = fcBfloat16;
+  if (api.getVersion(&version) != fcSuccess || version != FC_VERSION_CODE) return -2;
+  res = api.allReduceOneShot(NULL, NULL, 0, types[2], op, comm, (cudaStream_t)0);
+  if (res != fcInvalidArgument) return -3;
+  if (api.getErrorString(res) == NULL || api.getLastError(comm)[0] == '\0') return -4;
+  return (int)sizeof(id);
+}

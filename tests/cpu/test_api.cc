@@ -1,0 +1,376 @@
+// The public C API without a GPU: version, error strings, the thread-local last
+// error, unique ids, and every argument check that runs before the device is touched.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fusedcomm.h"
+
+extern "C" int fc_header_c99_probe(void);
+
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+std::string lastError() {
+  const char* s = fcGetLastError(nullptr);
+  REQUIRE(s != nullptr);
+  return s;
+}
+
+// A non-NULL value that must be overwritten with NULL by a rejected fcCommInitRank.
+fcComm_t sentinelComm() { return reinterpret_cast<fcComm_t>(uintptr_t(0x5a5a5a50)); }
+
+fcUniqueId goodId() {
+  fcUniqueId id;
+  REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+  return id;
+}
+
+// Sets an environment variable for one scope and restores the previous state.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = getenv(name)) had_ = true, old_ = old;
+    REQUIRE(setenv(name, value, 1) == 0);
+  }
+  ~ScopedEnv() {
+    if (had_) setenv(name_, old_.c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// Whether a CUDA driver could be loaded here (then init gets further than on CI).
+bool cudaDriverPresent() {
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  dlclose(h);
+  return true;
+}
+
+// The 32 random bytes of an id (rendezvous name and secret) and the secret alone.
+constexpr size_t kRandomBegin = 8, kRandomEnd = 40, kSecretBegin = 24;
+
+}  // namespace
+
+TEST_CASE("the public header compiles as strict C99 and binds every function", "[api][header]") {
+  REQUIRE(fc_header_c99_probe() == FC_UNIQUE_ID_BYTES);
+  REQUIRE(sizeof(fcUniqueId) == 128);
+}
+
+TEST_CASE("fcGetVersion", "[api]") {
+  int v = -1;
+  REQUIRE(fcGetVersion(&v) == fcSuccess);
+  CHECK(v == FC_VERSION_CODE);
+  CHECK(v == FC_MAJOR * 10000 + FC_MINOR * 100 + FC_PATCH);
+  CHECK(lastError().empty());
+
+  REQUIRE(fcGetVersion(nullptr) == fcInvalidArgument);
+  const std::string msg = lastError();
+  CHECK_FALSE(msg.empty());
+  CHECK_THAT(msg, ContainsSubstring("version"));
+  CHECK_THAT(msg, ContainsSubstring("NULL"));
+}
+
+TEST_CASE("fcGetErrorString: distinct, non-empty, and safe for unknown codes", "[api]") {
+  std::set<std::string> seen;
+  for (int r = 0; r < fcNumResults; ++r) {
+    const char* s = fcGetErrorString(static_cast<fcResult_t>(r));
+    REQUIRE(s != nullptr);
+    INFO("result code " << r << ": \"" << s << "\"");
+    CHECK(std::strlen(s) > 0);
+    CHECK(std::string(s).find("unknown") == std::string::npos);
+    CHECK(seen.insert(s).second);  // distinct from every other code's
+  }
+  CHECK(seen.size() == size_t(fcNumResults));
+  for (int bad : {int(fcNumResults), 11, 12345, -1, INT32_MAX, INT32_MIN}) {
+    const char* s = fcGetErrorString(static_cast<fcResult_t>(bad));
+    INFO("result code " << bad);
+    REQUIRE(s != nullptr);
+    CHECK_THAT(std::string(s), ContainsSubstring("unknown"));
+    CHECK(seen.count(s) == 0);
+  }
+}
+
+TEST_CASE("fcGetLastError: cleared by every call, set by failures, per thread", "[api]") {
+  int v = 0;
+  REQUIRE(fcGetVersion(&v) == fcSuccess);
+  CHECK(lastError().empty());
+  CHECK(fcGetLastError(sentinelComm()) != nullptr);  // comm is not dereferenced
+
+  REQUIRE(fcGetVersion(nullptr) == fcInvalidArgument);
+  const std::string mine = lastError();
+  REQUIRE_FALSE(mine.empty());
+  CHECK(lastError() == mine);  // reading it does not clear it
+
+  // A success in this thread clears the message ...
+  fcUniqueId id;
+  REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+  CHECK(lastError().empty());
+  // ... and the next failure replaces it.
+  REQUIRE(fcGetUniqueId(nullptr) == fcInvalidArgument);
+  CHECK_THAT(lastError(), ContainsSubstring("uniqueId"));
+  REQUIRE(fcGetVersion(nullptr) == fcInvalidArgument);
+  REQUIRE(lastError() == mine);
+
+  // Another thread starts with "" and its failures and successes leave ours alone.
+  std::string otherInitial, otherAfterFailure, otherAfterSuccess;
+  std::thread t([&] {
+    otherInitial = fcGetLastError(nullptr);
+    fcGetUniqueId(nullptr);
+    otherAfterFailure = fcGetLastError(nullptr);
+    int w;
+    fcGetVersion(&w);
+    otherAfterSuccess = fcGetLastError(nullptr);
+  });
+  t.join();
+  CHECK(otherInitial.empty());
+  CHECK_THAT(otherAfterFailure, ContainsSubstring("uniqueId"));
+  CHECK(otherAfterSuccess.empty());
+  CHECK(lastError() == mine);
+
+  // Many threads failing concurrently each see their own message.
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&ok, i] {
+      for (int k = 0; k < 200; ++k) {
+        const bool version = ((i + k) % 2) == 0;
+        fcResult_t r = version ? fcGetVersion(nullptr) : fcGetUniqueId(nullptr);
+        const char* m = fcGetLastError(nullptr);
+        if (r != fcInvalidArgument || std::strstr(m, version ? "version" : "uniqueId") == nullptr)
+          return;
+      }
+      ok[size_t(i)] = 1;
+    });
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < 8; ++i) CHECK(ok[size_t(i)] == 1);
+  CHECK(lastError() == mine);
+}
+
+TEST_CASE("fcGetUniqueId: distinct ids with random name and secret", "[api][uniqueid]") {
+  REQUIRE(fcGetUniqueId(nullptr) == fcInvalidArgument);
+  CHECK_THAT(lastError(), ContainsSubstring("uniqueId"));
+
+  constexpr int kIds = 1000;
+  std::vector<fcUniqueId> ids(kIds);
+  for (auto& id : ids) {
+    std::memset(&id, 0xee, sizeof id);
+    REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+  }
+  CHECK(lastError().empty());
+
+  std::set<std::string> whole, randomPart, secrets, names;
+  for (const auto& id : ids) {
+    whole.insert(std::string(id.internal, sizeof id.internal));
+    randomPart.insert(std::string(id.internal + kRandomBegin, kRandomEnd - kRandomBegin));
+    names.insert(std::string(id.internal + kRandomBegin, kSecretBegin - kRandomBegin));
+    secrets.insert(std::string(id.internal + kSecretBegin, kRandomEnd - kSecretBegin));
+  }
+  CHECK(whole.size() == size_t(kIds));
+  CHECK(randomPart.size() == size_t(kIds));
+  CHECK(names.size() == size_t(kIds));    // no two ids share a rendezvous name
+  CHECK(secrets.size() == size_t(kIds));  // no two ids share a secret
+
+  // Every random byte position takes many values (1000 uniform draws of 256 values
+  // cover ~251 on average; a constant, counter or low-entropy byte covers few), and
+  // the bits overall are balanced.
+  size_t ones = 0;
+  for (size_t pos = kRandomBegin; pos < kRandomEnd; ++pos) {
+    std::set<unsigned char> values;
+    for (const auto& id : ids) {
+      const unsigned char b = static_cast<unsigned char>(id.internal[pos]);
+      values.insert(b);
+      ones += size_t(__builtin_popcount(b));
+    }
+    INFO("byte offset " << pos);
+    CHECK(values.size() >= 200);
+  }
+  const double bits = double(kIds) * double(kRandomEnd - kRandomBegin) * 8.0;
+  CHECK(double(ones) / bits > 0.48);
+  CHECK(double(ones) / bits < 0.52);
+
+  // The non-random header of the id (magic, version) is the same in every id.
+  for (const auto& id : ids) CHECK(std::memcmp(id.internal, ids[0].internal, kRandomBegin) == 0);
+}
+
+TEST_CASE("fcCommInitRank rejects bad arguments before touching the GPU", "[api][init]") {
+  const fcUniqueId id = goodId();
+
+  REQUIRE(fcCommInitRank(nullptr, 2, id, 0) == fcInvalidArgument);
+  CHECK_THAT(lastError(), ContainsSubstring("comm"));
+
+  struct Case {
+    int nranks, rank;
+    const char* mention;
+  };
+  for (const Case& c : {Case{0, 0, "nranks"}, Case{-1, 0, "nranks"}, Case{17, 0, "nranks"},
+                        Case{INT32_MIN, 0, "nranks"}, Case{2, -1, "rank"}, Case{2, 2, "rank"},
+                        Case{1, 1, "rank"}, Case{16, 16, "rank"}, Case{4, INT32_MAX, "rank"}}) {
+    INFO("nranks " << c.nranks << ", rank " << c.rank);
+    fcComm_t comm = sentinelComm();
+    REQUIRE(fcCommInitRank(&comm, c.nranks, id, c.rank) == fcInvalidArgument);
+    CHECK(comm == nullptr);
+    CHECK_THAT(lastError(), ContainsSubstring(c.mention));
+  }
+}
+
+TEST_CASE("fcCommInitRank rejects ids not made by fcGetUniqueId", "[api][init][uniqueid]") {
+  SECTION("all zero") {
+    fcUniqueId id;
+    std::memset(&id, 0, sizeof id);
+    fcComm_t comm = sentinelComm();
+    REQUIRE(fcCommInitRank(&comm, 2, id, 0) == fcInvalidArgument);
+    CHECK(comm == nullptr);
+    CHECK_THAT(lastError(), ContainsSubstring("unique id"));
+  }
+  SECTION("random bytes") {
+    std::mt19937_64 rng(12345);
+    for (int i = 0; i < 100; ++i) {
+      fcUniqueId id;
+      for (char& b : id.internal) b = char(rng());
+      fcComm_t comm = sentinelComm();
+      INFO("random id #" << i);
+      REQUIRE(fcCommInitRank(&comm, 2, id, 1) == fcInvalidArgument);
+      CHECK(comm == nullptr);
+      CHECK_THAT(lastError(), ContainsSubstring("unique id"));
+    }
+  }
+  SECTION("a valid id with one byte flipped") {
+    const fcUniqueId good = goodId();
+    // The 64 bytes an id carries today (header, name, secret, pid, checksum): any
+    // single corrupted byte among them must be caught, not sent to a rendezvous.
+    for (size_t pos = 0; pos < 64; ++pos) {
+      for (unsigned char mask : {0x01, 0x80, 0xff}) {
+        fcUniqueId id = good;
+        id.internal[pos] = char(static_cast<unsigned char>(id.internal[pos]) ^ mask);
+        fcComm_t comm = sentinelComm();
+        INFO("byte " << pos << " xor 0x" << std::hex << int(mask));
+        REQUIRE(fcCommInitRank(&comm, 2, id, 0) == fcInvalidArgument);
+        CHECK(comm == nullptr);
+        CHECK_THAT(lastError(), ContainsSubstring("unique id"));
+      }
+    }
+  }
+}
+
+TEST_CASE("fcCommInitRank validates FC_TIMEOUT_MS and FC_WORKSPACE_BYTES", "[api][init][env]") {
+  const fcUniqueId id = goodId();
+  struct Case {
+    const char* var;
+    const char* value;
+  };
+  for (const Case& c : {Case{"FC_TIMEOUT_MS", "abc"}, Case{"FC_TIMEOUT_MS", "-5"},
+                        Case{"FC_TIMEOUT_MS", "10x"}, Case{"FC_TIMEOUT_MS", "0"},
+                        Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"}}) {
+    INFO(c.var << "=" << c.value);
+    const char* before = getenv(c.var);
+    const bool had = before != nullptr;
+    const std::string saved = had ? before : "";
+    {
+      ScopedEnv env(c.var, c.value);
+      fcComm_t comm = sentinelComm();
+      REQUIRE(fcCommInitRank(&comm, 2, id, 0) == fcInvalidArgument);
+      CHECK(comm == nullptr);
+      CHECK_THAT(lastError(), ContainsSubstring(c.var));
+    }
+    const char* now = getenv(c.var);  // restored
+    CHECK((now != nullptr) == had);
+    if (now != nullptr) CHECK(saved == now);
+  }
+}
+
+TEST_CASE("fcCommInitRank with a valid id and no GPU fails fast and says why", "[api][init]") {
+  if (cudaDriverPresent()) SKIP("a CUDA driver is installed here: the GPU suite tests init");
+  const fcUniqueId id = goodId();
+  // Were the device not checked first, the rendezvous would wait out this timeout.
+  ScopedEnv env("FC_TIMEOUT_MS", "2000");
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second call hits the cached driver state
+    for (int rank : {0, 1}) {
+      INFO("attempt " << attempt << ", rank " << rank);
+      fcComm_t comm = sentinelComm();
+      const auto t0 = std::chrono::steady_clock::now();
+      const fcResult_t res = fcCommInitRank(&comm, 2, id, rank);
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+      const std::string msg = lastError();
+      INFO("result " << int(res) << " after " << ms << " ms: " << msg);
+      CHECK(res == fcUnhandledCudaError);
+      CHECK(comm == nullptr);
+      CHECK(ms < 1500);
+      const bool explains = msg.find("driver") != std::string::npos ||
+                            msg.find("device") != std::string::npos;
+      CHECK(explains);
+      CHECK_THAT(msg, ContainsSubstring("rank " + std::to_string(rank)));
+    }
+  }
+}
+
+TEST_CASE("communicator calls reject a NULL or dead comm", "[api][comm]") {
+  int out = -7;
+  SECTION("NULL") {
+    CHECK(fcCommDestroy(nullptr) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcCommDestroy"));
+    CHECK(fcCommCount(nullptr, &out) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcCommCount"));
+    CHECK(fcCommUserRank(nullptr, &out) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcCommUserRank"));
+    CHECK(fcCommCuDevice(nullptr, &out) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcCommCuDevice"));
+    CHECK(fcCommCount(nullptr, nullptr) == fcInvalidArgument);
+    CHECK(out == -7);  // outputs untouched
+  }
+  SECTION("memory that is not a live communicator") {
+    // Zeroed, suitably aligned memory: what a destroyed and recycled comm may look like.
+    alignas(64) static unsigned char zeros[1 << 16];
+    std::memset(zeros, 0, sizeof zeros);
+    fcComm_t fake = reinterpret_cast<fcComm_t>(zeros);
+    CHECK(fcCommCount(fake, &out) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("comm"));
+    CHECK(fcCommUserRank(fake, &out) == fcInvalidArgument);
+    CHECK(fcCommCuDevice(fake, &out) == fcInvalidArgument);
+    CHECK(fcCommDestroy(fake) == fcInvalidArgument);
+    CHECK(fcAllReduceOneShot(nullptr, nullptr, 0, fcBfloat16, fcSum, fake, nullptr) == fcInvalidArgument);
+    CHECK(out == -7);
+  }
+}
+
+TEST_CASE("fcAllReduceOneShot with a NULL comm", "[api][collective]") {
+  float buf[4] = {1, 2, 3, 4};
+  struct Case {
+    const void* send;
+    void* recv;
+    size_t count;
+    fcDataType_t type;
+    fcRedOp_t op;
+  };
+  for (const Case& c : {Case{buf, buf, 4, fcFloat32, fcSum}, Case{nullptr, nullptr, 0, fcBfloat16, fcSum},
+                        Case{buf, buf + 2, 2, fcFloat16, fcSum}, Case{nullptr, buf, 4, fcFloat32, fcSum},
+                        Case{buf, buf, 4, static_cast<fcDataType_t>(3), fcSum},
+                        Case{buf, buf, 4, fcFloat32, static_cast<fcRedOp_t>(7)}}) {
+    INFO("count " << c.count << ", type " << int(c.type) << ", op " << int(c.op));
+    REQUIRE(fcAllReduceOneShot(c.send, c.recv, c.count, c.type, c.op, nullptr, nullptr) ==
+            fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("comm"));
+    CHECK_THAT(lastError(), ContainsSubstring("fcAllReduceOneShot"));
+  }
+  CHECK(buf[0] == 1);
+  CHECK(buf[3] == 4);
+}
