@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <mutex>
 
 #include "core/result.h"
