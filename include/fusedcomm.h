@@ -28,7 +28,12 @@
  * They may be captured into a CUDA graph and the graph replayed any number of times:
  * no host-side state is baked into a captured launch (synchronisation epochs live
  * in device memory). All ranks must issue the same collectives, with the same
- * counts and datatypes, in the same order.
+ * counts and datatypes, in the same order on each stream.
+ *
+ * Streams: each stream that carries a communicator's operations gets its own channel
+ * (signal slots and workspace), assigned in order of first use, so every rank must
+ * first use its streams in the same order. Operations on different streams may then
+ * run concurrently. A communicator has config.channels channels (default 2).
  *
  * Errors: every function returns an fcResult_t. On failure, fcGetLastError()
  * returns a message naming what was wrong; outputs are not touched when the
@@ -122,10 +127,72 @@ fcResult_t fcGetUniqueId(fcUniqueId* uniqueId);
  * fcRemoteError (a peer disagreed on nranks, or sent a bad message), fcTimeout. */
 fcResult_t fcCommInitRank(fcComm_t* comm, int nranks, fcUniqueId id, int rank);
 
+/* Communicator options. Always start from FC_CONFIG_INITIALIZER: it records the size
+ * and version of the struct this caller was compiled with, so that a library built
+ * with more fields keeps working with it, and it sets every option to
+ * FC_CONFIG_UNSET ("take the environment variable, else the default").
+ * Fields are only ever appended. */
+#define FC_CONFIG_UNSET (-1)
+#define FC_CONFIG_MAGIC 0xFC0C0F16u
+typedef struct {
+  size_t size;            /* sizeof(fcConfig_t) of the caller: set by FC_CONFIG_INITIALIZER */
+  unsigned int magic;     /* FC_CONFIG_MAGIC */
+  unsigned int version;   /* FC_VERSION_CODE of the caller's header */
+  int blocking;           /* 1 (default): init returns when done. 0: init returns fcInProgress
+                           * at once with a handle; poll fcCommGetAsyncError until it is not
+                           * fcInProgress (fcSuccess, or the init error) before using it. */
+  int maxCtas;            /* most CTAs one communication kernel may use, 1..128 (default 128) */
+  int channels;           /* streams that may carry this communicator's operations, 1..8
+                           * (default 2, env FC_CHANNELS); each gets its own signal slots
+                           * and workspace */
+  long long timeoutMs;    /* bootstrap and device wait deadline in ms (default 120000, env
+                           * FC_TIMEOUT_MS) */
+  long long workspaceBytes; /* symmetric workspace per channel per rank (default 64 MiB, env
+                             * FC_WORKSPACE_BYTES); rounded up to 16 bytes */
+} fcConfig_t;
+#define FC_CONFIG_INITIALIZER                                                           \
+  { sizeof(fcConfig_t), FC_CONFIG_MAGIC, FC_VERSION_CODE, FC_CONFIG_UNSET, FC_CONFIG_UNSET, \
+    FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET }
+
+/* fcCommInitRank with options (config may be NULL: all defaults). Every rank must pass
+ * the same maxCtas, channels and workspaceBytes (checked: fcInvalidUsage otherwise).
+ * Errors: those of fcCommInitRank; fcInvalidArgument for a config whose magic is wrong,
+ * whose size is smaller than the first version's or larger than this library's
+ * fcConfig_t (a caller built against a newer header), or whose values are out of range.
+ * Non-blocking (config->blocking == 0): returns fcInProgress and a handle at once; the
+ * handle may only be passed to fcCommGetAsyncError, fcCommDestroy and fcCommAbort until
+ * fcCommGetAsyncError reports fcSuccess. */
+fcResult_t fcCommInitRankConfig(fcComm_t* comm, int nranks, fcUniqueId id, int rank,
+                                fcConfig_t* config);
+
+/* Create ndev communicators in this process, comms[i] being rank i on CUDA device
+ * devlist[i] (devlist NULL: devices 0..ndev-1). Blocks until all are ready; on failure
+ * none is left and every comms[i] is NULL. The caller's current device is unchanged.
+ * Errors: fcInvalidArgument (comms NULL, ndev < 1 or > 16, a device out of range or
+ * listed twice), and those of fcCommInitRank. */
+fcResult_t fcCommInitAll(fcComm_t* comms, int ndev, const int* devlist);
+
 /* Release the communicator: unmaps and frees its symmetric memory and closes its
  * sockets. Waits for this communicator's work on the device to finish first. Local:
  * does not wait for peers. comm must not be used afterwards. NULL: fcInvalidArgument. */
 fcResult_t fcCommDestroy(fcComm_t comm);
+
+/* Stop this communicator's kernels and free it without waiting for peers. Sets an
+ * abort flag that every device spin-wait of this communicator polls (they leave within
+ * about 0.1 ms), tells the peers' kernels that this rank aborted (they fail with
+ * fcRemoteError instead of waiting for their timeout), waits for the device, then
+ * frees everything like fcCommDestroy. comm must not be used afterwards.
+ * Errors: fcInvalidArgument (NULL or destroyed comm). */
+fcResult_t fcCommAbort(fcComm_t comm);
+
+/* *asyncError = the communicator's asynchronous state: fcSuccess; fcInProgress while a
+ * non-blocking init runs (then that init's result); fcTimeout when a kernel of this
+ * communicator gave up waiting for a peer (FC_TIMEOUT_MS); fcRemoteError when it was
+ * aborted, locally or by a peer. fcGetLastError then tells which op, rank, peer and
+ * epochs. Once an error is reported every call on the communicator returns it; destroy
+ * (or abort) it. Does not synchronise; cheap enough to poll.
+ * Errors: fcInvalidArgument (NULL comm or asyncError). */
+fcResult_t fcCommGetAsyncError(fcComm_t comm, fcResult_t* asyncError);
 
 /* The world size, this rank, and the CUDA device ordinal (in this process) of comm. */
 fcResult_t fcCommCount(const fcComm_t comm, int* count);
@@ -152,6 +219,12 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
 fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
                               fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                               cudaStream_t stream);
+
+/* Device-side barrier: work enqueued on `stream` after it starts only when every rank
+ * has enqueued and reached its fcBarrier on the same channel. One small kernel, no
+ * host synchronisation; capturable. Errors: fcInvalidArgument (NULL comm),
+ * fcInvalidUsage (wrong device, too many streams), asynchronous errors. */
+fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -21,12 +21,12 @@ fcResult_t checkCollective(fcComm_t comm, const void* sendbuff, const void* recv
     return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, sendbuff ? "recvbuff" : "sendbuff");
   if (count > SIZE_MAX / *elemSize)
     return fc::setError(fcInvalidArgument, "%s: count %zu overflows", fn, count);
-  if (need(count * *elemSize) > comm->workspaceBytes)
+  if (need(count * *elemSize) > comm->params.workspaceBytes)
     return fc::setError(fcInvalidArgument,
                         "%s: %zu elements (%zu bytes) exceed the workspace of %llu bytes; the limit "
                         "is %llu elements of this type (raise FC_WORKSPACE_BYTES)",
-                        fn, count, count * *elemSize, (unsigned long long)comm->workspaceBytes,
-                        (unsigned long long)(comm->workspaceBytes / *elemSize));
+                        fn, count, count * *elemSize, (unsigned long long)comm->params.workspaceBytes,
+                        (unsigned long long)(comm->params.workspaceBytes / *elemSize));
   if ((reinterpret_cast<uintptr_t>(sendbuff) | reinterpret_cast<uintptr_t>(recvbuff)) % *elemSize)
     return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn,
                         *elemSize);
@@ -34,12 +34,28 @@ fcResult_t checkCollective(fcComm_t comm, const void* sendbuff, const void* recv
   const size_t bytes = count * *elemSize;
   if (s != r && s < r + bytes && r < s + bytes)
     return fc::setError(fcInvalidArgument, "%s: sendbuff and recvbuff overlap without being equal", fn);
+  return fcSuccess;
+}
+
+// The checks every op makes before it enqueues: the communicator is healthy, the
+// current device and the stream's device are the communicator's; *channel is the
+// stream's channel.
+fcResult_t checkLaunch(fcComm_t comm, cudaStream_t stream, const char* fn, int* channel) {
+  FC_CHECK(fc::commCheckAsync(comm));
   int dev = -1;
   FC_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev != comm->cudaDev)
     return fc::setError(fcInvalidUsage, "%s: current device is %d, the communicator's is %d", fn, dev,
                         comm->cudaDev);
-  return fc::commCheckAsync(comm);
+  int streamDev = -1;
+  cudaError_t err = cudaStreamGetDevice(stream, &streamDev);
+  if (err != cudaSuccess)
+    return fc::setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn,
+                        (void*)stream, cudaGetErrorString(err));
+  if (streamDev != comm->cudaDev)
+    return fc::setError(fcInvalidUsage, "%s: the stream belongs to device %d, the communicator's is %d",
+                        fn, streamDev, comm->cudaDev);
+  return fc::commChannel(comm, stream, channel);
 }
 
 }  // namespace
@@ -52,5 +68,15 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
   FC_CHECK(checkCollective(comm, sendbuff, recvbuff, count, datatype, op, "fcAllReduceOneShot",
                            fc::allReduceOneShotWorkspace, &elem));
   if (count == 0) return fcSuccess;
-  return fc::launchAllReduceOneShot(comm->dev, 0, sendbuff, recvbuff, count, datatype, stream);
+  int channel;
+  FC_CHECK(checkLaunch(comm, stream, "fcAllReduceOneShot", &channel));
+  return fc::launchAllReduceOneShot(comm->dev, channel, sendbuff, recvbuff, count, datatype, stream);
+}
+
+FC_API fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream) {
+  fc::clearError();
+  FC_CHECK(fc::checkComm(comm, "fcBarrier"));
+  int channel;
+  FC_CHECK(checkLaunch(comm, stream, "fcBarrier", &channel));
+  return fc::launchBarrier(comm->dev, channel, stream);
 }

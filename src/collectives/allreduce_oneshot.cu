@@ -9,8 +9,9 @@
 //      peer still reads it.
 //
 // Ownership invariant that makes per-CTA barriers enough: workspace byte x always
-// belongs to CTA (x / kChunkBytes) % kMaxBlocks, whatever the count, so the CTA
-// that waits for a peer's departure is the one that will overwrite that byte.
+// belongs to CTA (x / kChunkBytes) % dc.maxCtas, whatever the count (maxCtas is fixed
+// per communicator), so the CTA that waited for every peer's departure from x in
+// the last call that used it is the one that overwrites x next.
 #include "collectives/collectives.h"
 #include "core/result.h"
 #include "device/pack.cuh"
@@ -21,7 +22,6 @@ namespace {
 
 constexpr int kThreads = 512;
 constexpr size_t kChunkBytes = size_t(kThreads) * dev::kPackBytes;  // one pack per thread
-constexpr int kChannelBlocks = kMaxBlocks;
 
 __device__ __forceinline__ bool aligned16(const void* p) {
   return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
@@ -82,10 +82,11 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
   const bool vecIn = aligned16(in), vecOut = aligned16(out);
-  char* wsBytes = dc.base + size_t(dc.rank) * dc.stride + kSignalBytes;
-  T* ws = reinterpret_cast<T*>(wsBytes);
+  const size_t wsOffset = kSignalBytes + size_t(channel) * dc.workspaceBytes;
+  T* ws = reinterpret_cast<T*>(dc.base + size_t(dc.rank) * dc.stride + wsOffset);
+  const size_t ctas = size_t(dc.maxCtas);
 
-  for (size_t c = blockIdx.x; c < nchunks; c += kChannelBlocks) {
+  for (size_t c = blockIdx.x; c < nchunks; c += ctas) {
     const size_t first = c * kChunkElems;
     const size_t last = first + kChunkElems < count ? first + kChunkElems : count;
     copyIn(in, ws, first, last, vecIn);
@@ -95,11 +96,11 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
   const uint32_t epoch = *epochPtr;  // written only by this CTA, at the end of the previous call
   if (!dev::barrierBlock(dc, Op::AllReduceOneShot, channel, epoch + 1)) return;
 
-  for (size_t c = blockIdx.x; c < nchunks; c += kChannelBlocks) {
+  for (size_t c = blockIdx.x; c < nchunks; c += ctas) {
     const size_t first = c * kChunkElems;
     const size_t last = first + kChunkElems < count ? first + kChunkElems : count;
     const size_t i = first + size_t(threadIdx.x) * dev::PackTraits<T>::kElems;
-    if (i < last) reducePack<T, NR>(dc, kSignalBytes, out, i, last, vecOut);
+    if (i < last) reducePack<T, NR>(dc, wsOffset, out, i, last, vecOut);
   }
 
   if (!dev::barrierBlock(dc, Op::AllReduceOneShot, channel, epoch + 2)) return;
@@ -111,7 +112,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
                   cudaStream_t stream) {
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
-  const unsigned grid = unsigned(nchunks < size_t(kChannelBlocks) ? nchunks : size_t(kChannelBlocks));
+  const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
   const T* i = static_cast<const T*>(in);
   T* o = static_cast<T*>(out);
   switch (dc.nranks) {

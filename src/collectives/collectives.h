@@ -16,6 +16,9 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   cudaStream_t stream);
 
+// Device-side barrier of all ranks on `channel`.
+fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream);
+
 // Bytes of workspace the one-shot all-reduce needs for `bytes` of input.
 size_t allReduceOneShotWorkspace(size_t bytes);
 

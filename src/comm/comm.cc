@@ -22,6 +22,8 @@ struct RankInfo {
   uint64_t hostHash;   // hostname + boot id: all ranks must be on this node
   uint64_t workspaceBytes;
   uint64_t timeoutMs;
+  int32_t maxCtas;
+  int32_t channels;
   char busId[32];      // PCI bus id of the GPU: two ranks must not share one
 };
 
@@ -41,6 +43,7 @@ uint64_t hostHash() {
 const char* opName(uint32_t op) {
   switch (Op(op)) {
     case Op::AllReduceOneShot: return "fcAllReduceOneShot";
+    case Op::Barrier: return "fcBarrier";
     default: return "unknown op";
   }
 }
@@ -70,6 +73,11 @@ fcResult_t validateRanks(const std::vector<RankInfo>& all, int rank) {
                       "rank %zu uses a workspace of %llu bytes, this rank %llu: set FC_WORKSPACE_BYTES "
                       "the same on every rank",
                       r, (unsigned long long)o.workspaceBytes, (unsigned long long)me.workspaceBytes);
+    if (o.maxCtas != me.maxCtas || o.channels != me.channels)
+      return setError(fcInvalidUsage,
+                      "rank %zu uses maxCtas %d and %d channels, this rank %d and %d: every rank "
+                      "must configure them the same",
+                      r, o.maxCtas, o.channels, me.maxCtas, me.channels);
     if (o.timeoutMs != me.timeoutMs)
       log(LogLevel::Warn, "rank %zu uses FC_TIMEOUT_MS=%llu, this rank %llu", r,
           (unsigned long long)o.timeoutMs, (unsigned long long)me.timeoutMs);
@@ -99,22 +107,10 @@ fcResult_t checkDevice(int* cudaDev, CUdevice* cuDev) {
 
 }  // namespace
 
-fcResult_t commParamsFromEnv(CommParams* params) {
-  FC_CHECK(envU64("FC_TIMEOUT_MS", 120000, &params->timeoutMs));
-  FC_CHECK(envU64("FC_WORKSPACE_BYTES", 64ull << 20, &params->workspaceBytes));
-  if (params->timeoutMs == 0) return setError(fcInvalidArgument, "FC_TIMEOUT_MS must be > 0");
-  if (params->workspaceBytes == 0) return setError(fcInvalidArgument, "FC_WORKSPACE_BYTES must be > 0");
-  return fcSuccess;
-}
-
-fcResult_t commCreate(const UniqueIdBody& id, int nranks, int rank, const CommParams& params,
-                      fcComm** out) {
+fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& params) {
+  const int rank = comm->rank, nranks = comm->nranks;
   setLogRank(rank);
-  std::unique_ptr<fcComm> comm(new fcComm);
-  comm->rank = rank;
-  comm->nranks = nranks;
-  comm->timeoutMs = params.timeoutMs;
-  comm->workspaceBytes = (params.workspaceBytes + 15) / 16 * 16;
+  comm->params = params;
   CUdevice cuDev;
   FC_CHECK(checkDevice(&comm->cudaDev, &cuDev));
 
@@ -124,8 +120,10 @@ fcResult_t commCreate(const UniqueIdBody& id, int nranks, int rank, const CommPa
   mine.pid = int32_t(getpid());
   mine.cudaDev = comm->cudaDev;
   mine.hostHash = hostHash();
-  mine.workspaceBytes = comm->workspaceBytes;
-  mine.timeoutMs = comm->timeoutMs;
+  mine.workspaceBytes = params.workspaceBytes;
+  mine.timeoutMs = params.timeoutMs;
+  mine.maxCtas = params.maxCtas;
+  mine.channels = params.channels;
   FC_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, comm->cudaDev));
   std::vector<RankInfo> all(static_cast<size_t>(nranks));
   FC_CHECK(comm->bootstrap->allGather(&mine, all.data(), sizeof mine));
@@ -138,48 +136,68 @@ fcResult_t commCreate(const UniqueIdBody& id, int nranks, int rank, const CommPa
     FC_CUDA_CHECK(cudaDeviceSynchronize());
     return fcSuccess;
   };
-  FC_CHECK(SymmetricHeap::create(*comm->bootstrap, cuDev, kSignalBytes + comm->workspaceBytes,
-                                 zeroSignals, &comm->heap));
+  const size_t heapBytes = kSignalBytes + size_t(params.channels) * params.workspaceBytes;
+  FC_CHECK(SymmetricHeap::create(*comm->bootstrap, cuDev, heapBytes, zeroSignals, &comm->heap));
 
   FC_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&comm->errorHost), sizeof(ErrorRecord),
                               cudaHostAllocMapped | cudaHostAllocPortable));
   memset(comm->errorHost, 0, sizeof(ErrorRecord));
   ErrorRecord* errorDev = nullptr;
   FC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&errorDev), comm->errorHost, 0));
+  FC_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->control, cudaStreamNonBlocking));
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
   comm->dev.rank = rank;
   comm->dev.nranks = nranks;
-  comm->dev.workspaceBytes = comm->workspaceBytes;
+  comm->dev.workspaceBytes = params.workspaceBytes;
+  comm->dev.maxCtas = params.maxCtas;
   comm->dev.timeoutNs = params.timeoutMs * 1000000ull;
   comm->dev.error = errorDev;
 
   // No rank may signal a peer before that peer has mapped everybody: meet once more.
   FC_CHECK(comm->bootstrap->barrier());
 
-  FC_INFO("libfusedcomm %d.%d.%d: rank %d/%d on cuda device %d (%s), workspace %llu bytes, "
-          "timeout %llu ms, heap %d x %zu bytes at %p",
-          FC_MAJOR, FC_MINOR, FC_PATCH, rank, nranks, comm->cudaDev, mine.busId,
-          (unsigned long long)comm->workspaceBytes, (unsigned long long)comm->timeoutMs, nranks,
-          comm->heap->stride(), (void*)comm->heap->base());
+  FC_INFO("libfusedcomm %d.%d.%d: rank %d/%d on cuda device %d (%s); %d channels x %llu bytes "
+          "of workspace, max %d CTAs, timeout %llu ms; heap %d x %zu bytes at %p",
+          FC_MAJOR, FC_MINOR, FC_PATCH, rank, nranks, comm->cudaDev, mine.busId, params.channels,
+          (unsigned long long)params.workspaceBytes, params.maxCtas,
+          (unsigned long long)params.timeoutMs, nranks, comm->heap->stride(),
+          (void*)comm->heap->base());
   for (int r = 0; r < nranks; ++r)
     FC_INFO("  peer rank %d: pid %d, cuda device %d, bus %s", r, all[size_t(r)].pid,
             all[size_t(r)].cudaDev, all[size_t(r)].busId);
-  *out = comm.release();
+  FC_INFO("  algorithms: all-reduce one-shot (all sizes up to the workspace)");
   return fcSuccess;
 }
 
-fcResult_t commDestroy(fcComm* comm) {
+fcResult_t commDestroy(fcComm* comm, bool abort) {
+  if (comm->initThread.joinable()) comm->initThread.join();
   fcResult_t res = fcSuccess;
-  {
+  if (comm->cudaDev >= 0) {
     DeviceGuard guard(comm->cudaDev);
+    if (abort && comm->errorHost != nullptr) {
+      // Our spin-waits poll this host word (at least every ~0.1 ms of waiting).
+      reinterpret_cast<volatile uint32_t*>(&comm->errorHost->abortFlag)[0] = 1u;
+      // Tell every peer's kernels too, through its peer-abort word, so that they
+      // fail now with fcRemoteError instead of at their timeout. Best effort: a
+      // peer that is gone does not matter.
+      if (comm->heap && comm->control) {
+        const uint32_t who = uint32_t(comm->rank) + 1u;
+        for (int r = 0; r < comm->nranks; ++r)
+          if (r != comm->rank)
+            cudaMemcpyAsync(comm->heap->peer(r) + kPeerAbortOffset, &who, sizeof who,
+                            cudaMemcpyHostToDevice, comm->control);
+        cudaStreamSynchronize(comm->control);
+      }
+    }
     // Our kernels may still run on user streams; they must finish before their
     // memory is unmapped. They cannot hang: every spin-wait has a deadline.
     cudaError_t err = cudaDeviceSynchronize();
-    if (err != cudaSuccess)
+    if (err != cudaSuccess && !abort)
       res = setError(fcUnhandledCudaError, "fcCommDestroy: cudaDeviceSynchronize: %s",
                      cudaGetErrorString(err));
+    if (comm->control) cudaStreamDestroy(comm->control);
     comm->heap.reset();
     if (comm->errorHost) cudaFreeHost(comm->errorHost);
   }
@@ -190,20 +208,44 @@ fcResult_t commDestroy(fcComm* comm) {
 }
 
 fcResult_t commCheckAsync(fcComm* comm) {
-  if (comm->asyncError != fcSuccess)
-    return setError(comm->asyncError, "%s", comm->asyncMessage.c_str());
+  const int state = comm->asyncError.load(std::memory_order_acquire);
+  if (state == fcInProgress)
+    return setError(fcInProgress, "the communicator's non-blocking init is still running");
+  if (state != fcSuccess) return setError(fcResult_t(state), "%s", comm->asyncMessage.c_str());
   const volatile ErrorRecord* e = comm->errorHost;
-  if (e->state != 2u) return fcSuccess;
+  if (e == nullptr || e->state != 2u) return fcSuccess;
   __atomic_thread_fence(__ATOMIC_ACQUIRE);  // read the fields after the published state
+  const GiveUp why = GiveUp(e->reason);
   char msg[512];
   snprintf(msg, sizeof msg,
-           "%s on rank %d %s (block %d, channel %d): waited for peer rank %d to reach epoch %u, "
-           "last saw %u; the communicator is unusable, destroy it",
-           opName(e->op), e->rank, e->reason == 2u ? "was aborted" : "timed out (FC_TIMEOUT_MS)",
+           "%s on rank %d %s (block %d, channel %d): waited for rank %d to reach epoch %u, last "
+           "saw %u; the communicator is unusable, destroy it",
+           opName(e->op), e->rank,
+           why == GiveUp::Abort       ? "was aborted (fcCommAbort)"
+           : why == GiveUp::PeerAbort ? "gave up because a peer aborted"
+                                      : "timed out (FC_TIMEOUT_MS)",
            e->block, e->channel, e->peer, e->expected, e->seen);
-  comm->asyncError = e->reason == 2u ? fcRemoteError : fcTimeout;
   comm->asyncMessage = msg;
-  return setError(comm->asyncError, "%s", msg);
+  const fcResult_t res = why == GiveUp::Timeout ? fcTimeout : fcRemoteError;
+  comm->asyncError.store(res, std::memory_order_release);
+  return setError(res, "%s", msg);
+}
+
+fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel) {
+  for (size_t c = 0; c < comm->streams.size(); ++c)
+    if (comm->streams[c] == stream) {
+      *channel = int(c);
+      return fcSuccess;
+    }
+  if (comm->streams.size() >= size_t(comm->params.channels))
+    return setError(fcInvalidUsage,
+                    "this communicator already carries operations on %d streams, its channel "
+                    "count: raise config.channels / FC_CHANNELS (max %d), or use fewer streams",
+                    comm->params.channels, kMaxChannels);
+  comm->streams.push_back(stream);
+  *channel = int(comm->streams.size() - 1);
+  FC_INFO("stream %p gets channel %d", (void*)stream, *channel);
+  return fcSuccess;
 }
 
 }  // namespace fc

@@ -1,16 +1,39 @@
 // The communicator: who we are (rank, world, device), the bootstrap connections,
-// the symmetric heap with its signal pads and workspace, and the host-mapped error
-// record that device spin-waits write when they give up.
+// the symmetric heap with its signal pads and per-channel workspaces, the streams
+// mapped to channels, and the host-mapped error record that device spin-waits
+// write when they give up.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "bootstrap/bootstrap.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
 #include "memory/symmetric_heap.h"
+
+namespace fc {
+
+// Resolved options: config fields, else env vars, else defaults.
+struct CommParams {
+  uint64_t timeoutMs = 120000;
+  uint64_t workspaceBytes = 64ull << 20;
+  int maxCtas = kMaxBlocks;
+  int channels = 2;
+  bool blocking = true;
+};
+
+// Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
+// FC_WORKSPACE_BYTES, FC_CHANNELS) and the defaults; validate the struct header.
+fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* params);
+
+}  // namespace fc
 
 struct fcComm {
   static constexpr uint32_t kAlive = 0x4d4d4f43;  // "COMM"; cleared by destroy
@@ -18,35 +41,37 @@ struct fcComm {
   int rank = 0;
   int nranks = 0;
   int cudaDev = -1;
-  uint64_t timeoutMs = 0;
-  uint64_t workspaceBytes = 0;
+  fc::CommParams params;
   std::unique_ptr<fc::Bootstrap> bootstrap;
   std::unique_ptr<fc::SymmetricHeap> heap;
   fc::ErrorRecord* errorHost = nullptr;  // cudaHostAlloc'd, mapped
   fc::DeviceComm dev{};                  // kernel argument
-  fcResult_t asyncError = fcSuccess;     // sticky once a kernel gave up
-  std::string asyncMessage;              // its explanation, repeated by every later call
+  std::vector<cudaStream_t> streams;     // streams[c] carries channel c
+  cudaStream_t control = nullptr;        // for abort notices to peers
+
+  // Asynchronous state: fcInProgress during a non-blocking init, then sticky once
+  // something failed. `asyncMessage` is written before the release store of
+  // `asyncError` and read after its acquire load.
+  std::atomic<int> asyncError{fcSuccess};
+  std::string asyncMessage;
+  std::thread initThread;  // non-blocking init
 };
 
 namespace fc {
 
-struct CommParams {
-  uint64_t timeoutMs;
-  uint64_t workspaceBytes;
-};
-
-// Read FC_TIMEOUT_MS and FC_WORKSPACE_BYTES (defaults 120000 ms, 64 MiB).
-fcResult_t commParamsFromEnv(CommParams* params);
-
-// Collective creation on the calling thread's current device.
-fcResult_t commCreate(const UniqueIdBody& id, int nranks, int rank, const CommParams& params,
-                      fcComm** out);
+// Collective set-up of `comm` (rank, nranks set by the caller) on the calling
+// thread's current device. On failure the caller destroys the half-made comm.
+fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& params);
 
 // Wait for the device to finish this communicator's work, then free everything.
-fcResult_t commDestroy(fcComm* comm);
+// With `abort`, first make every spin-wait of this comm give up and tell the peers.
+fcResult_t commDestroy(fcComm* comm, bool abort);
 
-// fcSuccess, or the sticky error left by a kernel that timed out or was aborted,
-// with a message naming the op, the peer and the epochs.
+// fcSuccess, fcInProgress (non-blocking init still running), or the sticky error
+// (init failure, device timeout or abort) with its message as the last error.
 fcResult_t commCheckAsync(fcComm* comm);
+
+// The channel of `stream`: streams get channels in order of first use.
+fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel);
 
 }  // namespace fc

@@ -5,7 +5,8 @@
 //   [0, kFlagBytes)                 signal pad: flags[channel][block][sender rank]
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
-//   [kSignalBytes, +workspaceBytes) workspace: staging for collectives
+//   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
+//   [kSignalBytes + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
 #include <cstddef>
@@ -19,11 +20,15 @@ constexpr int kMaxBlocks = 128;    // CTAs a collective kernel may use per chann
 constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * sizeof(uint32_t);
 constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32_t);
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
+constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kSignalBytes = 128 * 1024;  // the above, rounded up; workspace starts here
-static_assert(kGuardOffset + sizeof(uint32_t) <= kSignalBytes, "signal region too small");
+static_assert(kPeerAbortOffset + sizeof(uint32_t) <= kSignalBytes, "signal region too small");
 
 // Operations, as recorded in an error record.
-enum class Op : uint32_t { None = 0, AllReduceOneShot = 1 };
+enum class Op : uint32_t { None = 0, AllReduceOneShot = 1, Barrier = 2 };
+
+// Why a device wait gave up, as recorded in an error record.
+enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3 };
 
 // Written by the first device thread that gives up (timeout or abort); lives in
 // host-mapped pinned memory so the host can read it while kernels still run. The
@@ -32,7 +37,7 @@ enum class Op : uint32_t { None = 0, AllReduceOneShot = 1 };
 struct ErrorRecord {
   uint32_t state;     // 0 empty, 2 complete (the host reads the fields only then)
   uint32_t op;        // Op
-  uint32_t reason;    // 1 timeout, 2 abort
+  uint32_t reason;    // GiveUp
   int32_t rank;       // the rank that gave up
   int32_t peer;       // the peer it waited for
   int32_t block;      // the CTA
@@ -47,7 +52,8 @@ struct DeviceComm {
   uint64_t stride;
   int rank;
   int nranks;
-  uint64_t workspaceBytes;  // usable bytes at offset kSignalBytes
+  uint64_t workspaceBytes;  // per channel; channel c's starts at kSignalBytes + c*workspaceBytes
+  int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas
   uint64_t timeoutNs;       // spin-wait deadline
   ErrorRecord* error;       // device pointer of the host-mapped record
 };

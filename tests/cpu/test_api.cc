@@ -335,6 +335,14 @@ TEST_CASE("communicator calls reject a NULL or dead comm", "[api][comm]") {
     CHECK(fcCommCuDevice(nullptr, &out) == fcInvalidArgument);
     CHECK_THAT(lastError(), ContainsSubstring("fcCommCuDevice"));
     CHECK(fcCommCount(nullptr, nullptr) == fcInvalidArgument);
+    CHECK(fcCommAbort(nullptr) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcCommAbort"));
+    fcResult_t async = fcSuccess;
+    CHECK(fcCommGetAsyncError(nullptr, &async) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcCommGetAsyncError"));
+    CHECK(async == fcSuccess);  // untouched
+    CHECK(fcBarrier(nullptr, nullptr) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcBarrier"));
     CHECK(out == -7);  // outputs untouched
   }
   SECTION("memory that is not a live communicator") {
@@ -373,4 +381,75 @@ TEST_CASE("fcAllReduceOneShot with a NULL comm", "[api][collective]") {
   }
   CHECK(buf[0] == 1);
   CHECK(buf[3] == 4);
+}
+
+TEST_CASE("fcCommInitRankConfig validates the config before touching the GPU", "[api][init][config]") {
+  const fcUniqueId id = goodId();
+  fcComm_t comm = sentinelComm();
+  auto rejected = [&](fcConfig_t cfg, const char* needle) {
+    comm = sentinelComm();
+    CHECK(fcCommInitRankConfig(&comm, 2, id, 0, &cfg) == fcInvalidArgument);
+    CHECK(comm == nullptr);
+    CHECK_THAT(lastError(), ContainsSubstring(needle));
+  };
+  fcConfig_t base = FC_CONFIG_INITIALIZER;
+  CHECK(base.size == sizeof(fcConfig_t));
+  CHECK(base.magic == FC_CONFIG_MAGIC);
+  CHECK(base.version == unsigned(FC_VERSION_CODE));
+  CHECK(base.blocking == FC_CONFIG_UNSET);
+  CHECK(base.workspaceBytes == FC_CONFIG_UNSET);
+  fcConfig_t c = base;
+  c.magic = 0x12345678u;
+  rejected(c, "magic");
+  c = base;
+  c.size = sizeof(fcConfig_t) + 8;  // a caller built against a newer, larger struct
+  rejected(c, "size");
+  c = base;
+  c.size = 8;
+  rejected(c, "size");
+  c = base;
+  c.maxCtas = 0;
+  rejected(c, "maxCtas");
+  c = base;
+  c.maxCtas = 129;
+  rejected(c, "maxCtas");
+  c = base;
+  c.channels = 9;
+  rejected(c, "channels");
+  c = base;
+  c.blocking = 2;
+  rejected(c, "blocking");
+  c = base;
+  c.timeoutMs = 0;
+  rejected(c, "timeoutMs");
+  c = base;
+  c.workspaceBytes = -5;
+  rejected(c, "workspaceBytes");
+  {
+    ScopedEnv env("FC_CHANNELS", "0");
+    rejected(base, "channels");
+  }
+  // A valid config gets as far as the (missing) driver.
+  if (!cudaDriverPresent()) {
+    ScopedEnv env("FC_TIMEOUT_MS", "2000");
+    comm = sentinelComm();
+    CHECK(fcCommInitRankConfig(&comm, 2, id, 0, &base) == fcUnhandledCudaError);
+    CHECK(comm == nullptr);
+    CHECK_THAT(lastError(), ContainsSubstring("driver"));
+  }
+}
+
+TEST_CASE("fcCommInitAll rejects bad arguments", "[api][init]") {
+  fcComm_t comms[2] = {sentinelComm(), sentinelComm()};
+  CHECK(fcCommInitAll(nullptr, 2, nullptr) == fcInvalidArgument);
+  CHECK_THAT(lastError(), ContainsSubstring("comms"));
+  CHECK(fcCommInitAll(comms, 0, nullptr) == fcInvalidArgument);
+  CHECK_THAT(lastError(), ContainsSubstring("ndev"));
+  CHECK(fcCommInitAll(comms, 17, nullptr) == fcInvalidArgument);
+  if (!cudaDriverPresent()) {
+    // Without a driver no device can be counted: a CUDA error, and no comm left behind.
+    CHECK(fcCommInitAll(comms, 2, nullptr) == fcUnhandledCudaError);
+    CHECK(comms[0] == nullptr);
+    CHECK(comms[1] == nullptr);
+  }
 }

@@ -76,6 +76,7 @@ std::vector<Symbol> definedDynamicSymbols(const std::string& lib) {
 const std::set<std::string> kPublic = {
     "fcGetErrorString", "fcGetLastError", "fcGetVersion",   "fcGetUniqueId",  "fcCommInitRank",
     "fcCommDestroy",    "fcCommCount",    "fcCommUserRank", "fcCommCuDevice", "fcAllReduceOneShot",
+    "fcCommInitRankConfig", "fcCommInitAll", "fcCommAbort", "fcCommGetAsyncError", "fcBarrier",
 };
 
 }  // namespace

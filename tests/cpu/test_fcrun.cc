@@ -284,6 +284,19 @@ TEST_CASE("a failing rank stops the others and gives fcrun its status", "[fcrun]
   CHECK_FALSE(processAlive(p2));
 }
 
+TEST_CASE("--keep-going lets the other ranks finish and still reports the failure", "[fcrun]") {
+  // Rank 1 dies from SIGKILL first; ranks 0 and 2 keep running and report afterwards.
+  const std::string script =
+      "if [ $FC_RANK = 1 ]; then kill -9 $$; fi; sleep 0.5; echo survived";
+  const Run r = runFcrun({"-n", "3", "--keep-going", "--", "sh", "-c", script});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  CHECK(r.status == 128 + 9);
+  CHECK(contains(r.out, "[rank 0] survived"));
+  CHECK(contains(r.out, "[rank 2] survived"));
+  CHECK_FALSE(contains(r.out, "[rank 1] survived"));
+  CHECK(contains(r.err, "fcrun: rank 1 killed by signal 9"));
+}
+
 TEST_CASE("a rank killed by a signal gives 128+signal", "[fcrun]") {
   const Run r = runFcrun({"-n", "2", "--", "sh", "-c",
                           "if [ $FC_RANK = 0 ]; then kill -KILL $$; fi; exec sleep 30"});

@@ -11,8 +11,12 @@
 
 #include "fusedcomm.h"
 
+// Streams: a communicator gives each stream a channel in order of first use, so the
+// suite uses a fixed set: the legacy stream (nullptr) and `streams`, both made in
+// main before any test (the suite's comm has 3 channels).
 struct GpuEnv {
   fcComm_t comm = nullptr;
+  cudaStream_t streams[2] = {nullptr, nullptr};
   int rank = 0;
   int nranks = 1;
   int device = 0;

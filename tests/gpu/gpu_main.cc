@@ -38,12 +38,17 @@ int main(int argc, char** argv) {
   if (cudaSetDevice(env.device) != cudaSuccess) return 2;
   // A desynchronised test must fail in seconds, not after the default 120 s.
   setenv("FC_TIMEOUT_MS", "30000", 0);
-  fcResult_t res = fcCommInitRank(&env.comm, env.nranks, id, env.rank);
+  fcConfig_t config = FC_CONFIG_INITIALIZER;
+  config.channels = 3;  // nullptr + env.streams
+  fcResult_t res = fcCommInitRankConfig(&env.comm, env.nranks, id, env.rank, &config);
   if (res != fcSuccess) {
     fprintf(stderr, "fcCommInitRank: %s: %s\n", fcGetErrorString(res), fcGetLastError(nullptr));
     return 1;
   }
+  for (cudaStream_t& s : env.streams)
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return 2;
   int rc = Catch::Session().run(argc, argv);
+  for (cudaStream_t s : env.streams) cudaStreamDestroy(s);
   res = fcCommDestroy(env.comm);
   if (res != fcSuccess) {
     fprintf(stderr, "fcCommDestroy: %s: %s\n", fcGetErrorString(res), fcGetLastError(nullptr));

@@ -84,8 +84,7 @@ TEST_CASE("communicator getters") {
 
 TEST_CASE("one-shot all-reduce: exact sums over dtypes, sizes, placement and alignment") {
   const GpuEnv& env = gpuEnv();
-  cudaStream_t stream;
-  CUDA_REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = env.streams[0];
   for (fcDataType_t t : kTypes) {
     const size_t es = fcTypeSize(t);
     std::vector<size_t> counts = {1,    2,    3,    5,     7,     8,      9,         15,
@@ -120,7 +119,6 @@ TEST_CASE("one-shot all-reduce: exact sums over dtypes, sizes, placement and ali
       }
     }
   }
-  CUDA_REQUIRE(cudaStreamDestroy(stream));
 }
 
 TEST_CASE("one-shot all-reduce: random inputs are summed in fp32 and rounded once") {
@@ -219,8 +217,7 @@ TEST_CASE("one-shot all-reduce: 10,000 back-to-back calls without host synchroni
   const uint64_t seed = nextSeed();
   upload(in.p, t, s.total, seed, env.rank);
   poison(out.p, out.bytes);
-  cudaStream_t stream;
-  CUDA_REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t stream = env.streams[1];
   size_t failures = 0;
   for (size_t k = 0; k < s.offset.size(); ++k)
     failures += fcAllReduceOneShot(in.c() + s.offset[k] * es, out.c() + s.offset[k] * es, s.count[k],
@@ -229,7 +226,6 @@ TEST_CASE("one-shot all-reduce: 10,000 back-to-back calls without host synchroni
   CUDA_REQUIRE(cudaGetLastError());
   CHECK(failures == 0);
   checkSlices(s, download(out.p, s.total * es), t, seed, env.nranks);
-  CUDA_REQUIRE(cudaStreamDestroy(stream));
 }
 
 TEST_CASE("one-shot all-reduce: a CUDA graph of 100 calls replayed 10 times") {
@@ -238,8 +234,7 @@ TEST_CASE("one-shot all-reduce: a CUDA graph of 100 calls replayed 10 times") {
     const size_t es = fcTypeSize(t);
     const Slices s(100, es);
     DevBuf in(s.total * es), out(s.total * es);
-    cudaStream_t stream;
-    CUDA_REQUIRE(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaStream_t stream = env.streams[0];
     CUDA_REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     size_t failures = 0;
     for (size_t k = 0; k < s.offset.size(); ++k)
@@ -262,7 +257,6 @@ TEST_CASE("one-shot all-reduce: a CUDA graph of 100 calls replayed 10 times") {
     }
     CUDA_REQUIRE(cudaGraphExecDestroy(exec));
     CUDA_REQUIRE(cudaGraphDestroy(graph));
-    CUDA_REQUIRE(cudaStreamDestroy(stream));
   }
 }
 

@@ -238,7 +238,10 @@ int shellStatus(int waitStatus) {
 }
 
 // Runs the ranks to completion and returns fcrun's exit status.
-int runRanks(int nranks, double timeoutS, const std::string& idHex,
+// keepGoing: a failing rank does not stop the others (fault-tolerance tests kill a
+// rank on purpose and check what the survivors report); the first failure still
+// decides the exit status.
+int runRanks(int nranks, double timeoutS, bool keepGoing, const std::string& idHex,
              const std::vector<std::string>& cmd) {
   std::vector<Rank> ranks(size_t(nranks), Rank{});
   std::vector<std::string> prefixes;
@@ -286,7 +289,11 @@ int runRanks(int nranks, double timeoutS, const std::string& idHex,
                   strsignal(WTERMSIG(st)));
         else
           fprintf(stderr, "fcrun: rank %d exited with status %d\n", i, code);
-        stopAll(code);
+        if (keepGoing) {
+          if (exitCode < 0) exitCode = code;
+        } else {
+          stopAll(code);
+        }
         break;
       }
     }
@@ -366,12 +373,15 @@ int main(int argc, char** argv) {
                           ->check(CLI::Range(1, kMaxRanks));
   app.add_option("--timeout", timeoutS, "kill all ranks after S seconds and exit 124 (0: never)")
       ->check(CLI::NonNegativeNumber);
+  bool keepGoing = false;
+  app.add_flag("--keep-going", keepGoing,
+               "a failing rank does not stop the others (exit status: the first failure's)");
   // Everything from PROGRAM on is PROGRAM's, even arguments that look like our options:
   // prefix_command stops parsing at the first positional and leaves the rest (and a
   // leading "--") in remaining().
   app.prefix_command();
   app.footer(
-      "Usage: fcrun -n N [--timeout S] [--] PROGRAM ARGS...\n"
+      "Usage: fcrun -n N [--timeout S] [--keep-going] [--] PROGRAM ARGS...\n"
       "Output lines are prefixed \"[rank R] \". The first rank that fails (non-zero status\n"
       "other than 77, or a signal) stops the others; fcrun exits with its status (128+signal\n"
       "for a signal). All ranks exiting 77 (or 77 and 0) gives 77.");
@@ -427,5 +437,5 @@ int main(int argc, char** argv) {
   // A closed stdout must not kill fcrun (that would orphan the ranks' output handling).
   signal(SIGPIPE, SIG_IGN);
 
-  return runRanks(nranks, timeoutS, fcUniqueIdToHex(id), cmd);
+  return runRanks(nranks, timeoutS, keepGoing, fcUniqueIdToHex(id), cmd);
 }

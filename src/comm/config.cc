@@ -1,0 +1,66 @@
+// fcConfig_t resolution: the struct header is checked so that callers built against
+// another version of the header get either a working config or a clear error.
+#include <cstddef>
+
+#include "comm/comm.h"
+#include "core/env.h"
+#include "core/result.h"
+
+namespace fc {
+
+namespace {
+// The first published fcConfig_t ended after workspaceBytes; never shrink this.
+constexpr size_t kMinConfigSize = offsetof(fcConfig_t, workspaceBytes) + sizeof(long long);
+}  // namespace
+
+fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
+  uint64_t channels = 0;
+  FC_CHECK(envU64("FC_TIMEOUT_MS", p->timeoutMs, &p->timeoutMs));
+  FC_CHECK(envU64("FC_WORKSPACE_BYTES", p->workspaceBytes, &p->workspaceBytes));
+  FC_CHECK(envU64("FC_CHANNELS", uint64_t(p->channels), &channels));
+  p->channels = channels > 64 ? 65 : int(channels);
+  if (config != nullptr) {
+    if (config->magic != FC_CONFIG_MAGIC)
+      return setError(fcInvalidArgument,
+                      "config: bad magic 0x%08x (initialise it with FC_CONFIG_INITIALIZER)",
+                      config->magic);
+    if (config->size < kMinConfigSize || config->size > sizeof(fcConfig_t))
+      return setError(fcInvalidArgument,
+                      "config: size %zu is not between %zu and %zu (built against another "
+                      "libfusedcomm header?)",
+                      config->size, kMinConfigSize, sizeof(fcConfig_t));
+    // Fields beyond config->size (an older caller) keep their defaults.
+    if (config->blocking != FC_CONFIG_UNSET) {
+      if (config->blocking != 0 && config->blocking != 1)
+        return setError(fcInvalidArgument, "config.blocking must be 0 or 1, not %d", config->blocking);
+      p->blocking = config->blocking == 1;
+    }
+    if (config->maxCtas != FC_CONFIG_UNSET) p->maxCtas = config->maxCtas;
+    if (config->channels != FC_CONFIG_UNSET) p->channels = config->channels;
+    if (config->timeoutMs != FC_CONFIG_UNSET) {
+      if (config->timeoutMs <= 0)
+        return setError(fcInvalidArgument, "config.timeoutMs must be > 0, not %lld", config->timeoutMs);
+      p->timeoutMs = uint64_t(config->timeoutMs);
+    }
+    if (config->workspaceBytes != FC_CONFIG_UNSET) {
+      if (config->workspaceBytes <= 0)
+        return setError(fcInvalidArgument, "config.workspaceBytes must be > 0, not %lld",
+                        config->workspaceBytes);
+      p->workspaceBytes = uint64_t(config->workspaceBytes);
+    }
+  }
+  if (p->timeoutMs == 0) return setError(fcInvalidArgument, "FC_TIMEOUT_MS must be > 0");
+  if (p->workspaceBytes == 0) return setError(fcInvalidArgument, "FC_WORKSPACE_BYTES must be > 0");
+  if (p->workspaceBytes > (1ull << 40))
+    return setError(fcInvalidArgument, "workspace of %llu bytes is over 1 TiB",
+                    (unsigned long long)p->workspaceBytes);
+  p->workspaceBytes = (p->workspaceBytes + 15) / 16 * 16;
+  if (p->maxCtas < 1 || p->maxCtas > kMaxBlocks)
+    return setError(fcInvalidArgument, "maxCtas %d is not in [1, %d]", p->maxCtas, kMaxBlocks);
+  if (p->channels < 1 || p->channels > kMaxChannels)
+    return setError(fcInvalidArgument, "channels (FC_CHANNELS) %d is not in [1, %d]", p->channels,
+                    kMaxChannels);
+  return fcSuccess;
+}
+
+}  // namespace fc

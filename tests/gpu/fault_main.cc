@@ -1,0 +1,245 @@
+// fc_fault_tests: failure and lifecycle scenarios, one per run, under tools/fcrun
+// (tests/gpu/run-fault-tests runs them all and checks the outcome). Each rank prints
+// "fault <scenario>: rank R: PASS|FAIL ..." and exits 0 on PASS.
+//
+//   skip     rank 1 skips one of 20 all-reduces: the others get fcTimeout
+//   kill     rank 2 SIGKILLs itself in a loop of 1000: the others get fcTimeout
+//   abort    rank 3 calls fcCommAbort in a loop of 1000: the others fail fast
+//   cycles   N init/destroy cycles (FC_CYCLES, default 1000) leak no fds, device
+//            memory or address-space mappings
+//   initall  fcCommInitAll over every visible GPU in one process (run with -n 1)
+//
+// Survivors must see the error within FC_TIMEOUT_MS + 2 s of starting the loop.
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fc_data.h"
+#include "fc_env.h"
+#include "fusedcomm.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int g_rank = 0, g_nranks = 1;
+const char* g_scenario = "";
+
+int report(bool pass, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+int report(bool pass, const char* fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  printf("fault %s: rank %d: %s %s\n", g_scenario, g_rank, pass ? "PASS" : "FAIL", msg);
+  fflush(stdout);
+  return pass ? 0 : 1;
+}
+
+#define CHECK_CUDA(call)                                                               \
+  do {                                                                                 \
+    cudaError_t e_ = (call);                                                           \
+    if (e_ != cudaSuccess) return report(false, "%s: %s", #call, cudaGetErrorString(e_)); \
+  } while (0)
+#define CHECK_FC(call)                                                                      \
+  do {                                                                                      \
+    fcResult_t r_ = (call);                                                                 \
+    if (r_ != fcSuccess)                                                                    \
+      return report(false, "%s: %s: %s", #call, fcGetErrorString(r_), fcGetLastError(nullptr)); \
+  } while (0)
+
+uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
+
+// Issue `calls` all-reduces; `fault(k)` runs before call k and returns false to skip it.
+// Returns the communicator's async error after synchronising, and the elapsed time.
+template <typename Fault>
+int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError) {
+  const size_t count = 1 << 16;
+  float* buf;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
+  CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK_CUDA(cudaDeviceSynchronize());
+  const auto t0 = Clock::now();
+  fcResult_t firstError = fcSuccess;
+  for (int k = 0; k < calls && firstError == fcSuccess; ++k) {
+    if (!fault(k, s)) continue;
+    firstError = fcAllReduceOneShot(buf, buf, count, fcFloat32, fcSum, comm, s);
+  }
+  const cudaError_t syncErr = cudaStreamSynchronize(s);
+  fcResult_t async = fcInternalError;
+  fcCommGetAsyncError(comm, &async);
+  const std::string why = fcGetLastError(nullptr);
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  cudaStreamDestroy(s);
+  cudaFree(buf);
+  if (syncErr != cudaSuccess) return report(false, "stream sync: %s", cudaGetErrorString(syncErr));
+  const fcResult_t seen = async != fcSuccess ? async : firstError;
+  if (!expectError)
+    return report(seen == fcSuccess, "no error expected: got %s after %.0f ms", fcGetErrorString(seen), ms);
+  const double limit = double(timeoutMs()) + 2000.0;
+  return report(seen != fcSuccess && ms < limit, "%s after %.0f ms (limit %.0f ms): %s",
+                fcGetErrorString(seen), ms, limit, why.c_str());
+}
+
+int countFds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+int countMappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) ++n;
+  return n;
+}
+
+// One init + all-reduce + destroy; reusing one unique id for communicators that
+// exist one after another is fine (the rendezvous socket is closed in between).
+int cycle(const fcUniqueId& id) {
+  fcComm_t comm;
+  CHECK_FC(fcCommInitRank(&comm, g_nranks, id, g_rank));
+  float* buf;
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), 256 * sizeof(float)));
+  std::vector<float> h(256, float(g_rank + 1));
+  CHECK_CUDA(cudaMemcpy(buf, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK_FC(fcAllReduceOneShot(buf, buf, 256, fcFloat32, fcSum, comm, nullptr));
+  CHECK_CUDA(cudaMemcpy(h.data(), buf, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CHECK_CUDA(cudaFree(buf));
+  CHECK_FC(fcCommDestroy(comm));
+  const float want = float(g_nranks * (g_nranks + 1) / 2);
+  for (float v : h)
+    if (v != want) return report(false, "cycle all-reduce gave %g, want %g", v, want);
+  return 0;
+}
+
+int cycles(const fcUniqueId& id) {
+  const int n = fcEnvInt("FC_CYCLES", 1000);
+  for (int i = 0; i < 10; ++i)  // warm-up: cudart and driver allocate lazily
+    if (cycle(id) != 0) return 1;
+  size_t free0, total;
+  CHECK_CUDA(cudaMemGetInfo(&free0, &total));
+  const int fds0 = countFds(), maps0 = countMappings();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i)
+    if (cycle(id) != 0) return 1;
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  size_t free1;
+  CHECK_CUDA(cudaMemGetInfo(&free1, &total));
+  const int fds1 = countFds(), maps1 = countMappings();
+  const long long lost = (long long)free0 - (long long)free1;
+  // Device memory may fluctuate by the driver's own pools; a leak of one heap per
+  // cycle would be n * 2 MiB at least.
+  const bool ok = fds1 == fds0 && lost < (16ll << 20) && maps1 <= maps0 + 4;
+  return report(ok, "%d cycles in %.1f s: fds %d -> %d, device memory free %zu -> %zu (%lld bytes lost), "
+                "mappings %d -> %d",
+                n, s, fds0, fds1, free0, free1, lost, maps0, maps1);
+}
+
+int initAll() {
+  int ndev = 0;
+  CHECK_CUDA(cudaGetDeviceCount(&ndev));
+  std::vector<fcComm_t> comms(static_cast<size_t>(ndev), nullptr);
+  CHECK_FC(fcCommInitAll(comms.data(), ndev, nullptr));
+  const size_t count = 4097;
+  std::vector<float*> bufs(static_cast<size_t>(ndev));
+  for (int d = 0; d < ndev; ++d) {
+    CHECK_CUDA(cudaSetDevice(d));
+    int rank = -1, dev = -1;
+    CHECK_FC(fcCommUserRank(comms[size_t(d)], &rank));
+    CHECK_FC(fcCommCuDevice(comms[size_t(d)], &dev));
+    if (rank != d || dev != d) return report(false, "comm %d has rank %d on device %d", d, rank, dev);
+    std::vector<char> h = fcPatternInput(fcFloat32, count, 99, d);
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&bufs[size_t(d)]), h.size()));
+    CHECK_CUDA(cudaMemcpy(bufs[size_t(d)], h.data(), h.size(), cudaMemcpyHostToDevice));
+  }
+  // One thread drives all GPUs: launches are asynchronous, so every rank's kernel is
+  // in flight before any of them has to finish.
+  for (int d = 0; d < ndev; ++d) {
+    CHECK_CUDA(cudaSetDevice(d));
+    CHECK_FC(fcAllReduceOneShot(bufs[size_t(d)], bufs[size_t(d)], count, fcFloat32, fcSum,
+                                comms[size_t(d)], nullptr));
+  }
+  double worst = 0;
+  for (int d = 0; d < ndev; ++d) {
+    CHECK_CUDA(cudaSetDevice(d));
+    std::vector<char> h(count * sizeof(float));
+    CHECK_CUDA(cudaMemcpy(h.data(), bufs[size_t(d)], h.size(), cudaMemcpyDeviceToHost));
+    worst = std::max(worst, fcPatternSumError(h.data(), fcFloat32, count, 99, ndev));
+    CHECK_CUDA(cudaFree(bufs[size_t(d)]));
+    CHECK_FC(fcCommDestroy(comms[size_t(d)]));
+  }
+  return report(worst == 0.0, "fcCommInitAll over %d GPUs: all-reduce max error %g", ndev, worst);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIP: no CUDA GPU here\n");
+    return 77;
+  }
+  if (argc != 2) {
+    fprintf(stderr, "usage: fc_fault_tests skip|kill|abort|cycles|initall (under fcrun)\n");
+    return 2;
+  }
+  g_scenario = argv[1];
+  g_rank = fcEnvInt("FC_RANK", 0);
+  g_nranks = fcEnvInt("FC_WORLD_SIZE", 1);
+  const std::string scenario = argv[1];
+  if (scenario == "initall") return initAll();
+  fcUniqueId id;
+  if (!fcUniqueIdFromEnv(&id)) return report(false, "FC_UNIQUE_ID not set: run under fcrun");
+  CHECK_CUDA(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", g_rank)));
+  if (scenario == "cycles") return cycles(id);
+
+  fcComm_t comm;
+  CHECK_FC(fcCommInitRank(&comm, g_nranks, id, g_rank));
+  int rc = 2;
+  if (scenario == "skip") {
+    // The skipping rank pairs its later calls with its peers' earlier ones and
+    // finishes; its peers' last call finds nobody and times out.
+    rc = faultLoop(comm, 20, [](int k, cudaStream_t) { return !(g_rank == 1 && k == 5); },
+                   g_rank != 1);
+  } else if (scenario == "kill") {
+    rc = faultLoop(comm, 1000,
+                   [](int k, cudaStream_t s) {
+                     if (g_rank == 2 && k == 50) {
+                       cudaStreamSynchronize(s);  // die between calls, peers mid-loop
+                       raise(SIGKILL);
+                     }
+                     return true;
+                   },
+                   true);
+  } else if (scenario == "abort") {
+    if (g_rank == 3) {
+      rc = faultLoop(comm, 50, [](int, cudaStream_t) { return true; }, false);
+      const fcResult_t r = fcCommAbort(comm);
+      return report(rc == 0 && r == fcSuccess, "fcCommAbort: %s", fcGetErrorString(r));
+    }
+    rc = faultLoop(comm, 1000, [](int, cudaStream_t) { return true; }, true);
+  } else {
+    fprintf(stderr, "unknown scenario %s\n", argv[1]);
+  }
+  const fcResult_t d = fcCommDestroy(comm);
+  if (d != fcSuccess) return report(false, "fcCommDestroy: %s", fcGetLastError(nullptr));
+  return rc;
+}
