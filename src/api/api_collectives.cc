@@ -47,14 +47,22 @@ fcResult_t checkLaunch(fcComm_t comm, cudaStream_t stream, const char* fn, int* 
   if (dev != comm->cudaDev)
     return fc::setError(fcInvalidUsage, "%s: current device is %d, the communicator's is %d", fn, dev,
                         comm->cudaDev);
-  int streamDev = -1;
-  cudaError_t err = cudaStreamGetDevice(stream, &streamDev);
-  if (err != cudaSuccess)
-    return fc::setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn,
-                        (void*)stream, cudaGetErrorString(err));
-  if (streamDev != comm->cudaDev)
-    return fc::setError(fcInvalidUsage, "%s: the stream belongs to device %d, the communicator's is %d",
-                        fn, streamDev, comm->cudaDev);
+  // cudaStreamGetDevice is not allowed on a capturing stream (it would invalidate
+  // the capture): check the device of streams that are not capturing; a captured
+  // graph is launched on a stream of its own device anyway.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  FC_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture == cudaStreamCaptureStatusNone) {
+    int streamDev = -1;
+    cudaError_t err = cudaStreamGetDevice(stream, &streamDev);
+    if (err != cudaSuccess)
+      return fc::setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn,
+                          (void*)stream, cudaGetErrorString(err));
+    if (streamDev != comm->cudaDev)
+      return fc::setError(fcInvalidUsage,
+                          "%s: the stream belongs to device %d, the communicator's is %d", fn,
+                          streamDev, comm->cudaDev);
+  }
   return fc::commChannel(comm, stream, channel);
 }
 

@@ -13,6 +13,7 @@
 // per communicator), so the CTA that waited for every peer's departure from x in
 // the last call that used it is the one that overwrites x next.
 #include "collectives/collectives.h"
+#include "collectives/launch.h"
 #include "core/result.h"
 #include "device/pack.cuh"
 #include "device/sync.cuh"
@@ -115,14 +116,11 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
   const T* i = static_cast<const T*>(in);
   T* o = static_cast<T*>(out);
-  switch (dc.nranks) {
-    case 2: allReduceOneShotKernel<T, 2><<<grid, kThreads, 0, stream>>>(dc, channel, i, o, count); break;
-    case 4: allReduceOneShotKernel<T, 4><<<grid, kThreads, 0, stream>>>(dc, channel, i, o, count); break;
-    case 8: allReduceOneShotKernel<T, 8><<<grid, kThreads, 0, stream>>>(dc, channel, i, o, count); break;
-    default: allReduceOneShotKernel<T, 0><<<grid, kThreads, 0, stream>>>(dc, channel, i, o, count); break;
-  }
-  FC_CUDA_CHECK(cudaGetLastError());
-  return fcSuccess;
+  auto kernel = dc.nranks == 2   ? allReduceOneShotKernel<T, 2>
+                : dc.nranks == 4 ? allReduceOneShotKernel<T, 4>
+                : dc.nranks == 8 ? allReduceOneShotKernel<T, 8>
+                                 : allReduceOneShotKernel<T, 0>;
+  return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel, i, o, count);
 }
 
 }  // namespace

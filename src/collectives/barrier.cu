@@ -2,6 +2,7 @@
 // Work enqueued after it starts only once every rank's earlier work on its stream
 // has finished (kernel boundaries order it before our release store).
 #include "collectives/collectives.h"
+#include "collectives/launch.h"
 #include "core/result.h"
 #include "device/sync.cuh"
 
@@ -20,9 +21,8 @@ __global__ void barrierKernel(DeviceComm dc, int channel) {
 }  // namespace
 
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream) {
-  barrierKernel<<<1, 32, 0, stream>>>(dc, channel);  // 32 >= kMaxRanks signalling threads
-  FC_CUDA_CHECK(cudaGetLastError());
-  return fcSuccess;
+  // 32 threads >= kMaxRanks signalling threads.
+  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel);
 }
 
 }  // namespace fc

@@ -104,7 +104,17 @@ TEST_CASE("two communicators alive at once do not interfere") {
   fcComm_t comm2 = nullptr;
   fcConfig_t config = FC_CONFIG_INITIALIZER;
   config.channels = 2;
-  FC_REQUIRE(fcCommInitRankConfig(&comm2, env.nranks, id2, env.rank, &config));
+  config.blocking = 0;  // non-blocking init: a handle now, readiness through the async state
+  CHECK(fcCommInitRankConfig(&comm2, env.nranks, id2, env.rank, &config) == fcInProgress);
+  REQUIRE(comm2 != nullptr);
+  fcResult_t state = fcInProgress;
+  const auto t0 = Clock::now();
+  while (state == fcInProgress && msSince(t0) < 30000) {
+    FC_REQUIRE(fcCommGetAsyncError(comm2, &state));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  INFO(fcGetLastError(nullptr));
+  REQUIRE(state == fcSuccess);
   const cudaStream_t* s = env.streams;
   // Same stream, then different streams: comm2 then carries s[0] and s[1].
   CHECK(interleaved({env.comm, comm2}, {s[0], s[0]}, env.rank, env.nranks, 1 << 17, 50) == 0);
