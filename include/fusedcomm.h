@@ -201,7 +201,9 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
 
 /* One-shot all-reduce: recvbuff[i] = sum over ranks of sendbuff[i], i < count, on
  * every rank.
- *   sendbuff, recvbuff: device memory of comm's GPU, count elements of datatype;
+ *   sendbuff, recvbuff: device memory of comm's GPU, count elements of datatype
+ *     (sendbuff from fcMemAlloc, out of place: read by the peers in place, and the
+ *     workspace limit below does not apply);
  *     sendbuff == recvbuff (in place) is allowed; other overlap is not. Any element
  *     alignment works; 16-byte aligned buffers take the vectorised path.
  *   datatype: fcBfloat16, fcFloat16 or fcFloat32. Sums are accumulated in fp32 and
@@ -219,6 +221,23 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
 fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
                               fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                               cudaStream_t stream);
+
+/* Symmetric memory. Collective: every rank calls it with the same `bytes`, in the same
+ * order relative to its other fcMemAlloc calls. Allocates `bytes` (rounded up to the
+ * allocation granularity, 2 MiB on H200) of device memory on every rank's GPU, maps
+ * every rank's allocation into every rank, and returns this rank's address in *ptr
+ * (aligned to the granularity, contents zeroed). Collectives whose sendbuff lies in
+ * such a buffer (16-byte aligned offset) and is not also recvbuff read it from the
+ * peers directly: no staging copy, and no workspace size limit.
+ * Errors: fcInvalidArgument (NULL comm/ptr, bytes 0), fcInvalidUsage (wrong device;
+ * ranks asking for different sizes), fcUnhandledCudaError (out of memory), fcTimeout
+ * / fcRemoteError (a peer did not take part). */
+fcResult_t fcMemAlloc(fcComm_t comm, void** ptr, size_t bytes);
+
+/* Release a buffer from fcMemAlloc of this communicator. Local: peers that still map
+ * it keep the memory alive until they free it too. Waits for the device to finish
+ * using it. Errors: fcInvalidArgument (NULL comm, ptr not from fcMemAlloc(comm)). */
+fcResult_t fcMemFree(fcComm_t comm, void* ptr);
 
 /* Device-side barrier: work enqueued on `stream` after it starts only when every rank
  * has enqueued and reached its fcBarrier on the same channel. One small kernel, no

@@ -73,12 +73,22 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
                                      cudaStream_t stream) {
   fc::clearError();
   size_t elem;
-  FC_CHECK(checkCollective(comm, sendbuff, recvbuff, count, datatype, op, "fcAllReduceOneShot",
-                           fc::allReduceOneShotWorkspace, &elem));
+  // A symmetric sendbuff (fcMemAlloc), 16-byte aligned and not overwritten by the
+  // output, is read by the peers where it is: no copy-in, no workspace limit.
+  fc::SymSource src{};
+  const bool zeroCopy =
+      comm != nullptr && comm->magic == fcComm::kAlive && sendbuff != recvbuff &&
+      fc::dataTypeSize(datatype) != 0 && count <= SIZE_MAX / fc::dataTypeSize(datatype) &&
+      fc::commSymmetricSource(comm, sendbuff, count * fc::dataTypeSize(datatype), &src) &&
+      src.offset % 16 == 0;
+  auto need = [zeroCopy](size_t bytes) { return zeroCopy ? 0 : fc::allReduceOneShotWorkspace(bytes); };
+  FC_CHECK(checkCollective(comm, sendbuff, recvbuff, count, datatype, op, "fcAllReduceOneShot", need,
+                           &elem));
   if (count == 0) return fcSuccess;
   int channel;
   FC_CHECK(checkLaunch(comm, stream, "fcAllReduceOneShot", &channel));
-  return fc::launchAllReduceOneShot(comm->dev, channel, sendbuff, recvbuff, count, datatype, stream);
+  return fc::launchAllReduceOneShot(comm->dev, channel, sendbuff, recvbuff, count, datatype,
+                                    zeroCopy ? &src : nullptr, stream);
 }
 
 FC_API fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream) {

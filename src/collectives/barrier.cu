@@ -14,7 +14,7 @@ __global__ void barrierKernel(DeviceComm dc, int channel) {
   // which is fine because every rank issues the same sequence on a channel.
   uint32_t* epochPtr = dev::epochAddr(dc, channel, 0);
   const uint32_t epoch = *epochPtr;
-  if (!dev::barrierBlock(dc, Op::Barrier, channel, epoch + 1)) return;
+  if (!dev::barrierBlock(dc, Op::Barrier, opSignature(Op::Barrier, 0, 0), channel, epoch + 1)) return;
   if (threadIdx.x == 0) *epochPtr = epoch + 1;
 }
 

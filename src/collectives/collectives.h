@@ -11,10 +11,12 @@
 
 namespace fc {
 
-// One-shot all-reduce of `count` elements; count*size <= workspace (checked by the caller).
+// One-shot all-reduce of `count` elements. symmetricIn: where every rank's sendbuff
+// lies in symmetric memory (16-byte aligned offset, not recvbuff), or NULL to stage
+// through the workspace (then count*size <= workspace, checked by the caller).
 fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
-                                  cudaStream_t stream);
+                                  const SymSource* symmetricIn, cudaStream_t stream);
 
 // Device-side barrier of all ranks on `channel`.
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream);

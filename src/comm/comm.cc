@@ -198,6 +198,7 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
       res = setError(fcUnhandledCudaError, "fcCommDestroy: cudaDeviceSynchronize: %s",
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
+    comm->userHeaps.clear();
     comm->heap.reset();
     if (comm->errorHost) cudaFreeHost(comm->errorHost);
   }
@@ -217,16 +218,34 @@ fcResult_t commCheckAsync(fcComm* comm) {
   __atomic_thread_fence(__ATOMIC_ACQUIRE);  // read the fields after the published state
   const GiveUp why = GiveUp(e->reason);
   char msg[512];
-  snprintf(msg, sizeof msg,
-           "%s on rank %d %s (block %d, channel %d): waited for rank %d to reach epoch %u, last "
-           "saw %u; the communicator is unusable, destroy it",
-           opName(e->op), e->rank,
-           why == GiveUp::Abort       ? "was aborted (fcCommAbort)"
-           : why == GiveUp::PeerAbort ? "gave up because a peer aborted"
-                                      : "timed out (FC_TIMEOUT_MS)",
-           e->block, e->channel, e->peer, e->expected, e->seen);
+  if (why == GiveUp::Mismatch) {
+    // The signatures: op (4 bits), dtype (4 bits), count mod 2^24.
+    auto describe = [](uint32_t sig, char* out, size_t n) {
+      snprintf(out, n, "%s(dtype %u, count %% 2^24 = %u)", opName(sig >> 28), (sig >> 24) & 15u,
+               sig & 0xffffffu);
+    };
+    char mine[96], theirs[96];
+    describe(e->expected, mine, sizeof mine);
+    describe(e->seen, theirs, sizeof theirs);
+    snprintf(msg, sizeof msg,
+             "mismatched collectives on channel %d: rank %d called %s while rank %d called %s at "
+             "the same point; every rank must issue the same operations in the same order; the "
+             "communicator is unusable, destroy it",
+             e->channel, e->rank, mine, e->peer, theirs);
+  } else {
+    snprintf(msg, sizeof msg,
+             "%s on rank %d %s (block %d, channel %d): waited for rank %d to reach epoch %u, last "
+             "saw %u; the communicator is unusable, destroy it",
+             opName(e->op), e->rank,
+             why == GiveUp::Abort       ? "was aborted (fcCommAbort)"
+             : why == GiveUp::PeerAbort ? "gave up because that rank aborted or gave up"
+                                        : "timed out (FC_TIMEOUT_MS)",
+             e->block, e->channel, e->peer, e->expected, e->seen);
+  }
   comm->asyncMessage = msg;
-  const fcResult_t res = why == GiveUp::Timeout ? fcTimeout : fcRemoteError;
+  const fcResult_t res = why == GiveUp::Timeout    ? fcTimeout
+                        : why == GiveUp::Mismatch ? fcInvalidUsage
+                                                  : fcRemoteError;
   comm->asyncError.store(res, std::memory_order_release);
   return setError(res, "%s", msg);
 }
@@ -246,6 +265,45 @@ fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel) {
   *channel = int(comm->streams.size() - 1);
   FC_INFO("stream %p gets channel %d", (void*)stream, *channel);
   return fcSuccess;
+}
+
+fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr) {
+  CUdevice cuDev;
+  FC_CU_CHECK(cuDeviceGet(&cuDev, comm->cudaDev));
+  auto zero = [](void* local, size_t n) -> fcResult_t {
+    FC_CUDA_CHECK(cudaMemset(local, 0, n));
+    FC_CUDA_CHECK(cudaDeviceSynchronize());
+    return fcSuccess;
+  };
+  std::unique_ptr<SymmetricHeap> h;
+  FC_CHECK(SymmetricHeap::create(*comm->bootstrap, cuDev, bytes, zero, &h));
+  *ptr = h->local();
+  FC_INFO("fcMemAlloc: %zu bytes (%zu mapped per rank) at %p", bytes, h->stride(), *ptr);
+  comm->userHeaps.push_back(std::move(h));
+  return fcSuccess;
+}
+
+fcResult_t commMemFree(fcComm* comm, void* ptr) {
+  for (auto it = comm->userHeaps.begin(); it != comm->userHeaps.end(); ++it) {
+    if ((*it)->local() != ptr) continue;
+    // Kernels of ours may still read it (or peers' kernels through our mapping).
+    FC_CUDA_CHECK(cudaDeviceSynchronize());
+    comm->userHeaps.erase(it);
+    return fcSuccess;
+  }
+  return setError(fcInvalidArgument, "fcMemFree: %p was not returned by fcMemAlloc of this communicator",
+                  ptr);
+}
+
+bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSource* src) {
+  for (const auto& h : comm->userHeaps)
+    if (h->containsLocal(p, bytes)) {
+      src->base = h->base();
+      src->stride = h->stride();
+      src->offset = uint64_t(static_cast<const char*>(p) - h->local());
+      return true;
+    }
+  return false;
 }
 
 }  // namespace fc

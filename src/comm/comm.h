@@ -47,6 +47,7 @@ struct fcComm {
   fc::ErrorRecord* errorHost = nullptr;  // cudaHostAlloc'd, mapped
   fc::DeviceComm dev{};                  // kernel argument
   std::vector<cudaStream_t> streams;     // streams[c] carries channel c
+  std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 
   // Asynchronous state: fcInProgress during a non-blocking init, then sticky once
@@ -73,5 +74,13 @@ fcResult_t commCheckAsync(fcComm* comm);
 
 // The channel of `stream`: streams get channels in order of first use.
 fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel);
+
+// Collective fcMemAlloc / local fcMemFree.
+fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr);
+fcResult_t commMemFree(fcComm* comm, void* ptr);
+
+// If [p, p+bytes) lies in one of this rank's fcMemAlloc buffers, *src says where
+// every rank's copy of it is, and the result is true.
+bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSource* src);
 
 }  // namespace fc

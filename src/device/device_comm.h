@@ -2,7 +2,8 @@
 // kernel argument (host and device code both include this header).
 //
 // Layout of every rank's symmetric allocation (offsets from the rank's base):
-//   [0, kFlagBytes)                 signal pad: flags[channel][block][sender rank]
+//   [0, kFlagBytes)                 signal pad: flags[channel][block][sender rank], 64-bit
+//                                   {low: epoch, high: op signature}
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
@@ -17,18 +18,25 @@ namespace fc {
 constexpr int kMaxRanks = 16;      // NVSwitch nodes have at most 8 GPUs; headroom
 constexpr int kMaxChannels = 8;    // independent signal slot sets (streams)
 constexpr int kMaxBlocks = 128;    // CTAs a collective kernel may use per channel
-constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * sizeof(uint32_t);
+constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * sizeof(uint64_t);
 constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32_t);
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
 constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
-constexpr size_t kSignalBytes = 128 * 1024;  // the above, rounded up; workspace starts here
+constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up; workspace starts here
 static_assert(kPeerAbortOffset + sizeof(uint32_t) <= kSignalBytes, "signal region too small");
 
 // Operations, as recorded in an error record.
 enum class Op : uint32_t { None = 0, AllReduceOneShot = 1, Barrier = 2 };
 
 // Why a device wait gave up, as recorded in an error record.
-enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3 };
+enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, Mismatch = 4 };
+
+// What a rank is doing at a barrier, carried next to the epoch so that ranks calling
+// different collectives (or counts) at the same point notice: op (4 bits), dtype (4
+// bits: fcDataType_t value), count mod 2^24.
+constexpr uint32_t opSignature(Op op, uint32_t dtype, uint64_t count) {
+  return (uint32_t(op) << 28) | ((dtype & 15u) << 24) | uint32_t(count & 0xffffffu);
+}
 
 // Written by the first device thread that gives up (timeout or abort); lives in
 // host-mapped pinned memory so the host can read it while kernels still run. The
@@ -42,8 +50,8 @@ struct ErrorRecord {
   int32_t peer;       // the peer it waited for
   int32_t block;      // the CTA
   int32_t channel;
-  uint32_t expected;  // epoch it waited for
-  uint32_t seen;      // epoch it last saw
+  uint32_t expected;  // epoch it waited for (Mismatch: this rank's op signature)
+  uint32_t seen;      // epoch it last saw (Mismatch: the peer's op signature)
   uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
 };
 
@@ -56,6 +64,14 @@ struct DeviceComm {
   int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas
   uint64_t timeoutNs;       // spin-wait deadline
   ErrorRecord* error;       // device pointer of the host-mapped record
+};
+
+// Where a kernel reads every rank's copy of a buffer: base + rank*stride + offset
+// (a symmetric heap: the communicator's own, or one from fcMemAlloc).
+struct SymSource {
+  const char* base;
+  uint64_t stride;
+  uint64_t offset;
 };
 
 }  // namespace fc

@@ -1,11 +1,18 @@
 // Device-side synchronisation between ranks through signal pads.
 //
 // Protocol. For channel c and CTA b, every rank owns a row of flags
-// flags[c][b][s], one 32-bit word per sender rank s: only rank s ever writes that
+// flags[c][b][s], one 64-bit word per sender rank s: only rank s ever writes that
 // word (one writer per word, no read-modify-write across the fabric). A rank keeps
 // a private, device-resident epoch per (c, b) that grows by one per barrier. To
-// meet its peers at epoch e, CTA b of rank r stores e into flags[c][b][r] of every
-// peer and waits until its own flags[c][b][p] >= e for every peer p.
+// meet its peers at epoch e, CTA b of rank r stores {e, sig} into flags[c][b][r] of
+// every peer (one 64-bit release store) and waits until its own flags[c][b][p]
+// carries an epoch >= e for every peer p.
+//
+// sig names the operation (op, dtype, count mod 2^24). When a peer's flag shows
+// exactly epoch e, its sig must equal ours, or the ranks are running different
+// collectives at the same point: both would otherwise pass and silently exchange
+// the wrong data. If the peer already shows e+1 it has seen our {e, sig} and made
+// the same check itself, so every pair of ranks is checked by at least one side.
 //
 // Why this is reusable without resets and safe under CUDA-graph replay: epochs
 // live in device memory and only grow, so a replayed launch continues the sequence;
@@ -25,14 +32,14 @@ namespace fc::dev {
 // thread made before - and, by cumulativity, every access of its CTA ordered
 // before it by a __syncthreads - is visible to any thread (on any GPU) that
 // observes `v` with an acquire load.
-__device__ __forceinline__ void storeReleaseSys(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void storeReleaseSys(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
 // Acquire load at system scope: pairs with storeReleaseSys.
-__device__ __forceinline__ uint32_t loadAcquireSys(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+__device__ __forceinline__ uint64_t loadAcquireSys(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 
@@ -46,9 +53,9 @@ __device__ __forceinline__ uint64_t globalTimerNs() {
   return t;
 }
 
-__device__ __forceinline__ uint32_t* flagAddr(const DeviceComm& dc, int owner, int channel,
+__device__ __forceinline__ uint64_t* flagAddr(const DeviceComm& dc, int owner, int channel,
                                               int block, int sender) {
-  return reinterpret_cast<uint32_t*>(dc.base + size_t(owner) * dc.stride) +
+  return reinterpret_cast<uint64_t*>(dc.base + size_t(owner) * dc.stride) +
          (size_t(channel) * kMaxBlocks + block) * kMaxRanks + sender;
 }
 
@@ -80,25 +87,38 @@ __device__ inline void recordError(const DeviceComm& dc, Op op, GiveUp reason, i
   e->seen = seen;
   __threadfence_system();  // the fields reach host memory before the state that publishes them
   e->state = 2u;
+  // Tell the peers' kernels, so that they fail now rather than at their own
+  // deadline (a peer that aborted already told us; no echo back).
+  if (reason != GiveUp::PeerAbort)
+    for (int r = 0; r < dc.nranks; ++r)
+      if (r != dc.rank) *reinterpret_cast<volatile uint32_t*>(peerAbortWord(dc, r)) = uint32_t(dc.rank) + 1u;
 }
 
-// Wait until *flag >= expected (wrap-safe), the deadline passes, an abort is
-// requested, or another CTA of this rank already gave up. Returns true on success.
+// Wait until *flag carries an epoch >= expected (wrap-safe) and, at exactly
+// `expected`, our signature; or until the deadline passes, an abort is requested,
+// a peer gave up, or another CTA of this rank did. Returns true on success.
 //
 // The hot loop is one acquire load of local memory. Every 1024 polls it reads the
 // clock, the error guard and the peer-abort word (both local); the abort flag lives
 // in host memory, a PCIe round trip, so it is read at most once per 100 us of
 // waiting: hundreds of CTAs polling host memory together slow each other down
 // (measured: 1-2 MiB all-reduces went from ~20 us to ~200 us).
-__device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint32_t* flag,
-                                uint32_t expected, int peer, int channel) {
+__device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint64_t* flag,
+                                uint32_t expected, uint32_t sig, int peer, int channel) {
   constexpr uint64_t kAbortPollNs = 100000;
   const uint64_t start = globalTimerNs();
   uint64_t lastAbortPoll = start;
   uint32_t seen;
   for (uint32_t spin = 1;; ++spin) {
-    seen = loadAcquireSys(flag);
-    if (int32_t(seen - expected) >= 0) return true;
+    const uint64_t word = loadAcquireSys(flag);
+    seen = uint32_t(word);
+    if (int32_t(seen - expected) >= 0) {
+      if (seen == expected && uint32_t(word >> 32) != sig) {
+        recordError(dc, op, GiveUp::Mismatch, peer, channel, sig, uint32_t(word >> 32));
+        return false;
+      }
+      return true;
+    }
     if ((spin & 1023u) != 0u) continue;
     const uint64_t now = globalTimerNs();
     if (loadVolatile(errorGuard(dc)) != 0u) return false;  // another CTA already gave up
@@ -127,13 +147,15 @@ __device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint32_t* fla
 // the workspace it filled) happen-before thread p's release store, which is
 // cumulative at system scope. Thread p's acquire load, followed by the trailing
 // barrier, makes every peer's pre-signal writes visible to all threads of the CTA.
-__device__ inline bool barrierBlock(const DeviceComm& dc, Op op, int channel, uint32_t epoch) {
+__device__ inline bool barrierBlock(const DeviceComm& dc, Op op, uint32_t sig, int channel,
+                                    uint32_t epoch) {
   __syncthreads();
   int failed = 0;
   const int p = int(threadIdx.x);
   if (p < dc.nranks) {
-    storeReleaseSys(flagAddr(dc, p, channel, int(blockIdx.x), dc.rank), epoch);
-    failed = !waitFlag(dc, op, flagAddr(dc, dc.rank, channel, int(blockIdx.x), p), epoch, p, channel);
+    storeReleaseSys(flagAddr(dc, p, channel, int(blockIdx.x), dc.rank), (uint64_t(sig) << 32) | epoch);
+    failed = !waitFlag(dc, op, flagAddr(dc, dc.rank, channel, int(blockIdx.x), p), epoch, sig, p,
+                       channel);
   }
   return __syncthreads_or(failed) == 0;
 }

@@ -343,6 +343,12 @@ TEST_CASE("communicator calls reject a NULL or dead comm", "[api][comm]") {
     CHECK(async == fcSuccess);  // untouched
     CHECK(fcBarrier(nullptr, nullptr) == fcInvalidArgument);
     CHECK_THAT(lastError(), ContainsSubstring("fcBarrier"));
+    void* mem = &out;
+    CHECK(fcMemAlloc(nullptr, &mem, 1024) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcMemAlloc"));
+    CHECK(mem == &out);  // untouched: the comm was rejected first
+    CHECK(fcMemFree(nullptr, mem) == fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcMemFree"));
     CHECK(out == -7);  // outputs untouched
   }
   SECTION("memory that is not a live communicator") {

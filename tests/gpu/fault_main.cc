@@ -5,6 +5,8 @@
 //   skip     rank 1 skips one of 20 all-reduces: the others get fcTimeout
 //   kill     rank 2 SIGKILLs itself in a loop of 1000: the others get fcTimeout
 //   abort    rank 3 calls fcCommAbort in a loop of 1000: the others fail fast
+//   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
+//            rank fails fast (the op signature in the flags differs)
 //   cycles   N init/destroy cycles (FC_CYCLES, default 1000) leak no fds, device
 //            memory or address-space mappings
 //   initall  fcCommInitAll over every visible GPU in one process (run with -n 1)
@@ -229,6 +231,20 @@ int main(int argc, char** argv) {
                      return true;
                    },
                    true);
+  } else if (scenario == "mismatch") {
+    const auto t0 = Clock::now();
+    rc = faultLoop(comm, 20,
+                   [comm](int k, cudaStream_t s) {
+                     if (g_rank == 1 && k == 5) {
+                       fcBarrier(comm, s);
+                       return false;
+                     }
+                     return true;
+                   },
+                   true);
+    // Detection is by signature, not by the timeout: it must be much faster.
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (rc == 0 && ms > 0.5 * double(timeoutMs())) rc = report(false, "took %.0f ms", ms);
   } else if (scenario == "abort") {
     if (g_rank == 3) {
       rc = faultLoop(comm, 50, [](int, cudaStream_t) { return true; }, false);

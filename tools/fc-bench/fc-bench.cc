@@ -50,6 +50,7 @@ struct Options {
   double factor = 2;
   int iters = 20, warmup = 5, replays = 20;
   bool check = true;
+  bool symmetric = false;  // sendbuff from fcMemAlloc: zero-copy, no workspace limit
 };
 
 size_t parseBytes(const std::string& s) {
@@ -132,7 +133,8 @@ int benchAllReduce(const Ctx& c, const Options& o) {
   }
   const size_t minBytes = std::max(parseBytes(o.minBytes), es);
   void *in, *out;
-  CUDA_OK(cudaMalloc(&in, maxBytes));
+  if (o.symmetric) FC_OK(fcMemAlloc(c.comm, &in, maxBytes));
+  else CUDA_OK(cudaMalloc(&in, maxBytes));
   CUDA_OK(cudaMalloc(&out, maxBytes));
   int failures = 0;
   if (c.rank == 0) {
@@ -143,8 +145,9 @@ int benchAllReduce(const Ctx& c, const Options& o) {
     int version;
     fcGetVersion(&version);
     printf("# fc-bench allreduce: %d ranks, %s, libfusedcomm %d, graph of %d calls, %d replays "
-           "(median), %d warm-up\n",
-           c.nranks, prop.name, version, o.iters, o.replays, o.warmup);
+           "(median), %d warm-up%s\n",
+           c.nranks, prop.name, version, o.iters, o.replays, o.warmup,
+           o.symmetric ? ", sendbuff from fcMemAlloc (oneshot0 = zero-copy one-shot)" : "");
     printf("# %12s %12s %9s %8s %10s %12s %12s %8s %6s\n", "size(B)", "count", "type", "algo",
            "time(us)", "algbw(GB/s)", "busbw(GB/s)", "maxerr", "check");
   }
@@ -174,11 +177,12 @@ int benchAllReduce(const Ctx& c, const Options& o) {
       const double algbw = double(bytes) / (us * 1e3);
       const double busbw = algbw * 2.0 * (c.nranks - 1) / c.nranks;
       printf("  %12zu %12zu %9s %8s %10.2f %12.2f %12.2f %8.2g %6s\n", bytes, count, fcTypeName(type),
-             "oneshot", us, algbw, busbw, worstErr, o.check ? (ok ? "OK" : "FAIL") : "-");
+             o.symmetric ? "oneshot0" : "oneshot", us, algbw, busbw, worstErr, o.check ? (ok ? "OK" : "FAIL") : "-");
       fflush(stdout);
     }
   }
-  CUDA_OK(cudaFree(in));
+  if (o.symmetric) FC_OK(fcMemFree(c.comm, in));
+  else CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
   if (c.rank == 0) printf("# %s\n", failures ? "FAILED: results differ from the reference" : "all results verified");
   return failures ? 1 : 0;
@@ -200,6 +204,7 @@ int main(int argc, char** argv) {
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
     sub->add_option("-c,--check", o.check, "verify results (1/0)");
+    sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
   }
   CLI11_PARSE(app, argc, argv);
 
