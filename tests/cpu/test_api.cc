@@ -3,12 +3,15 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -20,6 +23,7 @@
 extern "C" int fc_header_c99_probe(void);
 
 using Catch::Matchers::ContainsSubstring;
+using Catch::Matchers::StartsWith;
 
 namespace {
 
@@ -458,4 +462,47 @@ TEST_CASE("fcCommInitAll rejects bad arguments", "[api][init]") {
     CHECK(comms[0] == nullptr);
     CHECK(comms[1] == nullptr);
   }
+}
+
+TEST_CASE("FC_DEBUG and FC_DEBUG_FILE: levels, %h/%p expansion, host:pid:rank prefix", "[api][log]") {
+  const char* probe = getenv("FC_LOG_PROBE");
+  REQUIRE(probe != nullptr);
+  char dir[] = "/tmp/fc-log-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  auto runProbe = [&](const char* level) {
+    const std::string cmd = std::string("FC_DEBUG=") + level + " FC_DEBUG_FILE=" + dir +
+                            "/fc.%h.%p.log " + probe + " >/dev/null; echo $?";
+    FILE* p = popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    char buf[64] = {0};
+    REQUIRE(fgets(buf, sizeof buf, p) != nullptr);
+    pclose(p);
+    CHECK(std::string(buf) == "0\n");
+  };
+  auto logFiles = [&]() {
+    std::vector<std::string> files;
+    if (DIR* d = opendir(dir)) {
+      while (dirent* e = readdir(d))
+        if (e->d_name[0] != '.') files.push_back(std::string(dir) + "/" + e->d_name);
+      closedir(d);
+    }
+    return files;
+  };
+  runProbe("NONE");
+  CHECK(logFiles().empty());  // no file at all when logging is off
+  runProbe("WARN");
+  const std::vector<std::string> files = logFiles();
+  REQUIRE(files.size() == 1);
+  CHECK_THAT(files[0], ContainsSubstring(std::string("/fc.") + host + "."));
+  std::ifstream in(files[0]);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  // "host:pid:rank [fusedcomm] WARN invalid argument ...: fcGetVersion: version is NULL"
+  CHECK_THAT(line, StartsWith(std::string(host) + ":"));
+  CHECK_THAT(line, ContainsSubstring(":-1 [fusedcomm] WARN "));
+  CHECK_THAT(line, ContainsSubstring("fcGetVersion: version is NULL"));
+  for (const std::string& f : files) unlink(f.c_str());
+  rmdir(dir);
 }
