@@ -222,6 +222,43 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
                               fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                               cudaStream_t stream);
 
+/* All-reduce with the algorithm chosen by size and world size: the one-shot above for
+ * small buffers (up to 1 MiB at 2 ranks, 256 KiB at 4, 128 KiB at 8, and only while
+ * the input fits the workspace or is symmetric), otherwise the two-shot: every rank
+ * reduces 1/nranks of the buffer from all ranks (a reduce-scatter) and the reduced
+ * slices are then gathered by everybody (an all-gather), moving 2(n-1)/n of the
+ * buffer per rank over NVLink instead of n-1 times it. FC_ALLREDUCE_ALGO=oneshot |
+ * twoshot | auto (default) forces a choice for communicators created afterwards.
+ * Arguments, dtypes, accumulation (fp32, one rounding), in-place use, stream and
+ * graph semantics as fcAllReduceOneShot; any count (sizes beyond the workspace are
+ * processed in passes inside one kernel). Same errors, except that the two-shot has
+ * no workspace limit. */
+fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
+                       fcRedOp_t op, fcComm_t comm, cudaStream_t stream);
+
+/* Reduce-scatter: recvbuff (recvcount elements) on rank r = the sum over all ranks of
+ * elements [r*recvcount, (r+1)*recvcount) of their sendbuff (nranks*recvcount
+ * elements). In place when recvbuff == sendbuff + rank*recvcount (NCCL's convention);
+ * other overlap is refused. fp32 accumulation, one rounding. Any recvcount (passes
+ * beyond the workspace). Algorithm: every rank stages its blocks in its symmetric
+ * workspace (skipped for an fcMemAlloc sendbuff whose blocks are 16-byte aligned),
+ * then reduces block r from all ranks, starting with itself then rank+1, ... (the
+ * rank-rotated reduction order of Triton-distributed's intra-node reduce-scatter,
+ * seed 001). Asynchronous on stream; capturable. Errors as fcAllReduce. */
+fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                           fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
+                           cudaStream_t stream);
+
+/* All-gather: recvbuff (nranks*sendcount elements) = every rank's sendbuff (sendcount
+ * elements), in rank order, on every rank. In place when sendbuff == recvbuff +
+ * rank*sendcount; other overlap is refused. Any sendcount (passes beyond the
+ * workspace). Algorithm: every rank stages its sendbuff in its symmetric workspace
+ * (skipped for an fcMemAlloc sendbuff), then copies every rank's block, rank-rotated,
+ * with 16-byte loads issued for all ranks before the first store. Asynchronous on
+ * stream; capturable. Errors as fcAllReduce (no op argument). */
+fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       fcDataType_t datatype, fcComm_t comm, cudaStream_t stream);
+
 /* Symmetric memory. Collective: every rank calls it with the same `bytes`, in the same
  * order relative to its other fcMemAlloc calls. Allocates `bytes` (rounded up to the
  * allocation granularity, 2 MiB on H200) of device memory on every rank's GPU, maps

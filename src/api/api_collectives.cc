@@ -1,52 +1,70 @@
-// Collective entry points: validate, then hand over to src/collectives.
+// Collective entry points: validate, pick an algorithm, hand over to src/collectives.
 #include "api/api.h"
 #include "collectives/collectives.h"
 
 namespace {
 
-// Checks shared by every collective; on success *elemSize is sizeof(datatype).
-// `maxBytes(bytes)` is the op's workspace need, checked against the communicator's.
-template <typename Need>
-fcResult_t checkCollective(fcComm_t comm, const void* sendbuff, const void* recvbuff, size_t count,
-                           fcDataType_t datatype, fcRedOp_t op, const char* fn, Need need,
-                           size_t* elemSize) {
-  FC_CHECK(fc::checkComm(comm, fn));
-  *elemSize = fc::dataTypeSize(datatype);
-  if (*elemSize == 0)
+// One collective call as the checks see it.
+struct Call {
+  const char* fn;
+  fcComm_t comm;
+  const void* send;
+  size_t sendElems;
+  void* recv;
+  size_t recvElems;
+  const void* inPlaceSend;  // sendbuff == this is the op's in-place form
+  fcDataType_t dtype;
+  size_t elem = 0;           // sizeof(dtype)
+  bool zeroCopy = false;     // sendbuff is symmetric: peers read it where it is
+  fc::SymSource src{};
+  int channel = 0;
+};
+
+// Argument checks shared by every collective (nothing is launched or written on
+// failure). Sets c.elem; *noop when count is 0.
+fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
+  FC_CHECK(fc::checkComm(c.comm, c.fn));
+  c.elem = fc::dataTypeSize(c.dtype);
+  if (c.elem == 0)
     return fc::setError(fcInvalidArgument, "%s: unknown datatype %d (fcFloat16, fcFloat32, fcBfloat16)",
-                        fn, int(datatype));
-  if (op != fcSum) return fc::setError(fcInvalidArgument, "%s: unsupported op %d (fcSum)", fn, int(op));
-  if (count == 0) return fcSuccess;
-  if (sendbuff == nullptr || recvbuff == nullptr)
-    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, sendbuff ? "recvbuff" : "sendbuff");
-  if (count > SIZE_MAX / *elemSize)
-    return fc::setError(fcInvalidArgument, "%s: count %zu overflows", fn, count);
-  if (need(count * *elemSize) > comm->params.workspaceBytes)
-    return fc::setError(fcInvalidArgument,
-                        "%s: %zu elements (%zu bytes) exceed the workspace of %llu bytes; the limit "
-                        "is %llu elements of this type (raise FC_WORKSPACE_BYTES)",
-                        fn, count, count * *elemSize, (unsigned long long)comm->params.workspaceBytes,
-                        (unsigned long long)(comm->params.workspaceBytes / *elemSize));
-  if ((reinterpret_cast<uintptr_t>(sendbuff) | reinterpret_cast<uintptr_t>(recvbuff)) % *elemSize)
-    return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn,
-                        *elemSize);
-  const uintptr_t s = reinterpret_cast<uintptr_t>(sendbuff), r = reinterpret_cast<uintptr_t>(recvbuff);
-  const size_t bytes = count * *elemSize;
-  if (s != r && s < r + bytes && r < s + bytes)
-    return fc::setError(fcInvalidArgument, "%s: sendbuff and recvbuff overlap without being equal", fn);
+                        c.fn, int(c.dtype));
+  if (reduces && op != fcSum)
+    return fc::setError(fcInvalidArgument, "%s: unsupported op %d (fcSum)", c.fn, int(op));
+  *noop = c.sendElems == 0;
+  if (*noop) return fcSuccess;
+  if (c.send == nullptr || c.recv == nullptr)
+    return fc::setError(fcInvalidArgument, "%s: %s is NULL", c.fn, c.send ? "recvbuff" : "sendbuff");
+  if (c.sendElems > SIZE_MAX / c.elem || c.recvElems > SIZE_MAX / c.elem)
+    return fc::setError(fcInvalidArgument, "%s: count overflows", c.fn);
+  const uintptr_t s = reinterpret_cast<uintptr_t>(c.send), r = reinterpret_cast<uintptr_t>(c.recv);
+  if ((s | r) % c.elem)
+    return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", c.fn,
+                        c.elem);
+  const size_t sb = c.sendElems * c.elem, rb = c.recvElems * c.elem;
+  if (c.send != c.inPlaceSend && s < r + rb && r < s + sb)
+    return fc::setError(fcInvalidArgument, "%s: sendbuff and recvbuff overlap, and not in the op's "
+                        "in-place form", c.fn);
   return fcSuccess;
 }
 
+// A symmetric sendbuff (fcMemAlloc) at a 16-byte aligned offset, not overwritten by
+// the op's own output, is read by the peers where it is.
+void detectZeroCopy(Call& c, bool extraAlignment) {
+  const size_t bytes = (c.sendElems * c.elem + 15) / 16 * 16;
+  c.zeroCopy = c.send != c.inPlaceSend && extraAlignment &&
+               fc::commSymmetricSource(c.comm, c.send, bytes, &c.src) && c.src.offset % 16 == 0;
+}
+
 // The checks every op makes before it enqueues: the communicator is healthy, the
-// current device and the stream's device are the communicator's; *channel is the
+// current device and the stream's device are the communicator's; c.channel is the
 // stream's channel.
-fcResult_t checkLaunch(fcComm_t comm, cudaStream_t stream, const char* fn, int* channel) {
-  FC_CHECK(fc::commCheckAsync(comm));
+fcResult_t checkLaunch(Call& c, cudaStream_t stream) {
+  FC_CHECK(fc::commCheckAsync(c.comm));
   int dev = -1;
   FC_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev != comm->cudaDev)
-    return fc::setError(fcInvalidUsage, "%s: current device is %d, the communicator's is %d", fn, dev,
-                        comm->cudaDev);
+  if (dev != c.comm->cudaDev)
+    return fc::setError(fcInvalidUsage, "%s: current device is %d, the communicator's is %d", c.fn, dev,
+                        c.comm->cudaDev);
   // cudaStreamGetDevice is not allowed on a capturing stream (it would invalidate
   // the capture): check the device of streams that are not capturing; a captured
   // graph is launched on a stream of its own device anyway.
@@ -56,15 +74,29 @@ fcResult_t checkLaunch(fcComm_t comm, cudaStream_t stream, const char* fn, int* 
     int streamDev = -1;
     cudaError_t err = cudaStreamGetDevice(stream, &streamDev);
     if (err != cudaSuccess)
-      return fc::setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn,
+      return fc::setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", c.fn,
                           (void*)stream, cudaGetErrorString(err));
-    if (streamDev != comm->cudaDev)
-      return fc::setError(fcInvalidUsage,
-                          "%s: the stream belongs to device %d, the communicator's is %d", fn,
-                          streamDev, comm->cudaDev);
+    if (streamDev != c.comm->cudaDev)
+      return fc::setError(fcInvalidUsage, "%s: the stream belongs to device %d, the communicator's is %d",
+                          c.fn, streamDev, c.comm->cudaDev);
   }
-  return fc::commChannel(comm, stream, channel);
+  return fc::commChannel(c.comm, stream, &c.channel);
 }
+
+// The staged one-shot needs the whole (16-byte padded) input in the workspace.
+fcResult_t checkOneShotFits(const Call& c) {
+  if (c.zeroCopy || fc::allReduceOneShotWorkspace(c.sendElems * c.elem) <= c.comm->params.workspaceBytes)
+    return fcSuccess;
+  return fc::setError(fcInvalidArgument,
+                      "%s: %zu elements (%zu bytes) exceed the workspace of %llu bytes; the limit is "
+                      "%llu elements of this type (raise FC_WORKSPACE_BYTES, use fcAllReduce, or a "
+                      "sendbuff from fcMemAlloc)",
+                      c.fn, c.sendElems, c.sendElems * c.elem,
+                      (unsigned long long)c.comm->params.workspaceBytes,
+                      (unsigned long long)(c.comm->params.workspaceBytes / c.elem));
+}
+
+const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src : nullptr; }
 
 }  // namespace
 
@@ -72,29 +104,91 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
                                      fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                                      cudaStream_t stream) {
   fc::clearError();
-  size_t elem;
-  // A symmetric sendbuff (fcMemAlloc), 16-byte aligned and not overwritten by the
-  // output, is read by the peers where it is: no copy-in, no workspace limit.
-  fc::SymSource src{};
-  const bool zeroCopy =
-      comm != nullptr && comm->magic == fcComm::kAlive && sendbuff != recvbuff &&
-      fc::dataTypeSize(datatype) != 0 && count <= SIZE_MAX / fc::dataTypeSize(datatype) &&
-      fc::commSymmetricSource(comm, sendbuff, count * fc::dataTypeSize(datatype), &src) &&
-      src.offset % 16 == 0;
-  auto need = [zeroCopy](size_t bytes) { return zeroCopy ? 0 : fc::allReduceOneShotWorkspace(bytes); };
-  FC_CHECK(checkCollective(comm, sendbuff, recvbuff, count, datatype, op, "fcAllReduceOneShot", need,
-                           &elem));
-  if (count == 0) return fcSuccess;
-  int channel;
-  FC_CHECK(checkLaunch(comm, stream, "fcAllReduceOneShot", &channel));
-  return fc::launchAllReduceOneShot(comm->dev, channel, sendbuff, recvbuff, count, datatype,
-                                    zeroCopy ? &src : nullptr, stream);
+  Call c{"fcAllReduceOneShot", comm, sendbuff, count, recvbuff, count, recvbuff, datatype};
+  bool noop;
+  FC_CHECK(checkArgs(c, op, true, &noop));
+  detectZeroCopy(c, true);
+  FC_CHECK(checkOneShotFits(c));
+  if (noop) return fcSuccess;
+  FC_CHECK(checkLaunch(c, stream));
+  return fc::launchAllReduceOneShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
+                                    zeroCopySource(c), stream);
+}
+
+FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
+                              fcRedOp_t op, fcComm_t comm, cudaStream_t stream) {
+  fc::clearError();
+  Call c{"fcAllReduce", comm, sendbuff, count, recvbuff, count, recvbuff, datatype};
+  bool noop;
+  FC_CHECK(checkArgs(c, op, true, &noop));
+  detectZeroCopy(c, true);
+  const size_t bytes = count * c.elem;
+  bool oneShot;
+  switch (comm->params.allReduceAlgo) {
+    case fc::AllReduceAlgo::OneShot:
+      oneShot = true;
+      FC_CHECK(checkOneShotFits(c));
+      break;
+    case fc::AllReduceAlgo::TwoShot: oneShot = false; break;
+    default:
+      oneShot = bytes <= fc::oneShotMaxBytes(comm->nranks) &&
+                (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes);
+  }
+  if (noop) return fcSuccess;
+  FC_CHECK(checkLaunch(c, stream));
+  FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes, oneShot ? "one-shot" : "two-shot",
+           c.zeroCopy ? ", zero-copy" : "");
+  return oneShot ? fc::launchAllReduceOneShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
+                                              zeroCopySource(c), stream)
+                 : fc::launchAllReduceTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
+                                              zeroCopySource(c), stream);
+}
+
+FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                  fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
+                                  cudaStream_t stream) {
+  fc::clearError();
+  FC_CHECK(fc::checkComm(comm, "fcReduceScatter"));
+  const size_t W = size_t(comm->nranks);
+  if (recvcount > SIZE_MAX / W)
+    return fc::setError(fcInvalidArgument, "fcReduceScatter: recvcount %zu overflows", recvcount);
+  // In place (NCCL's convention): recvbuff == sendbuff + rank * recvcount.
+  const size_t es = fc::dataTypeSize(datatype);
+  const char* inPlaceSend = static_cast<const char*>(recvbuff) - size_t(comm->rank) * recvcount * es;
+  Call c{"fcReduceScatter", comm, sendbuff, W * recvcount, recvbuff, recvcount, inPlaceSend, datatype};
+  bool noop;
+  FC_CHECK(checkArgs(c, op, true, &noop));
+  if (noop) return fcSuccess;
+  detectZeroCopy(c, recvcount * c.elem % 16 == 0);  // every block's start must be 16-byte aligned
+  FC_CHECK(checkLaunch(c, stream));
+  return fc::launchReduceScatter(comm->dev, c.channel, sendbuff, recvbuff, recvcount, datatype,
+                                 zeroCopySource(c), stream);
+}
+
+FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                              fcDataType_t datatype, fcComm_t comm, cudaStream_t stream) {
+  fc::clearError();
+  FC_CHECK(fc::checkComm(comm, "fcAllGather"));
+  const size_t W = size_t(comm->nranks);
+  if (sendcount > SIZE_MAX / W)
+    return fc::setError(fcInvalidArgument, "fcAllGather: sendcount %zu overflows", sendcount);
+  // In place (NCCL's convention): sendbuff == recvbuff + rank * sendcount.
+  const size_t es = fc::dataTypeSize(datatype);
+  const char* inPlaceSend = static_cast<const char*>(recvbuff) + size_t(comm->rank) * sendcount * es;
+  Call c{"fcAllGather", comm, sendbuff, sendcount, recvbuff, W * sendcount, inPlaceSend, datatype};
+  bool noop;
+  FC_CHECK(checkArgs(c, fcSum, false, &noop));
+  if (noop) return fcSuccess;
+  detectZeroCopy(c, true);
+  FC_CHECK(checkLaunch(c, stream));
+  return fc::launchAllGather(comm->dev, c.channel, sendbuff, recvbuff, sendcount, datatype,
+                             zeroCopySource(c), stream);
 }
 
 FC_API fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream) {
   fc::clearError();
   FC_CHECK(fc::checkComm(comm, "fcBarrier"));
-  int channel;
-  FC_CHECK(checkLaunch(comm, stream, "fcBarrier", &channel));
-  return fc::launchBarrier(comm->dev, channel, stream);
+  Call c{"fcBarrier", comm, nullptr, 0, nullptr, 0, nullptr, fcFloat32};
+  FC_CHECK(checkLaunch(c, stream));
+  return fc::launchBarrier(comm->dev, c.channel, stream);
 }

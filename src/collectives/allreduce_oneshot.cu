@@ -3,79 +3,23 @@
 //   1. copy-in: each CTA copies its chunks of sendbuff into this rank's workspace
 //      (skipped when sendbuff is itself symmetric memory: peers then read it there);
 //   2. barrier: the same CTA on every rank meets at epoch e+1 (signal pads);
-//   3. reduce: each CTA reads its chunks from every rank's workspace with 16-byte
-//      loads, in rank-rotated order (rank r starts with itself, then r+1, ...: the
-//      ranks do not all hammer rank 0's memory at once), sums in fp32, stores once;
+//   3. reduce: each CTA reads its chunks from every rank with 16-byte loads, in
+//      rank-rotated order (rank r starts with itself, then r+1, ...: the ranks do
+//      not all hammer rank 0's memory at once), sums in fp32, stores once;
 //   4. departure barrier at e+2: no rank refills its workspace (next call) while a
 //      peer still reads it.
-//
-// Ownership invariant that makes per-CTA barriers enough: workspace byte x always
-// belongs to CTA (x / kChunkBytes) % dc.maxCtas, whatever the count (maxCtas is fixed
-// per communicator), so the CTA that waited for every peer's departure from x in
-// the last call that used it is the one that overwrites x next.
+// Workspace chunk c is CTA c % maxCtas's (chunks.cuh: the ownership rule).
+#include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/launch.h"
 #include "core/result.h"
-#include "device/pack.cuh"
 #include "device/sync.cuh"
 
 namespace fc {
 namespace {
 
-constexpr int kThreads = 512;
-constexpr size_t kChunkBytes = size_t(kThreads) * dev::kPackBytes;  // one pack per thread
-
-__device__ __forceinline__ bool aligned16(const void* p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
-}
-
-// Copy elements [first, last) of `in` to `ws` (16-byte aligned) in packs when possible.
-template <typename T>
-__device__ __forceinline__ void copyIn(const T* in, T* ws, size_t first, size_t last, bool vec) {
-  constexpr int E = dev::PackTraits<T>::kElems;
-  const size_t i = first + size_t(threadIdx.x) * E;  // this thread's pack
-  if (i >= last) return;
-  if (vec && i + E <= last) {
-    *reinterpret_cast<dev::Pack*>(ws + i) = *reinterpret_cast<const dev::Pack*>(in + i);
-  } else {
-    for (size_t k = i; k < i + E && k < last; ++k) ws[k] = in[k];
-  }
-}
-
-// Sum pack i over all ranks' sources and store elements [i, min(i+E, last)).
-template <typename T, int NR>
-__device__ __forceinline__ void reducePack(const DeviceComm& dc, const SymSource& src, T* out,
-                                           size_t i, size_t last, bool vec) {
-  constexpr int E = dev::PackTraits<T>::kElems;
-  const int nranks = NR > 0 ? NR : dc.nranks;
-  float acc[E];
-#pragma unroll
-  for (int k = 0; k < E; ++k) acc[k] = 0.f;
-  const size_t off = src.offset + i * sizeof(T);
-  if constexpr (NR > 0) {
-    // All loads in flight before the first add: NR independent 16-byte NVLink reads.
-    dev::Pack v[NR];
-#pragma unroll
-    for (int j = 0; j < NR; ++j) {
-      const int r = (dc.rank + j) % NR;
-      v[j] = *reinterpret_cast<const dev::Pack*>(src.base + size_t(r) * src.stride + off);
-    }
-#pragma unroll
-    for (int j = 0; j < NR; ++j) dev::accumulate<T>(acc, v[j]);
-  } else {
-    for (int j = 0; j < nranks; ++j) {
-      const int r = (dc.rank + j) % nranks;
-      dev::accumulate<T>(acc, *reinterpret_cast<const dev::Pack*>(src.base + size_t(r) * src.stride + off));
-    }
-  }
-  const dev::Pack p = dev::toPack<T>(acc);
-  if (vec && i + E <= last) {
-    *reinterpret_cast<dev::Pack*>(out + i) = p;
-  } else {
-    const T* e = reinterpret_cast<const T*>(&p);
-    for (int k = 0; k < E && i + k < last; ++k) out[i + k] = e[k];
-  }
-}
+using dev::kChunkBytes;
+using dev::kThreads;
 
 // `src` says where every rank's input is read: the workspace of `channel` after a
 // copy-in (stage), or the caller's symmetric sendbuff (base + r*stride + offset).
@@ -86,15 +30,14 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
                                                                    bool stage, uint32_t sig) {
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
-  const bool vecIn = aligned16(in), vecOut = aligned16(out);
+  const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
   const size_t ctas = size_t(dc.maxCtas);
 
   if (stage) {
     T* ws = reinterpret_cast<T*>(dc.base + size_t(dc.rank) * dc.stride + src.offset);
     for (size_t c = blockIdx.x; c < nchunks; c += ctas) {
       const size_t first = c * kChunkElems;
-      const size_t last = first + kChunkElems < count ? first + kChunkElems : count;
-      copyIn(in, ws, first, last, vecIn);
+      dev::copyPackIn(in, ws, first, first + kChunkElems < count ? first + kChunkElems : count, vecIn);
     }
   }
 
@@ -106,7 +49,11 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
     const size_t first = c * kChunkElems;
     const size_t last = first + kChunkElems < count ? first + kChunkElems : count;
     const size_t i = first + size_t(threadIdx.x) * dev::PackTraits<T>::kElems;
-    if (i < last) reducePack<T, NR>(dc, src, out, i, last, vecOut);
+    if (i < last)
+      dev::storePack(out, i, last,
+                     dev::sumPack<T, NR>(src.base, src.stride, src.offset + i * sizeof(T), dc.rank,
+                                         dc.nranks),
+                     vecOut);
   }
 
   if (!dev::barrierBlock(dc, Op::AllReduceOneShot, sig, channel, epoch + 2)) return;
@@ -119,8 +66,6 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
   const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
-  const T* i = static_cast<const T*>(in);
-  T* o = static_cast<T*>(out);
   auto kernel = dc.nranks == 2   ? allReduceOneShotKernel<T, 2>
                 : dc.nranks == 4 ? allReduceOneShotKernel<T, 4>
                 : dc.nranks == 8 ? allReduceOneShotKernel<T, 8>
@@ -130,8 +75,8 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
                                           kSignalBytes + size_t(channel) * dc.workspaceBytes}
                               : *symmetricIn;
   const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
-  return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel, i, o, count, src,
-                      stage, sig);
+  return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel,
+                      static_cast<const T*>(in), static_cast<T*>(out), count, src, stage, sig);
 }
 
 }  // namespace

@@ -18,6 +18,22 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   const SymSource* symmetricIn, cudaStream_t stream);
 
+// Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
+// any count: sizes beyond the workspace run in passes.
+fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
+                                  void* recvbuff, size_t count, fcDataType_t datatype,
+                                  const SymSource* symmetricIn, cudaStream_t stream);
+
+// Reduce-scatter of W blocks of recvcount elements; any count (passes).
+fcResult_t launchReduceScatter(const DeviceComm& dc, int channel, const void* sendbuff,
+                               void* recvbuff, size_t recvcount, fcDataType_t datatype,
+                               const SymSource* symmetricIn, cudaStream_t stream);
+
+// All-gather of sendcount elements per rank; any count (passes).
+fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
+                           size_t sendcount, fcDataType_t datatype, const SymSource* symmetricIn,
+                           cudaStream_t stream);
+
 // Device-side barrier of all ranks on `channel`.
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream);
 

@@ -44,6 +44,9 @@ const char* opName(uint32_t op) {
   switch (Op(op)) {
     case Op::AllReduceOneShot: return "fcAllReduceOneShot";
     case Op::Barrier: return "fcBarrier";
+    case Op::AllReduceTwoShot: return "fcAllReduce(two-shot)";
+    case Op::ReduceScatter: return "fcReduceScatter";
+    case Op::AllGather: return "fcAllGather";
     default: return "unknown op";
   }
 }
@@ -167,7 +170,12 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   for (int r = 0; r < nranks; ++r)
     FC_INFO("  peer rank %d: pid %d, cuda device %d, bus %s", r, all[size_t(r)].pid,
             all[size_t(r)].cudaDev, all[size_t(r)].busId);
-  FC_INFO("  algorithms: all-reduce one-shot (all sizes up to the workspace)");
+  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes, then two-shot); "
+          "reduce-scatter and all-gather: SM pull through %d workspace regions",
+          params.allReduceAlgo == AllReduceAlgo::OneShot   ? "forced one-shot"
+          : params.allReduceAlgo == AllReduceAlgo::TwoShot ? "forced two-shot"
+                                                           : "auto",
+          oneShotMaxBytes(nranks), nranks);
   return fcSuccess;
 }
 
@@ -304,6 +312,12 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
       return true;
     }
   return false;
+}
+
+size_t oneShotMaxBytes(int nranks) {
+  // Crossovers measured on 4x H200 (docs/perf.md): the one-shot reads W-1 remote
+  // copies, the two-shot 2(W-1)/W of the data but pays two more barriers.
+  return nranks <= 2 ? (1u << 20) : nranks <= 4 ? (256u << 10) : (128u << 10);
 }
 
 }  // namespace fc

@@ -20,6 +20,8 @@
 
 namespace fc {
 
+enum class AllReduceAlgo { Auto, OneShot, TwoShot };
+
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
   uint64_t timeoutMs = 120000;
@@ -27,6 +29,7 @@ struct CommParams {
   int maxCtas = kMaxBlocks;
   int channels = 2;
   bool blocking = true;
+  AllReduceAlgo allReduceAlgo = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
@@ -74,6 +77,9 @@ fcResult_t commCheckAsync(fcComm* comm);
 
 // The channel of `stream`: streams get channels in order of first use.
 fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel);
+
+// fcAllReduce's auto choice: one-shot up to this many bytes, two-shot beyond.
+size_t oneShotMaxBytes(int nranks);
 
 // Collective fcMemAlloc / local fcMemFree.
 fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr);

@@ -1,6 +1,8 @@
 // fcConfig_t resolution: the struct header is checked so that callers built against
 // another version of the header get either a working config or a clear error.
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 
 #include "comm/comm.h"
 #include "core/env.h"
@@ -19,6 +21,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(envU64("FC_WORKSPACE_BYTES", p->workspaceBytes, &p->workspaceBytes));
   FC_CHECK(envU64("FC_CHANNELS", uint64_t(p->channels), &channels));
   p->channels = channels > 64 ? 65 : int(channels);
+  if (const char* algo = getenv("FC_ALLREDUCE_ALGO"); algo != nullptr && *algo != '\0') {
+    if (!strcmp(algo, "auto")) p->allReduceAlgo = AllReduceAlgo::Auto;
+    else if (!strcmp(algo, "oneshot")) p->allReduceAlgo = AllReduceAlgo::OneShot;
+    else if (!strcmp(algo, "twoshot")) p->allReduceAlgo = AllReduceAlgo::TwoShot;
+    else return setError(fcInvalidArgument, "FC_ALLREDUCE_ALGO=%s: use oneshot, twoshot or auto", algo);
+  }
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

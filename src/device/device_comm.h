@@ -26,7 +26,14 @@ constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up; workspace
 static_assert(kPeerAbortOffset + sizeof(uint32_t) <= kSignalBytes, "signal region too small");
 
 // Operations, as recorded in an error record.
-enum class Op : uint32_t { None = 0, AllReduceOneShot = 1, Barrier = 2 };
+enum class Op : uint32_t {
+  None = 0,
+  AllReduceOneShot = 1,
+  Barrier = 2,
+  AllReduceTwoShot = 3,
+  ReduceScatter = 4,
+  AllGather = 5,
+};
 
 // Why a device wait gave up, as recorded in an error record.
 enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, Mismatch = 4 };

@@ -46,7 +46,22 @@ struct fc_probe_api {
   fcResult_t (*commCuDevice)(const fcComm_t, int*);
   fcResult_t (*allReduceOneShot)(const void*, void*, size_t, fcDataType_t, fcRedOp_t, fcComm_t,
                                  cudaStream_t);
+  fcResult_t (*commInitRankConfig)(fcComm_t*, int, fcUniqueId, int, fcConfig_t*);
+  fcResult_t (*commInitAll)(fcComm_t*, int, const int*);
+  fcResult_t (*commAbort)(fcComm_t);
+  fcResult_t (*commGetAsyncError)(fcComm_t, fcResult_t*);
+  fcResult_t (*barrier)(fcComm_t, cudaStream_t);
+  fcResult_t (*memAlloc)(fcComm_t, void**, size_t);
+  fcResult_t (*memFree)(fcComm_t, void*);
+  fcResult_t (*allReduce)(const void*, void*, size_t, fcDataType_t, fcRedOp_t, fcComm_t,
+                          cudaStream_t);
+  fcResult_t (*reduceScatter)(const void*, void*, size_t, fcDataType_t, fcRedOp_t, fcComm_t,
+                              cudaStream_t);
+  fcResult_t (*allGather)(const void*, void*, size_t, fcDataType_t, fcComm_t, cudaStream_t);
 };
+
+/* The config initializer is a constant expression usable in C. */
+static const fcConfig_t kDefaultConfig = FC_CONFIG_INITIALIZER;
 
 int fc_header_c99_probe(void) {
   struct fc_probe_api api;
@@ -68,6 +83,20 @@ int fc_header_c99_probe(void) {
   api.commUserRank = fcCommUserRank;
   api.commCuDevice = fcCommCuDevice;
   api.allReduceOneShot = fcAllReduceOneShot;
+  api.commInitRankConfig = fcCommInitRankConfig;
+  api.commInitAll = fcCommInitAll;
+  api.commAbort = fcCommAbort;
+  api.commGetAsyncError = fcCommGetAsyncError;
+  api.barrier = fcBarrier;
+  api.memAlloc = fcMemAlloc;
+  api.memFree = fcMemFree;
+  api.allReduce = fcAllReduce;
+  api.reduceScatter = fcReduceScatter;
+  api.allGather = fcAllGather;
+  bound += api.commInitRankConfig != NULL && api.commInitAll != NULL && api.commAbort != NULL &&
+           api.commGetAsyncError != NULL && api.barrier != NULL && api.memAlloc != NULL &&
+           api.memFree != NULL && api.allReduce != NULL && api.reduceScatter != NULL &&
+           api.allGather != NULL && kDefaultConfig.size == sizeof(fcConfig_t);
 
   bound += api.getErrorString != NULL;
   bound += api.getLastError != NULL;
@@ -79,7 +108,7 @@ int fc_header_c99_probe(void) {
   bound += api.commUserRank != NULL;
   bound += api.commCuDevice != NULL;
   bound += api.allReduceOneShot != NULL;
-  if (bound != 10) return -1;
+  if (bound != 11) return -1;
 
   /* Calls from C that need no GPU: the version, and a NULL-argument rejection. */
   types[0] = fcFloat16;

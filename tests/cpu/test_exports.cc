@@ -77,7 +77,7 @@ const std::set<std::string> kPublic = {
     "fcGetErrorString", "fcGetLastError", "fcGetVersion",   "fcGetUniqueId",  "fcCommInitRank",
     "fcCommDestroy",    "fcCommCount",    "fcCommUserRank", "fcCommCuDevice", "fcAllReduceOneShot",
     "fcCommInitRankConfig", "fcCommInitAll", "fcCommAbort", "fcCommGetAsyncError", "fcBarrier",
-    "fcMemAlloc", "fcMemFree",
+    "fcMemAlloc", "fcMemFree", "fcAllReduce", "fcReduceScatter", "fcAllGather",
 };
 
 }  // namespace
