@@ -17,6 +17,8 @@
 struct GpuEnv {
   fcComm_t comm = nullptr;
   cudaStream_t streams[2] = {nullptr, nullptr};
+  // The suite's workspace per channel: small, so that multi-pass sizes stay cheap.
+  static constexpr size_t kWorkspaceBytes = 8u << 20;
   int rank = 0;
   int nranks = 1;
   int device = 0;

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   setenv("FC_TIMEOUT_MS", "30000", 0);
   fcConfig_t config = FC_CONFIG_INITIALIZER;
   config.channels = 3;  // nullptr + env.streams
+  config.workspaceBytes = GpuEnv::kWorkspaceBytes;
   fcResult_t res = fcCommInitRankConfig(&env.comm, env.nranks, id, env.rank, &config);
   if (res != fcSuccess) {
     fprintf(stderr, "fcCommInitRank: %s: %s\n", fcGetErrorString(res), fcGetLastError(nullptr));

@@ -61,11 +61,7 @@ uint64_t nextSeed() {
   return fcSplitMix(base + ++counter);
 }
 
-size_t workspaceCount(fcDataType_t t) {
-  const char* w = getenv("FC_WORKSPACE_BYTES");
-  size_t bytes = w && *w ? strtoull(w, nullptr, 10) : (64u << 20);
-  return bytes / fcTypeSize(t);
-}
+size_t workspaceCount(fcDataType_t t) { return GpuEnv::kWorkspaceBytes / fcTypeSize(t); }
 
 const fcDataType_t kTypes[] = {fcBfloat16, fcFloat16, fcFloat32};
 
