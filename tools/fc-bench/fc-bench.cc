@@ -1,20 +1,22 @@
 // fc-bench: the libfusedcomm benchmark, nccl-tests conventions. One process per
 // rank under tools/fcrun:
 //
-//   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 64M -f 2 -d bf16
+//   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 256M -f 2 -d bf16
 //
-// For every size: check the result (exact integer inputs, poisoned output) and
+// For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
-// replays; time per call = median replay / n, max over ranks. algbw = bytes / time;
-// busbw = algbw * 2(n-1)/n for all-reduce (the bytes each rank must move over its
-// links, comparable across world sizes). Rank 0 prints the table; the exit status
-// is non-zero if any check failed.
+// replays; time per call = median replay / n, max over ranks. NCCL (dlopened, when
+// available) is timed the same way in the same run. algbw = size / time, where size
+// is the all-reduce buffer, the reduce-scatter input or the all-gather output;
+// busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n (reduce-scatter, all-gather).
+// Rank 0 prints the table (or --csv / --json); exit status non-zero if a check fails.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "fc_data.h"
 #include "fc_env.h"
 #include "fusedcomm.h"
+#include "nccl.h"
 
 namespace {
 
@@ -45,12 +48,13 @@ namespace {
     }                                                                                   \
   } while (0)
 
+enum class Mode { AllReduce, ReduceScatter, AllGather };
+
 struct Options {
-  std::string minBytes = "8", maxBytes = "", dtype = "bf16";
+  std::string minBytes = "8", maxBytes = "", dtype = "bf16", algo = "auto";
   double factor = 2;
   int iters = 20, warmup = 5, replays = 20;
-  bool check = true;
-  bool symmetric = false;  // sendbuff from fcMemAlloc: zero-copy, no workspace limit
+  bool check = true, symmetric = false, nccl = true, csv = false, json = false;
 };
 
 size_t parseBytes(const std::string& s) {
@@ -75,13 +79,15 @@ struct Ctx {
   fcComm_t comm;
   int rank, nranks;
   cudaStream_t stream;
+  NcclApi nccl;
+  NcclApi::Comm ncclComm = nullptr;  // null: no NCCL columns
 };
 
-// The max over ranks of a per-rank value, through our own all-reduce (each rank
-// fills its slot of a zeroed vector; the sum then holds every rank's value).
-double maxOverRanks(const Ctx& c, double v) {
-  std::vector<float> h(size_t(c.nranks), 0.f);
-  h[size_t(c.rank)] = float(v);
+// Share `values` (one per rank) with every rank through our own all-reduce: each
+// rank fills its slot of a zeroed vector, the sum then holds every rank's value.
+std::vector<float> gatherFloats(const Ctx& c, const std::vector<float>& mine, size_t perRank) {
+  std::vector<float> h(perRank * size_t(c.nranks), 0.f);
+  std::copy(mine.begin(), mine.end(), h.begin() + ptrdiff_t(perRank * size_t(c.rank)));
   float* d;
   CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), h.size() * sizeof(float)));
   CUDA_OK(cudaMemcpyAsync(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, c.stream));
@@ -89,12 +95,33 @@ double maxOverRanks(const Ctx& c, double v) {
   CUDA_OK(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, c.stream));
   CUDA_OK(cudaStreamSynchronize(c.stream));
   CUDA_OK(cudaFree(d));
-  return *std::max_element(h.begin(), h.end());
+  return h;
 }
 
-// Median time of one call (us), timing graph replays of `iters` calls of `op`.
-template <typename Op>
-double timeGraph(const Ctx& c, const Options& o, Op op) {
+double maxOverRanks(const Ctx& c, double v) {
+  std::vector<float> all = gatherFloats(c, {float(v)}, 1);
+  return *std::max_element(all.begin(), all.end());
+}
+
+// NCCL's unique id from rank 0, byte by byte as exact fp32 sums.
+bool initNccl(Ctx& c, std::string* why) {
+  if (!c.nccl.load(why)) return false;
+  NcclApi::UniqueId id{};
+  std::vector<float> bytes(sizeof id.internal, 0.f);
+  if (c.rank == 0) {
+    if (c.nccl.getUniqueId(&id) != 0) return *why = "ncclGetUniqueId failed", false;
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = float(uint8_t(id.internal[i]));
+  }
+  std::vector<float> all = gatherFloats(c, c.rank == 0 ? bytes : std::vector<float>(bytes.size(), 0.f),
+                                        bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) id.internal[i] = char(uint8_t(all[i]));
+  const int r = c.nccl.commInitRank(&c.ncclComm, c.nranks, id, c.rank);
+  if (r != 0) return *why = std::string("ncclCommInitRank: ") + c.nccl.getErrorString(r), false;
+  return true;
+}
+
+// Median time of one call (us): graph replays of `iters` calls of `op`.
+double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
@@ -123,68 +150,121 @@ double timeGraph(const Ctx& c, const Options& o, Op op) {
   return 1000.0 * ms[ms.size() / 2] / o.iters;
 }
 
-int benchAllReduce(const Ctx& c, const Options& o) {
+const char* modeName(Mode m) {
+  return m == Mode::AllReduce ? "allreduce" : m == Mode::ReduceScatter ? "reducescatter" : "allgather";
+}
+
+int bench(Ctx& c, const Options& o, Mode mode) {
   const fcDataType_t type = parseType(o.dtype);
-  const size_t es = fcTypeSize(type);
-  size_t maxBytes = o.maxBytes.empty() ? 0 : parseBytes(o.maxBytes);
-  if (maxBytes == 0) {  // default: the whole workspace
-    const char* w = getenv("FC_WORKSPACE_BYTES");
-    maxBytes = w && *w ? parseBytes(w) : (64u << 20);
-  }
-  const size_t minBytes = std::max(parseBytes(o.minBytes), es);
+  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  const size_t maxBytes = o.maxBytes.empty() ? (mode == Mode::AllReduce ? (64u << 20) : (256u << 20))
+                                             : parseBytes(o.maxBytes);
+  const size_t minBytes = std::max(parseBytes(o.minBytes), es * (mode == Mode::AllReduce ? 1 : W));
+  const double busFactor = mode == Mode::AllReduce ? 2.0 * double(W - 1) / double(W) : double(W - 1) / double(W);
+  // Per-rank input and output sizes (bytes) of a call of `size` bytes.
+  const size_t inMax = mode == Mode::AllGather ? maxBytes / W : maxBytes;
+  const size_t outMax = mode == Mode::ReduceScatter ? maxBytes / W : maxBytes;
   void *in, *out;
-  if (o.symmetric) FC_OK(fcMemAlloc(c.comm, &in, maxBytes));
-  else CUDA_OK(cudaMalloc(&in, maxBytes));
-  CUDA_OK(cudaMalloc(&out, maxBytes));
+  if (o.symmetric) FC_OK(fcMemAlloc(c.comm, &in, inMax));
+  else CUDA_OK(cudaMalloc(&in, inMax));
+  CUDA_OK(cudaMalloc(&out, outMax));
+
+  std::string why;
+  const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
   int failures = 0;
   if (c.rank == 0) {
     cudaDeviceProp prop;
-    int dev;
+    int dev, version, ncclVersion = 0;
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    int version;
     fcGetVersion(&version);
-    printf("# fc-bench allreduce: %d ranks, %s, libfusedcomm %d, graph of %d calls, %d replays "
-           "(median), %d warm-up%s\n",
-           c.nranks, prop.name, version, o.iters, o.replays, o.warmup,
-           o.symmetric ? ", sendbuff from fcMemAlloc (oneshot0 = zero-copy one-shot)" : "");
-    printf("# %12s %12s %9s %8s %10s %12s %12s %8s %6s\n", "size(B)", "count", "type", "algo",
-           "time(us)", "algbw(GB/s)", "busbw(GB/s)", "maxerr", "check");
+    if (haveNccl) c.nccl.getVersion(&ncclVersion);
+    printf("# fc-bench %s: %d ranks, %s, libfusedcomm %d, graph of %d calls, %d replays (median), "
+           "%d warm-up%s; NCCL: %s\n",
+           modeName(mode), c.nranks, prop.name, version, o.iters, o.replays, o.warmup,
+           o.symmetric ? ", sendbuff from fcMemAlloc (zero-copy)" : "",
+           haveNccl ? std::to_string(ncclVersion).c_str() : ("not run (" + why + ")").c_str());
+    if (o.csv)
+      printf("op,size,count,type,algo,time_us,algbw,busbw,nccl_time_us,nccl_busbw,speedup,maxerr,check\n");
+    else if (!o.json)
+      printf("# %12s %12s %9s %8s %10s %9s %9s %10s %9s %7s %7s %6s\n", "size(B)", "count", "type",
+             "algo", "time(us)", "algbw", "busbw", "nccl(us)", "nccl_bus", "speedup", "maxerr", "check");
   }
   for (double b = double(minBytes); b <= double(maxBytes); b *= o.factor) {
-    const size_t count = size_t(b) / es;
-    const size_t bytes = count * es;
-    // Check first: fresh integer inputs (exact sums), poisoned output.
+    // count: elements per rank of the op's "count" argument (nccl-tests' convention).
+    const size_t total = size_t(b) / es / (mode == Mode::AllReduce ? 1 : W) * (mode == Mode::AllReduce ? 1 : W);
+    const size_t count = mode == Mode::AllReduce ? total : total / W;
+    const size_t bytes = total * es;
+    const size_t inElems = mode == Mode::ReduceScatter ? W * count : count;
+    const size_t outElems = mode == Mode::AllGather ? W * count : count;
+    auto ours = [&] {
+      if (mode == Mode::AllReduce) FC_OK(fcAllReduce(in, out, count, type, fcSum, c.comm, c.stream));
+      else if (mode == Mode::ReduceScatter) FC_OK(fcReduceScatter(in, out, count, type, fcSum, c.comm, c.stream));
+      else FC_OK(fcAllGather(in, out, count, type, c.comm, c.stream));
+    };
     double err = 0;
     if (o.check) {
-      const uint64_t seed = fcSplitMix(bytes * 31 + uint64_t(type));
-      std::vector<char> h = fcPatternInput(type, count, seed, c.rank);
-      // Everything on c.stream: stream order is what makes the op see the upload.
-      CUDA_OK(cudaMemcpyAsync(in, h.data(), bytes, cudaMemcpyHostToDevice, c.stream));
-      CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
-      FC_OK(fcAllReduceOneShot(in, out, count, type, fcSum, c.comm, c.stream));
-      CUDA_OK(cudaMemcpyAsync(h.data(), out, bytes, cudaMemcpyDeviceToHost, c.stream));
+      const uint64_t seed = fcSplitMix(bytes * 31 + uint64_t(type) + uint64_t(mode) * 7);
+      std::vector<char> h = fcPatternInput(type, inElems, seed, c.rank);
+      CUDA_OK(cudaMemcpyAsync(in, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+      CUDA_OK(cudaMemsetAsync(out, 0xff, outElems * es, c.stream));
+      ours();
+      std::vector<char> got(outElems * es);
+      CUDA_OK(cudaMemcpyAsync(got.data(), out, got.size(), cudaMemcpyDeviceToHost, c.stream));
       CUDA_OK(cudaStreamSynchronize(c.stream));
-      err = fcPatternSumError(h.data(), type, count, seed, c.nranks);
+      for (size_t i = 0; i < outElems; ++i) {
+        int want = 0;
+        if (mode == Mode::AllGather) want = fcPatternValue(seed, int(i / count), i % count);
+        else
+          for (int r = 0; r < c.nranks; ++r)
+            want += fcPatternValue(seed, r, mode == Mode::ReduceScatter ? size_t(c.rank) * count + i : i);
+        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - want);
+        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+      }
     }
-    const double us = maxOverRanks(c, timeGraph(c, o, [&] {
-      FC_OK(fcAllReduceOneShot(in, out, count, type, fcSum, c.comm, c.stream));
-    }));
-    const double worstErr = maxOverRanks(c, std::isfinite(err) ? err : 1e30);
+    const double us = maxOverRanks(c, timeGraph(c, o, ours));
+    double ncclUs = 0;
+    if (haveNccl) {
+      auto theirs = [&] {
+        int r = mode == Mode::AllReduce ? c.nccl.allReduce(in, out, count, int(type), 0, c.ncclComm, c.stream)
+                : mode == Mode::ReduceScatter
+                    ? c.nccl.reduceScatter(in, out, count, int(type), 0, c.ncclComm, c.stream)
+                    : c.nccl.allGather(in, out, count, int(type), c.ncclComm, c.stream);
+        if (r != 0) {
+          fprintf(stderr, "fc-bench: NCCL call failed: %s\n", c.nccl.getErrorString(r));
+          exit(1);
+        }
+      };
+      ncclUs = maxOverRanks(c, timeGraph(c, o, theirs));
+    }
+    const double worstErr = maxOverRanks(c, err);
     const bool ok = !o.check || worstErr == 0.0;
     failures += !ok;
-    if (c.rank == 0) {
-      const double algbw = double(bytes) / (us * 1e3);
-      const double busbw = algbw * 2.0 * (c.nranks - 1) / c.nranks;
-      printf("  %12zu %12zu %9s %8s %10.2f %12.2f %12.2f %8.2g %6s\n", bytes, count, fcTypeName(type),
-             o.symmetric ? "oneshot0" : "oneshot", us, algbw, busbw, worstErr, o.check ? (ok ? "OK" : "FAIL") : "-");
-      fflush(stdout);
-    }
+    if (c.rank != 0) continue;
+    const double algbw = double(bytes) / (us * 1e3), busbw = algbw * busFactor;
+    const double ncclBus = haveNccl ? double(bytes) / (ncclUs * 1e3) * busFactor : 0;
+    const double speedup = haveNccl ? ncclUs / us : 0;
+    const char* algo = mode == Mode::AllReduce ? o.algo.c_str() : "pull";
+    const char* status = o.check ? (ok ? "OK" : "FAIL") : "-";
+    if (o.csv)
+      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s\n", modeName(mode), bytes, count,
+             fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status);
+    else if (o.json)
+      printf("{\"op\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\",\"time_us\":%.2f,"
+             "\"algbw\":%.2f,\"busbw\":%.2f,\"nccl_time_us\":%.2f,\"nccl_busbw\":%.2f,\"speedup\":%.3f,"
+             "\"maxerr\":%g,\"check\":\"%s\"}\n",
+             modeName(mode), bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus,
+             speedup, worstErr, status);
+    else
+      printf("  %12zu %12zu %9s %8s %10.2f %9.2f %9.2f %10.2f %9.2f %7.2f %7.2g %6s\n", bytes, count,
+             fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status);
+    fflush(stdout);
   }
   if (o.symmetric) FC_OK(fcMemFree(c.comm, in));
   else CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
-  if (c.rank == 0) printf("# %s\n", failures ? "FAILED: results differ from the reference" : "all results verified");
+  if (c.rank == 0 && !o.csv && !o.json)
+    printf("# %s\n", failures ? "FAILED: results differ from the reference" : "all results verified");
   return failures ? 1 : 0;
 }
 
@@ -194,10 +274,12 @@ int main(int argc, char** argv) {
   CLI::App app{"fc-bench: libfusedcomm benchmarks (run one process per GPU under tools/fcrun)"};
   app.require_subcommand(1);
   Options o;
-  CLI::App* ar = app.add_subcommand("allreduce", "one-shot all-reduce, sizes -b..-e");
-  for (CLI::App* sub : {ar}) {
+  CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|auto)");
+  CLI::App* rs = app.add_subcommand("reducescatter", "fcReduceScatter; size = the whole input");
+  CLI::App* ag = app.add_subcommand("allgather", "fcAllGather; size = the whole output");
+  for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
-    sub->add_option("-e,--maxbytes", o.maxBytes, "largest size (default: the workspace)");
+    sub->add_option("-e,--maxbytes", o.maxBytes, "largest size (default 64M all-reduce, 256M others)");
     sub->add_option("-f,--stepfactor", o.factor, "size multiplier")->check(CLI::Range(1.01, 1e6));
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 | fp32");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
@@ -205,8 +287,14 @@ int main(int argc, char** argv) {
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
     sub->add_option("-c,--check", o.check, "verify results (1/0)");
     sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
+    sub->add_option("--nccl", o.nccl, "time NCCL side by side when libnccl.so.2 loads (1/0)");
+    sub->add_flag("--csv", o.csv, "CSV rows instead of the table");
+    sub->add_flag("--json", o.json, "JSON lines instead of the table");
   }
+  ar->add_option("-A,--algo", o.algo, "oneshot | twoshot | auto (sets FC_ALLREDUCE_ALGO)")
+      ->check(CLI::IsMember({"oneshot", "twoshot", "auto"}));
   CLI11_PARSE(app, argc, argv);
+  if (ar->parsed()) setenv("FC_ALLREDUCE_ALGO", o.algo.c_str(), 1);
 
   fcUniqueId id;
   if (!fcUniqueIdFromEnv(&id)) {
@@ -219,8 +307,9 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", c.rank)));
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  int rc = 0;
-  if (ar->parsed()) rc = benchAllReduce(c, o);
+  const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
+  const int rc = bench(c, o, mode);
+  if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
   CUDA_OK(cudaStreamDestroy(c.stream));
   FC_OK(fcCommDestroy(c.comm));
   return rc;
