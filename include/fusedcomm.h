@@ -223,8 +223,8 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
                               cudaStream_t stream);
 
 /* All-reduce with the algorithm chosen by size and world size: the one-shot above for
- * small buffers (up to 1 MiB at 2 ranks, 256 KiB at 4, 128 KiB at 8, and only while
- * the input fits the workspace or is symmetric), otherwise the two-shot: every rank
+ * small buffers (any size that fits the workspace at 2 ranks, up to 1 MiB at 4,
+ * 512 KiB at 8; a symmetric input always fits), otherwise the two-shot: every rank
  * reduces 1/nranks of the buffer from all ranks (a reduce-scatter) and the reduced
  * slices are then gathered by everybody (an all-gather), moving 2(n-1)/n of the
  * buffer per rank over NVLink instead of n-1 times it. FC_ALLREDUCE_ALGO=oneshot |

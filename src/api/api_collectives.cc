@@ -40,6 +40,13 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
   if ((s | r) % c.elem)
     return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", c.fn,
                         c.elem);
+  return fcSuccess;
+}
+
+// Buffers may overlap only in the op's in-place form (checked after the size limits,
+// whose message is the more useful one when a count is simply too large).
+fcResult_t checkOverlap(const Call& c) {
+  const uintptr_t s = reinterpret_cast<uintptr_t>(c.send), r = reinterpret_cast<uintptr_t>(c.recv);
   const size_t sb = c.sendElems * c.elem, rb = c.recvElems * c.elem;
   if (c.send != c.inPlaceSend && s < r + rb && r < s + sb)
     return fc::setError(fcInvalidArgument, "%s: sendbuff and recvbuff overlap, and not in the op's "
@@ -107,9 +114,10 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
   Call c{"fcAllReduceOneShot", comm, sendbuff, count, recvbuff, count, recvbuff, datatype};
   bool noop;
   FC_CHECK(checkArgs(c, op, true, &noop));
+  if (noop) return fcSuccess;
   detectZeroCopy(c, true);
   FC_CHECK(checkOneShotFits(c));
-  if (noop) return fcSuccess;
+  FC_CHECK(checkOverlap(c));
   FC_CHECK(checkLaunch(c, stream));
   return fc::launchAllReduceOneShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
                                     zeroCopySource(c), stream);
@@ -121,6 +129,7 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   Call c{"fcAllReduce", comm, sendbuff, count, recvbuff, count, recvbuff, datatype};
   bool noop;
   FC_CHECK(checkArgs(c, op, true, &noop));
+  if (noop) return fcSuccess;
   detectZeroCopy(c, true);
   const size_t bytes = count * c.elem;
   bool oneShot;
@@ -134,7 +143,7 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
       oneShot = bytes <= fc::oneShotMaxBytes(comm->nranks) &&
                 (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes);
   }
-  if (noop) return fcSuccess;
+  FC_CHECK(checkOverlap(c));
   FC_CHECK(checkLaunch(c, stream));
   FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes, oneShot ? "one-shot" : "two-shot",
            c.zeroCopy ? ", zero-copy" : "");
@@ -159,6 +168,7 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
   bool noop;
   FC_CHECK(checkArgs(c, op, true, &noop));
   if (noop) return fcSuccess;
+  FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, recvcount * c.elem % 16 == 0);  // every block's start must be 16-byte aligned
   FC_CHECK(checkLaunch(c, stream));
   return fc::launchReduceScatter(comm->dev, c.channel, sendbuff, recvbuff, recvcount, datatype,
@@ -179,6 +189,7 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
   bool noop;
   FC_CHECK(checkArgs(c, fcSum, false, &noop));
   if (noop) return fcSuccess;
+  FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, true);
   FC_CHECK(checkLaunch(c, stream));
   return fc::launchAllGather(comm->dev, c.channel, sendbuff, recvbuff, sendcount, datatype,

@@ -170,7 +170,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   for (int r = 0; r < nranks; ++r)
     FC_INFO("  peer rank %d: pid %d, cuda device %d, bus %s", r, all[size_t(r)].pid,
             all[size_t(r)].cudaDev, all[size_t(r)].busId);
-  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes, then two-shot); "
+  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes or the workspace, then two-shot); "
           "reduce-scatter and all-gather: SM pull through %d workspace regions",
           params.allReduceAlgo == AllReduceAlgo::OneShot   ? "forced one-shot"
           : params.allReduceAlgo == AllReduceAlgo::TwoShot ? "forced two-shot"
@@ -315,9 +315,10 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
 }
 
 size_t oneShotMaxBytes(int nranks) {
-  // Crossovers measured on 4x H200 (docs/perf.md): the one-shot reads W-1 remote
-  // copies, the two-shot 2(W-1)/W of the data but pays two more barriers.
-  return nranks <= 2 ? (1u << 20) : nranks <= 4 ? (256u << 10) : (128u << 10);
+  // Crossovers measured on H200 (docs/perf.md): the one-shot reads W-1 remote copies,
+  // the two-shot 2(W-1)/W of the data but pays two more barriers. At 2 ranks both move
+  // the same bytes, so the one-shot always wins (up to its workspace limit).
+  return nranks <= 2 ? SIZE_MAX : nranks <= 4 ? (1u << 20) : (512u << 10);
 }
 
 }  // namespace fc
