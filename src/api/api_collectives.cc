@@ -105,6 +105,17 @@ fcResult_t checkOneShotFits(const Call& c) {
 
 const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src : nullptr; }
 
+// The one-shot: Lamport (push + poll, no barriers) when the input fits a push slot,
+// unless FC_ALLREDUCE_ALGO=oneshot forces the barrier variant; otherwise the barrier
+// one-shot (staged or zero-copy).
+fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
+  const size_t bytes = c.sendElems * c.elem;
+  if (bytes <= fc::kLamportSlotBytes && c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
+    return fc::launchAllReduceLamport(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype, stream);
+  return fc::launchAllReduceOneShot(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype,
+                                    zeroCopySource(c), stream);
+}
+
 }  // namespace
 
 FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
@@ -119,8 +130,7 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
   FC_CHECK(checkOneShotFits(c));
   FC_CHECK(checkOverlap(c));
   FC_CHECK(checkLaunch(c, stream));
-  return fc::launchAllReduceOneShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
-                                    zeroCopySource(c), stream);
+  return launchOneShot(c, stream);
 }
 
 FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
@@ -147,8 +157,7 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   FC_CHECK(checkLaunch(c, stream));
   FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes, oneShot ? "one-shot" : "two-shot",
            c.zeroCopy ? ", zero-copy" : "");
-  return oneShot ? fc::launchAllReduceOneShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
-                                              zeroCopySource(c), stream)
+  return oneShot ? launchOneShot(c, stream)
                  : fc::launchAllReduceTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
                                               zeroCopySource(c), stream);
 }

@@ -72,7 +72,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
                                  : allReduceOneShotKernel<T, 0>;
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride,
-                                          kSignalBytes + size_t(channel) * dc.workspaceBytes}
+                                          dc.workspaceOffset + size_t(channel) * dc.workspaceBytes}
                               : *symmetricIn;
   const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel,

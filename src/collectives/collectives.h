@@ -18,6 +18,12 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   const SymSource* symmetricIn, cudaStream_t stream);
 
+// Lamport one-shot all-reduce (push, poll the data; no flags): count*size must not
+// exceed kLamportSlotBytes.
+fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
+                                  void* recvbuff, size_t count, fcDataType_t datatype,
+                                  cudaStream_t stream);
+
 // Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
 // any count: sizes beyond the workspace run in passes.
 fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,

@@ -132,15 +132,18 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   FC_CHECK(comm->bootstrap->allGather(&mine, all.data(), sizeof mine));
   FC_CHECK(validateRanks(all, rank));
 
-  // Zero the signal region before the allocation is exported: a peer may signal
-  // into it as soon as it has mapped it, and must never see stale flags.
-  auto zeroSignals = [](void* local, size_t) -> fcResult_t {
+  // Zero the signal region and mark the Lamport buffers empty before the allocation
+  // is exported: a peer may write into it as soon as it has mapped it, and must
+  // never meet stale flags or stale data.
+  const size_t lamportBytes = size_t(params.channels) * lamportChannelBytes(nranks);
+  auto initSignals = [lamportBytes](void* local, size_t) -> fcResult_t {
     FC_CUDA_CHECK(cudaMemset(local, 0, kSignalBytes));
+    FC_CUDA_CHECK(cudaMemset(static_cast<char*>(local) + kSignalBytes, 0xff, lamportBytes));
     FC_CUDA_CHECK(cudaDeviceSynchronize());
     return fcSuccess;
   };
-  const size_t heapBytes = kSignalBytes + size_t(params.channels) * params.workspaceBytes;
-  FC_CHECK(SymmetricHeap::create(*comm->bootstrap, cuDev, heapBytes, zeroSignals, &comm->heap));
+  const size_t heapBytes = kSignalBytes + lamportBytes + size_t(params.channels) * params.workspaceBytes;
+  FC_CHECK(SymmetricHeap::create(*comm->bootstrap, cuDev, heapBytes, initSignals, &comm->heap));
 
   FC_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&comm->errorHost), sizeof(ErrorRecord),
                               cudaHostAllocMapped | cudaHostAllocPortable));
@@ -153,6 +156,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.stride = comm->heap->stride();
   comm->dev.rank = rank;
   comm->dev.nranks = nranks;
+  comm->dev.lamportOffset = kSignalBytes;
+  comm->dev.workspaceOffset = kSignalBytes + lamportBytes;
   comm->dev.workspaceBytes = params.workspaceBytes;
   comm->dev.maxCtas = params.maxCtas;
   comm->dev.timeoutNs = params.timeoutMs * 1000000ull;

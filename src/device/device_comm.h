@@ -7,7 +7,10 @@
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
-//   [kSignalBytes + c*workspaceBytes, +workspaceBytes)  channel c's workspace
+//   [kLamportStateOffset, +16 KiB)  lamport[channel][block]: {buffer index, chunks per buffer}
+//   [kSignalBytes, +lamport bytes)  push buffers of the Lamport one-shot:
+//                                   [channel][buffer 3][sender rank][kLamportSlotBytes]
+//   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
 #include <cstddef>
@@ -22,8 +25,20 @@ constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * si
 constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32_t);
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
 constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
-constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up; workspace starts here
-static_assert(kPeerAbortOffset + sizeof(uint32_t) <= kSignalBytes, "signal region too small");
+constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
+constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * 4 * sizeof(uint32_t);
+constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
+static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
+static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal region too small");
+
+// The Lamport one-shot's payload limit per rank, and its push area per channel:
+// three buffers (a call uses one, clears the one the call before used, and the
+// third may already be filled by a peer that is one call ahead) of one slot per rank.
+constexpr size_t kLamportSlotBytes = 256 * 1024;
+constexpr size_t lamportChannelBytes(int nranks) { return 3 * size_t(nranks) * kLamportSlotBytes; }
+// A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
+// into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
+constexpr uint32_t kLamportEmpty = 0xffffffffu;
 
 // Operations, as recorded in an error record.
 enum class Op : uint32_t {
@@ -67,7 +82,9 @@ struct DeviceComm {
   uint64_t stride;
   int rank;
   int nranks;
-  uint64_t workspaceBytes;  // per channel; channel c's starts at kSignalBytes + c*workspaceBytes
+  uint64_t lamportOffset;   // heap offset of channel 0's Lamport push buffers
+  uint64_t workspaceOffset; // heap offset of channel 0's workspace
+  uint64_t workspaceBytes;  // per channel; channel c's starts at workspaceOffset + c*workspaceBytes
   int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas
   uint64_t timeoutNs;       // spin-wait deadline
   ErrorRecord* error;       // device pointer of the host-mapped record

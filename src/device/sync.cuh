@@ -94,24 +94,51 @@ __device__ inline void recordError(const DeviceComm& dc, Op op, GiveUp reason, i
       if (r != dc.rank) *reinterpret_cast<volatile uint32_t*>(peerAbortWord(dc, r)) = uint32_t(dc.rank) + 1u;
 }
 
-// Wait until *flag carries an epoch >= expected (wrap-safe) and, at exactly
-// `expected`, our signature; or until the deadline passes, an abort is requested,
-// a peer gave up, or another CTA of this rank did. Returns true on success.
-//
-// The hot loop is one acquire load of local memory. Every 1024 polls it reads the
-// clock, the error guard and the peer-abort word (both local); the abort flag lives
-// in host memory, a PCIe round trip, so it is read at most once per 100 us of
-// waiting: hundreds of CTAs polling host memory together slow each other down
-// (measured: 1-2 MiB all-reduces went from ~20 us to ~200 us).
+// waitFlag: wait until *flag carries an epoch >= expected (wrap-safe) and, at exactly
+// `expected`, our signature; or until WaitExits says to give up. Returns true on
+// success. The hot loop is one acquire load of local memory; the host abort flag is
+// read rarely because hundreds of CTAs polling host memory over PCIe slow each other
+// down (measured: 1-2 MiB all-reduces went from ~20 us to ~200 us).
+// The exits of every device wait, checked every 1024 polls: another CTA of this rank
+// already gave up (local guard), a peer gave up or aborted (local word), the host
+// aborted (host memory: read at most once per 100 us), or the deadline passed.
+// Returns true when the caller must give up (the error is recorded).
+struct WaitExits {
+  static constexpr uint64_t kAbortPollNs = 100000;
+  uint64_t start;
+  uint64_t lastAbortPoll;
+
+  __device__ WaitExits() : start(globalTimerNs()), lastAbortPoll(start) {}
+
+  __device__ bool giveUp(const DeviceComm& dc, Op op, int peer, int channel, uint32_t expected,
+                         uint32_t seen) {
+    const uint64_t now = globalTimerNs();
+    if (loadVolatile(errorGuard(dc)) != 0u) return true;
+    if (const uint32_t aborter = loadVolatile(peerAbortWord(dc, dc.rank)); aborter != 0u) {
+      recordError(dc, op, GiveUp::PeerAbort, int(aborter) - 1, channel, expected, seen);
+      return true;
+    }
+    if (now - lastAbortPoll > kAbortPollNs) {
+      lastAbortPoll = now;
+      if (loadVolatile(&dc.error->abortFlag) != 0u) {
+        recordError(dc, op, GiveUp::Abort, peer, channel, expected, seen);
+        return true;
+      }
+    }
+    if (now - start > dc.timeoutNs) {
+      recordError(dc, op, GiveUp::Timeout, peer, channel, expected, seen);
+      return true;
+    }
+    return false;
+  }
+};
+
 __device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint64_t* flag,
                                 uint32_t expected, uint32_t sig, int peer, int channel) {
-  constexpr uint64_t kAbortPollNs = 100000;
-  const uint64_t start = globalTimerNs();
-  uint64_t lastAbortPoll = start;
-  uint32_t seen;
+  WaitExits exits;
   for (uint32_t spin = 1;; ++spin) {
     const uint64_t word = loadAcquireSys(flag);
-    seen = uint32_t(word);
+    const uint32_t seen = uint32_t(word);
     if (int32_t(seen - expected) >= 0) {
       if (seen == expected && uint32_t(word >> 32) != sig) {
         recordError(dc, op, GiveUp::Mismatch, peer, channel, sig, uint32_t(word >> 32));
@@ -119,24 +146,7 @@ __device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint64_t* fla
       }
       return true;
     }
-    if ((spin & 1023u) != 0u) continue;
-    const uint64_t now = globalTimerNs();
-    if (loadVolatile(errorGuard(dc)) != 0u) return false;  // another CTA already gave up
-    if (const uint32_t aborter = loadVolatile(peerAbortWord(dc, dc.rank)); aborter != 0u) {
-      recordError(dc, op, GiveUp::PeerAbort, int(aborter) - 1, channel, expected, seen);
-      return false;
-    }
-    if (now - lastAbortPoll > kAbortPollNs) {
-      lastAbortPoll = now;
-      if (loadVolatile(&dc.error->abortFlag) != 0u) {
-        recordError(dc, op, GiveUp::Abort, peer, channel, expected, seen);
-        return false;
-      }
-    }
-    if (now - start > dc.timeoutNs) {
-      recordError(dc, op, GiveUp::Timeout, peer, channel, expected, seen);
-      return false;
-    }
+    if ((spin & 1023u) == 0u && exits.giveUp(dc, op, peer, channel, expected, seen)) return false;
   }
 }
 

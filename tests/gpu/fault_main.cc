@@ -66,9 +66,10 @@ uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 
 // Issue `calls` all-reduces; `fault(k)` runs before call k and returns false to skip it.
 // Returns the communicator's async error after synchronising, and the elapsed time.
+// count: 1 << 17 floats (512 KiB) takes the barrier one-shot, 1 << 14 (64 KiB) the
+// Lamport one-shot (no flags: its waits poll the data).
 template <typename Fault>
-int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError) {
-  const size_t count = 1 << 16;
+int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 17) {
   float* buf;
   CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
   CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
@@ -230,7 +231,7 @@ int main(int argc, char** argv) {
                      }
                      return true;
                    },
-                   true);
+                   true, 1 << 14);
   } else if (scenario == "mismatch") {
     const auto t0 = Clock::now();
     rc = faultLoop(comm, 20,
