@@ -98,19 +98,56 @@ __global__ void __launch_bounds__(kThreads)
     float acc[E];
 #pragma unroll
     for (int k = 0; k < E; ++k) acc[k] = 0.f;
-    for (int j = 0; j < W && !failed; ++j) {
-      const int s = (rank + j) % W;
-      const dev::Pack* p = reinterpret_cast<const dev::Pack*>(slot(rank, buf, s) + off);
-      dev::Pack v = loadVolatilePack(p);
-      if (!packReady(v)) {
-        dev::WaitExits exits;
-        for (uint32_t spin = 1; !packReady(v = loadVolatilePack(p)); ++spin)
-          if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceOneShot, s, channel, buf, 0)) {
-            failed = 1;
-            break;
-          }
+    if constexpr (NR > 0) {
+      // All senders' loads in flight at once; re-poll only the packs still missing.
+      const dev::Pack* p[NR];
+      dev::Pack v[NR];
+#pragma unroll
+      for (int j = 0; j < NR; ++j) {
+        p[j] = reinterpret_cast<const dev::Pack*>(slot(rank, buf, (rank + j) % NR) + off);
+        v[j] = loadVolatilePack(p[j]);
       }
-      dev::accumulate<T>(acc, v);
+      bool ready = true;
+#pragma unroll
+      for (int j = 0; j < NR; ++j) ready = ready && packReady(v[j]);
+      if (!ready) {
+        dev::WaitExits exits;
+        for (uint32_t spin = 1; !ready; ++spin) {
+          ready = true;
+#pragma unroll
+          for (int j = 0; j < NR; ++j) {
+            if (!packReady(v[j])) v[j] = loadVolatilePack(p[j]);
+            ready = ready && packReady(v[j]);
+          }
+          if (!ready && (spin & 1023u) == 0u) {
+            int missing = 0;
+#pragma unroll
+            for (int j = 0; j < NR; ++j)
+              if (!packReady(v[j])) missing = (rank + j) % NR;
+            if (exits.giveUp(dc, Op::AllReduceOneShot, missing, channel, buf, 0)) {
+              failed = 1;
+              break;
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < NR; ++j) dev::accumulate<T>(acc, v[j]);
+    } else {
+      for (int j = 0; j < W && !failed; ++j) {
+        const int s = (rank + j) % W;
+        const dev::Pack* p = reinterpret_cast<const dev::Pack*>(slot(rank, buf, s) + off);
+        dev::Pack v = loadVolatilePack(p);
+        if (!packReady(v)) {
+          dev::WaitExits exits;
+          for (uint32_t spin = 1; !packReady(v = loadVolatilePack(p)); ++spin)
+            if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceOneShot, s, channel, buf, 0)) {
+              failed = 1;
+              break;
+            }
+        }
+        dev::accumulate<T>(acc, v);
+      }
     }
     if (!failed) dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
   }
