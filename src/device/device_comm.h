@@ -34,7 +34,7 @@ static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal 
 // The Lamport one-shot's payload limit per rank, and its push area per channel:
 // three buffers (a call uses one, clears the one the call before used, and the
 // third may already be filled by a peer that is one call ahead) of one slot per rank.
-constexpr size_t kLamportSlotBytes = 256 * 1024;
+constexpr size_t kLamportSlotBytes = 1024 * 1024;
 constexpr size_t lamportChannelBytes(int nranks) { return 3 * size_t(nranks) * kLamportSlotBytes; }
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
