@@ -110,7 +110,8 @@ const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src 
 // one-shot (staged or zero-copy).
 fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
   const size_t bytes = c.sendElems * c.elem;
-  if (bytes <= fc::kLamportSlotBytes && c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
+  if (bytes <= fc::lamportMaxBytes(c.comm->nranks) &&
+      c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
     return fc::launchAllReduceLamport(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype, stream);
   return fc::launchAllReduceOneShot(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype,
                                     zeroCopySource(c), stream);

@@ -319,6 +319,14 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
   return false;
 }
 
+size_t lamportMaxBytes(int nranks) {
+  // Measured on H200 (docs/perf.md): at 2 ranks the Lamport one-shot stays fast up to
+  // its 1 MiB slots (6.3 us at 1 MiB); at 4 ranks it is fast up to 256 KiB (6.0 us)
+  // but collapsed at 512 KiB-1 MiB (0.6-1.4 ms, cause not yet understood), so the
+  // barrier one-shot takes over there.
+  return nranks <= 2 ? kLamportSlotBytes : (256u << 10);
+}
+
 size_t oneShotMaxBytes(int nranks) {
   // Crossovers measured on H200 (docs/perf.md): the one-shot reads W-1 remote copies,
   // the two-shot 2(W-1)/W of the data but pays two more barriers. At 2 ranks both move

@@ -81,6 +81,9 @@ fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel);
 // fcAllReduce's auto choice: one-shot up to this many bytes, two-shot beyond.
 size_t oneShotMaxBytes(int nranks);
 
+// The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
+size_t lamportMaxBytes(int nranks);
+
 // Collective fcMemAlloc / local fcMemFree.
 fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr);
 fcResult_t commMemFree(fcComm* comm, void* ptr);
