@@ -110,7 +110,9 @@ const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src 
 // one-shot (staged or zero-copy).
 fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
   const size_t bytes = c.sendElems * c.elem;
-  if (bytes <= fc::lamportMaxBytes(c.comm->nranks) &&
+  const size_t lamportMax = c.comm->params.lamportMaxBytes ? c.comm->params.lamportMaxBytes
+                                                           : fc::lamportMaxBytes(c.comm->nranks);
+  if (bytes <= lamportMax &&
       c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
     return fc::launchAllReduceLamport(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype, stream);
   return fc::launchAllReduceOneShot(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype,

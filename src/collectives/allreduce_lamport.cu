@@ -113,6 +113,9 @@ __global__ void __launch_bounds__(kThreads)
       if (!ready) {
         dev::WaitExits exits;
         for (uint32_t spin = 1; !ready; ++spin) {
+          // Back off between rounds: tens of thousands of threads re-polling at full
+          // rate compete with the incoming remote writes for the same L2.
+          __nanosleep(100);
           ready = true;
 #pragma unroll
           for (int j = 0; j < NR; ++j) {
@@ -140,7 +143,7 @@ __global__ void __launch_bounds__(kThreads)
         dev::Pack v = loadVolatilePack(p);
         if (!packReady(v)) {
           dev::WaitExits exits;
-          for (uint32_t spin = 1; !packReady(v = loadVolatilePack(p)); ++spin)
+          for (uint32_t spin = 1; !packReady(v = loadVolatilePack(p)); ++spin, __nanosleep(100))
             if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceOneShot, s, channel, buf, 0)) {
               failed = 1;
               break;

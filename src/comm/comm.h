@@ -30,6 +30,7 @@ struct CommParams {
   int channels = 2;
   bool blocking = true;
   AllReduceAlgo allReduceAlgo = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
+  uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,

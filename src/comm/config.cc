@@ -21,6 +21,10 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(envU64("FC_WORKSPACE_BYTES", p->workspaceBytes, &p->workspaceBytes));
   FC_CHECK(envU64("FC_CHANNELS", uint64_t(p->channels), &channels));
   p->channels = channels > 64 ? 65 : int(channels);
+  FC_CHECK(envU64("FC_LAMPORT_MAX_BYTES", 0, &p->lamportMaxBytes));
+  if (p->lamportMaxBytes > kLamportSlotBytes)
+    return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the push slot (%zu bytes)",
+                    (unsigned long long)p->lamportMaxBytes, kLamportSlotBytes);
   if (const char* algo = getenv("FC_ALLREDUCE_ALGO"); algo != nullptr && *algo != '\0') {
     if (!strcmp(algo, "auto")) p->allReduceAlgo = AllReduceAlgo::Auto;
     else if (!strcmp(algo, "oneshot")) p->allReduceAlgo = AllReduceAlgo::OneShot;
