@@ -320,11 +320,10 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
 }
 
 size_t lamportMaxBytes(int nranks) {
-  // Measured on H200 (docs/perf.md): at 2 ranks the Lamport one-shot stays fast up to
-  // its 1 MiB slots (6.3 us at 1 MiB); at 4 ranks it is fast up to 256 KiB (6.0 us)
-  // but collapsed at 512 KiB-1 MiB (0.6-1.4 ms, cause not yet understood), so the
-  // barrier one-shot takes over there.
-  return nranks <= 2 ? kLamportSlotBytes : (256u << 10);
+  // Measured on H200 (docs/perf.md): with backed-off polling the Lamport one-shot is
+  // the fastest path up to its 1 MiB slots at 2 and 4 ranks (6.3 / 12.9 us at 1 MiB).
+  // Larger worlds push (W-1) copies per rank: unmeasured yet, so kept at 256 KiB.
+  return nranks <= 4 ? kLamportSlotBytes : (256u << 10);
 }
 
 size_t oneShotMaxBytes(int nranks) {
