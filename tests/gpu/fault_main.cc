@@ -66,10 +66,11 @@ uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 
 // Issue `calls` all-reduces; `fault(k)` runs before call k and returns false to skip it.
 // Returns the communicator's async error after synchronising, and the elapsed time.
-// count: 1 << 17 floats (512 KiB) takes the barrier one-shot, 1 << 14 (64 KiB) the
-// Lamport one-shot (no flags: its waits poll the data).
+// count: 1 << 19 floats (2 MiB, above the Lamport limit) takes the barrier one-shot,
+// whose flags carry op signatures; 1 << 14 (64 KiB) the Lamport one-shot (no flags:
+// its waits poll the data).
 template <typename Fault>
-int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 17) {
+int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19) {
   float* buf;
   CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
   CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
