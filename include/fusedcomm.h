@@ -211,11 +211,17 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  *   op: fcSum.
  *   count: 0 is a no-op; count * sizeof(datatype) must not exceed the communicator's
  *     workspace (FC_WORKSPACE_BYTES), else fcInvalidArgument with the limit.
- * Algorithm (after PyTorch symmetric memory's one-shot all-reduce, Helion example
- * "One-Shot All-Reduce"): each rank copies its input into its symmetric workspace,
- * all ranks meet at a barrier of signal pads, each rank reads every peer's workspace
- * with 16-byte loads in rank-rotated order and sums, then a departure barrier lets the
- * workspace be reused. One kernel on stream; capturable; no host synchronisation.
+ * Algorithm (seed 004: PyTorch symmetric memory's one-shot all-reduce, Helion example
+ * "One-Shot All-Reduce"), in two protocols:
+ *   - up to 1 MiB per rank at <= 4 ranks (256 KiB beyond; FC_LAMPORT_MAX_BYTES), a
+ *     Lamport protocol after TensorRT-LLM's: every rank pushes its input into every
+ *     rank's push buffer and polls the data itself (no flags, no barriers);
+ *   - larger (or FC_ALLREDUCE_ALGO=oneshot): each rank copies its input into its
+ *     symmetric workspace (skipped for an fcMemAlloc sendbuff), all ranks meet at a
+ *     barrier of signal pads, each rank reads every peer's copy with 16-byte loads in
+ *     rank-rotated order and sums, then a departure barrier lets the workspace be
+ *     reused.
+ * One kernel on stream; capturable; no host synchronisation.
  * Errors: fcInvalidArgument (NULL comm or buffers, bad datatype/op, count too large),
  * fcInvalidUsage (the current device is not comm's), fcUnhandledCudaError (launch). */
 fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
