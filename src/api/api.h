@@ -2,6 +2,7 @@
 #pragma once
 
 #include "comm/comm.h"
+#include "core/datatype.h"
 #include "core/log.h"
 #include "core/result.h"
 #include "fusedcomm.h"
@@ -17,15 +18,6 @@ inline fcResult_t checkComm(const fcComm* comm, const char* fn) {
     return setError(fcInvalidArgument, "%s: comm is not a live communicator (destroyed?)", fn);
   setLogRank(comm->rank);
   return fcSuccess;
-}
-
-inline size_t dataTypeSize(fcDataType_t t) {
-  switch (t) {
-    case fcFloat16: return 2;
-    case fcBfloat16: return 2;
-    case fcFloat32: return 4;
-  }
-  return 0;  // unknown
 }
 
 }  // namespace fc

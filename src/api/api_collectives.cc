@@ -105,6 +105,12 @@ fcResult_t checkOneShotFits(const Call& c) {
 
 const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src : nullptr; }
 
+// Reduce-scatter and all-gather: copy engine when forced, or from `minBytes` on.
+bool useCopyEngine(const fcComm* comm, fc::MoveAlgo algo, size_t bytes, size_t minBytes) {
+  if (comm->nranks < 2) return false;
+  return algo == fc::MoveAlgo::CopyEngine || (algo == fc::MoveAlgo::Auto && bytes >= minBytes);
+}
+
 // The one-shot: Lamport (push + poll, no barriers) when the input fits a push slot,
 // unless FC_ALLREDUCE_ALGO=oneshot forces the barrier variant; otherwise the barrier
 // one-shot (staged or zero-copy).
@@ -145,24 +151,38 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   if (noop) return fcSuccess;
   detectZeroCopy(c, true);
   const size_t bytes = count * c.elem;
-  bool oneShot;
+  const int W = comm->nranks;
+  // The copy-engine all-reduce splits the buffer into W equal slices.
+  const bool ceFits = W > 1 && count % size_t(W) == 0;
+  enum { OneShot, TwoShot, CopyEngine } algo;
   switch (comm->params.allReduceAlgo) {
     case fc::AllReduceAlgo::OneShot:
-      oneShot = true;
+      algo = OneShot;
       FC_CHECK(checkOneShotFits(c));
       break;
-    case fc::AllReduceAlgo::TwoShot: oneShot = false; break;
+    case fc::AllReduceAlgo::TwoShot: algo = TwoShot; break;
+    case fc::AllReduceAlgo::CopyEngine: algo = ceFits ? CopyEngine : TwoShot; break;
     default:
-      oneShot = bytes <= fc::oneShotMaxBytes(comm->nranks) &&
-                (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes);
+      algo = bytes <= fc::oneShotMaxBytes(W) &&
+                     (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes)
+                 ? OneShot
+             : ceFits && bytes >= fc::ceAllReduceMinBytes(W) ? CopyEngine
+                                                             : TwoShot;
   }
   FC_CHECK(checkOverlap(c));
   FC_CHECK(checkLaunch(c, stream));
-  FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes, oneShot ? "one-shot" : "two-shot",
+  FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes,
+           algo == OneShot ? "one-shot" : algo == TwoShot ? "two-shot" : "copy engine",
            c.zeroCopy ? ", zero-copy" : "");
-  return oneShot ? launchOneShot(c, stream)
-                 : fc::launchAllReduceTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
-                                              zeroCopySource(c), stream);
+  switch (algo) {
+    case OneShot: return launchOneShot(c, stream);
+    case CopyEngine:
+      return fc::launchAllReduceCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], comm->copyStreams,
+                                   sendbuff, recvbuff, count, datatype, stream);
+    default:
+      return fc::launchAllReduceTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
+                                        zeroCopySource(c), stream);
+  }
 }
 
 FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -183,6 +203,12 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
   FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, recvcount * c.elem % 16 == 0);  // every block's start must be 16-byte aligned
   FC_CHECK(checkLaunch(c, stream));
+  if (useCopyEngine(comm, comm->params.reduceScatterAlgo, W * recvcount * c.elem,
+                    fc::ceReduceScatterMinBytes(comm->nranks))) {
+    FC_TRACE("fcReduceScatter: %zu bytes in, copy engine", W * recvcount * c.elem);
+    return fc::launchReduceScatterCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)],
+                                     comm->copyStreams, sendbuff, recvbuff, recvcount, datatype, stream);
+  }
   return fc::launchReduceScatter(comm->dev, c.channel, sendbuff, recvbuff, recvcount, datatype,
                                  zeroCopySource(c), stream);
 }
@@ -204,6 +230,13 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
   FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, true);
   FC_CHECK(checkLaunch(c, stream));
+  if (useCopyEngine(comm, comm->params.allGatherAlgo, W * sendcount * c.elem,
+                    fc::ceAllGatherMinBytes(comm->nranks))) {
+    FC_TRACE("fcAllGather: %zu bytes out, copy engine%s", W * sendcount * c.elem,
+             c.zeroCopy ? ", zero-copy" : "");
+    return fc::launchAllGatherCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], comm->copyStreams,
+                                 sendbuff, recvbuff, sendcount, datatype, zeroCopySource(c), stream);
+  }
   return fc::launchAllGather(comm->dev, c.channel, sendbuff, recvbuff, sendcount, datatype,
                              zeroCopySource(c), stream);
 }

@@ -1,6 +1,8 @@
-// fcBarrier: one CTA meets the same CTA of every rank on the stream's channel.
-// Work enqueued after it starts only once every rank's earlier work on its stream
-// has finished (kernel boundaries order it before our release store).
+// Barrier kernels: one CTA meets the same CTA of every rank on the stream's channel.
+// Work enqueued after one starts only once every rank's earlier work on its stream
+// has finished (kernel and copy boundaries order it before our release store).
+// fcBarrier uses it directly; the copy-engine collectives put one between their
+// transfers, with their own op signature so that mismatched calls are caught.
 #include "collectives/collectives.h"
 #include "collectives/launch.h"
 #include "core/result.h"
@@ -9,20 +11,24 @@
 namespace fc {
 namespace {
 
-__global__ void barrierKernel(DeviceComm dc, int channel) {
+__global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig) {
   // CTA 0's epoch of the channel: shared with CTA 0 of the other collectives,
   // which is fine because every rank issues the same sequence on a channel.
   uint32_t* epochPtr = dev::epochAddr(dc, channel, 0);
   const uint32_t epoch = *epochPtr;
-  if (!dev::barrierBlock(dc, Op::Barrier, opSignature(Op::Barrier, 0, 0), channel, epoch + 1)) return;
+  if (!dev::barrierBlock(dc, op, sig, channel, epoch + 1)) return;
   if (threadIdx.x == 0) *epochPtr = epoch + 1;
 }
 
 }  // namespace
 
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream) {
+  return launchOpBarrier(dc, channel, Op::Barrier, opSignature(Op::Barrier, 0, 0), stream);
+}
+
+fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream) {
   // 32 threads >= kMaxRanks signalling threads.
-  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel);
+  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel, op, sig);
 }
 
 }  // namespace fc

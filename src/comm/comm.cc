@@ -47,6 +47,8 @@ const char* opName(uint32_t op) {
     case Op::AllReduceTwoShot: return "fcAllReduce(two-shot)";
     case Op::ReduceScatter: return "fcReduceScatter";
     case Op::AllGather: return "fcAllGather";
+    case Op::ReduceScatterCe: return "fcReduceScatter(copy engine)";
+    case Op::AllGatherCe: return "fcAllGather(copy engine)";
     default: return "unknown op";
   }
 }
@@ -151,6 +153,15 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   ErrorRecord* errorDev = nullptr;
   FC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&errorDev), comm->errorHost, 0));
   FC_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->control, cudaStreamNonBlocking));
+  // Copy-engine transfers to or from different peers run on different streams, so
+  // that several copy engines work at once (a single stream serialises them).
+  for (int c = 0; c < params.channels; ++c) {
+    comm->copies.push_back(std::make_unique<StreamFork>());
+    FC_CHECK(comm->copies.back()->init(nranks > 1 ? nranks - 1 : 1));
+  }
+  comm->copyStreams = params.copyStreams == 0 || params.copyStreams > uint64_t(nranks - 1)
+                          ? (nranks > 1 ? nranks - 1 : 1)
+                          : int(params.copyStreams);
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
@@ -175,12 +186,20 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   for (int r = 0; r < nranks; ++r)
     FC_INFO("  peer rank %d: pid %d, cuda device %d, bus %s", r, all[size_t(r)].pid,
             all[size_t(r)].cudaDev, all[size_t(r)].busId);
-  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes or the workspace, then two-shot); "
-          "reduce-scatter and all-gather: SM pull through %d workspace regions",
-          params.allReduceAlgo == AllReduceAlgo::OneShot   ? "forced one-shot"
-          : params.allReduceAlgo == AllReduceAlgo::TwoShot ? "forced two-shot"
-                                                           : "auto",
-          oneShotMaxBytes(nranks), nranks);
+  auto moveName = [](MoveAlgo a) {
+    return a == MoveAlgo::Sm ? "forced SM" : a == MoveAlgo::CopyEngine ? "forced copy engine" : "auto";
+  };
+  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes or the workspace, copy engine from "
+          "%zu bytes when count %% nranks == 0, else two-shot); fcReduceScatter %s (copy engine from "
+          "%zu bytes of input, else SM pull); fcAllGather %s (copy engine from %zu bytes of output, "
+          "else SM pull); %d copy streams per op",
+          params.allReduceAlgo == AllReduceAlgo::OneShot      ? "forced one-shot"
+          : params.allReduceAlgo == AllReduceAlgo::TwoShot    ? "forced two-shot"
+          : params.allReduceAlgo == AllReduceAlgo::CopyEngine ? "forced copy engine"
+                                                              : "auto",
+          oneShotMaxBytes(nranks), ceAllReduceMinBytes(nranks), moveName(params.reduceScatterAlgo),
+          ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks),
+          comm->copyStreams);
   return fcSuccess;
 }
 
@@ -211,6 +230,7 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
       res = setError(fcUnhandledCudaError, "fcCommDestroy: cudaDeviceSynchronize: %s",
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
+    comm->copies.clear();
     comm->userHeaps.clear();
     comm->heap.reset();
     if (comm->errorHost) cudaFreeHost(comm->errorHost);
@@ -325,6 +345,10 @@ size_t lamportMaxBytes(int nranks) {
   // Larger worlds push (W-1) copies per rank: unmeasured yet, so kept at 256 KiB.
   return nranks <= 4 ? kLamportSlotBytes : (256u << 10);
 }
+
+size_t ceAllReduceMinBytes(int) { return 16u << 20; }
+size_t ceReduceScatterMinBytes(int) { return 16u << 20; }
+size_t ceAllGatherMinBytes(int) { return 32u << 20; }
 
 size_t oneShotMaxBytes(int nranks) {
   // Crossovers measured on H200 (docs/perf.md): the one-shot reads W-1 remote copies,

@@ -14,13 +14,16 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "core/stream_fork.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
 #include "memory/symmetric_heap.h"
 
 namespace fc {
 
-enum class AllReduceAlgo { Auto, OneShot, TwoShot };
+enum class AllReduceAlgo { Auto, OneShot, TwoShot, CopyEngine };
+// Reduce-scatter and all-gather: SM pull kernels or copy-engine transfers.
+enum class MoveAlgo { Auto, Sm, CopyEngine };
 
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
@@ -31,6 +34,9 @@ struct CommParams {
   bool blocking = true;
   AllReduceAlgo allReduceAlgo = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
   uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
+  MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
+  MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
+  uint64_t copyStreams = 0;  // FC_CE_STREAMS: concurrent transfers per op (0: nranks-1)
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
@@ -51,6 +57,9 @@ struct fcComm {
   fc::ErrorRecord* errorHost = nullptr;  // cudaHostAlloc'd, mapped
   fc::DeviceComm dev{};                  // kernel argument
   std::vector<cudaStream_t> streams;     // streams[c] carries channel c
+  // copies[c]: channel c's internal streams for copy-engine transfers (nranks-1)
+  std::vector<std::unique_ptr<fc::StreamFork>> copies;
+  int copyStreams = 1;                   // how many of them one op uses
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 
@@ -84,6 +93,12 @@ size_t oneShotMaxBytes(int nranks);
 
 // The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
 size_t lamportMaxBytes(int nranks);
+
+// The auto choice moves data by copy engine from these sizes on (bytes of the
+// all-reduce buffer, the reduce-scatter input, the all-gather output).
+size_t ceAllReduceMinBytes(int nranks);
+size_t ceReduceScatterMinBytes(int nranks);
+size_t ceAllGatherMinBytes(int nranks);
 
 // Collective fcMemAlloc / local fcMemFree.
 fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr);

@@ -13,6 +13,16 @@ namespace fc {
 namespace {
 // The first published fcConfig_t ended after workspaceBytes; never shrink this.
 constexpr size_t kMinConfigSize = offsetof(fcConfig_t, workspaceBytes) + sizeof(long long);
+
+fcResult_t moveAlgoFromEnv(const char* name, MoveAlgo* algo) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return fcSuccess;
+  if (!strcmp(v, "auto")) *algo = MoveAlgo::Auto;
+  else if (!strcmp(v, "sm")) *algo = MoveAlgo::Sm;
+  else if (!strcmp(v, "ce")) *algo = MoveAlgo::CopyEngine;
+  else return setError(fcInvalidArgument, "%s=%s: use sm, ce or auto", name, v);
+  return fcSuccess;
+}
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -29,8 +39,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
     if (!strcmp(algo, "auto")) p->allReduceAlgo = AllReduceAlgo::Auto;
     else if (!strcmp(algo, "oneshot")) p->allReduceAlgo = AllReduceAlgo::OneShot;
     else if (!strcmp(algo, "twoshot")) p->allReduceAlgo = AllReduceAlgo::TwoShot;
-    else return setError(fcInvalidArgument, "FC_ALLREDUCE_ALGO=%s: use oneshot, twoshot or auto", algo);
+    else if (!strcmp(algo, "ce")) p->allReduceAlgo = AllReduceAlgo::CopyEngine;
+    else return setError(fcInvalidArgument, "FC_ALLREDUCE_ALGO=%s: use oneshot, twoshot, ce or auto", algo);
   }
+  FC_CHECK(moveAlgoFromEnv("FC_REDUCE_SCATTER_ALGO", &p->reduceScatterAlgo));
+  FC_CHECK(moveAlgoFromEnv("FC_ALLGATHER_ALGO", &p->allGatherAlgo));
+  FC_CHECK(envU64("FC_CE_STREAMS", 0, &p->copyStreams));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

@@ -48,6 +48,8 @@ enum class Op : uint32_t {
   AllReduceTwoShot = 3,
   ReduceScatter = 4,
   AllGather = 5,
+  ReduceScatterCe = 6,  // copy-engine variants: their barriers carry these
+  AllGatherCe = 7,
 };
 
 // Why a device wait gave up, as recorded in an error record.

@@ -70,9 +70,10 @@ TEST_CASE("fcAllReduce: exact sums, one-shot and two-shot sizes, multi-pass, in 
   const size_t ws = GpuEnv::kWorkspaceBytes;
   for (fcDataType_t t : kTypes) {
     const size_t es = fcTypeSize(t);
-    // Small (one-shot), just past the one-shot limit, odd, and 2.5 workspaces (passes).
+    // Small (one-shot), just past the one-shot limit, odd, 2.5 workspaces (passes),
+    // and the same as a multiple of the world size (the copy-engine all-reduce).
     const std::vector<size_t> counts = {1, 3, 1000, 65537, (256u << 10) / es + 1, (1u << 20) / es + 7,
-                                        3 * 1000 * 1000 + 1, (5 * ws / 2) / es + 3};
+                                        3 * 1000 * 1000 + 1, (5 * ws / 2) / es, (5 * ws / 2) / es + 3};
     const size_t maxCount = counts.back();
     Dev in((maxCount + 8) * es), out((maxCount + 8) * es);
     for (size_t count : counts)

@@ -244,7 +244,7 @@ int bench(Ctx& c, const Options& o, Mode mode) {
     const double algbw = double(bytes) / (us * 1e3), busbw = algbw * busFactor;
     const double ncclBus = haveNccl ? double(bytes) / (ncclUs * 1e3) * busFactor : 0;
     const double speedup = haveNccl ? ncclUs / us : 0;
-    const char* algo = mode == Mode::AllReduce ? o.algo.c_str() : "pull";
+    const char* algo = o.algo.c_str();
     const char* status = o.check ? (ok ? "OK" : "FAIL") : "-";
     if (o.csv)
       printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s\n", modeName(mode), bytes, count,
@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fc-bench: libfusedcomm benchmarks (run one process per GPU under tools/fcrun)"};
   app.require_subcommand(1);
   Options o;
-  CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|auto)");
+  CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|ce|auto)");
   CLI::App* rs = app.add_subcommand("reducescatter", "fcReduceScatter; size = the whole input");
   CLI::App* ag = app.add_subcommand("allgather", "fcAllGather; size = the whole output");
   for (CLI::App* sub : {ar, rs, ag}) {
@@ -291,10 +291,19 @@ int main(int argc, char** argv) {
     sub->add_flag("--csv", o.csv, "CSV rows instead of the table");
     sub->add_flag("--json", o.json, "JSON lines instead of the table");
   }
-  ar->add_option("-A,--algo", o.algo, "oneshot | twoshot | auto (sets FC_ALLREDUCE_ALGO)")
-      ->check(CLI::IsMember({"oneshot", "twoshot", "auto"}));
+  CLI::Option* algoOpt[] = {
+      ar->add_option("-A,--algo", o.algo, "oneshot | twoshot | ce | auto (sets FC_ALLREDUCE_ALGO)")
+          ->check(CLI::IsMember({"oneshot", "twoshot", "ce", "auto"})),
+      rs->add_option("-A,--algo", o.algo, "sm | ce | auto (sets FC_REDUCE_SCATTER_ALGO)")
+          ->check(CLI::IsMember({"sm", "ce", "auto"})),
+      ag->add_option("-A,--algo", o.algo, "sm | ce | auto (sets FC_ALLGATHER_ALGO)")
+          ->check(CLI::IsMember({"sm", "ce", "auto"}))};
   CLI11_PARSE(app, argc, argv);
-  if (ar->parsed()) setenv("FC_ALLREDUCE_ALGO", o.algo.c_str(), 1);
+  // -A sets the library's env knob; without it the knob (or "auto") is what runs.
+  const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
+  const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
+  if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
+  else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
 
   fcUniqueId id;
   if (!fcUniqueIdFromEnv(&id)) {

@@ -1,0 +1,138 @@
+// Copy-engine reduce-scatter (seed 001). Per pass p of up to passElems elements per
+// block, double-buffered in the two workspace slots:
+//
+//   pushes(p): at time t = 1..W-1 rank r sends its block d = r+t (seed 001's
+//              swizzle: every rank sends to a different rank at each time) into
+//              slot p%2 of rank d, at index (r - d - 1) mod W, so that index k of a
+//              slot holds the block from rank d+1+k;
+//   barrier p: every rank's pushes(p) have completed (each rank joined them before
+//              its barrier), so every slot p%2 is full;
+//   reduce(p): local SM kernel, sum of indices 0..W-2 then our own block (seed 001's
+//              order: rank+1, rank+2, ...), fp32, rounded once.
+//
+// Enqueued as: barrier(enter), pushes(0), then per pass: barrier p, pushes(p+1) on
+// the copy streams, reduce(p) on the caller's stream. pushes(p+1) overwrite slot
+// (p+1)%2, last read by reduce(p-1); every rank enqueued reduce(p-1) before its
+// barrier p, so passing barrier p proves all of them finished. The entry barrier
+// does the same for whatever used the workspaces before this call.
+#include <algorithm>
+
+#include "collectives/chunks.cuh"
+#include "collectives/collectives.h"
+#include "collectives/copy_engine.h"
+#include "collectives/launch.h"
+#include "core/datatype.h"
+#include "core/result.h"
+
+namespace fc {
+namespace {
+
+using dev::kThreads;
+
+// out[i] = blocks[0][i] + ... + blocks[W-2][i] + own[i], blocks `blockElems` apart.
+template <typename T, int NR>
+__global__ void __launch_bounds__(kThreads)
+    localReduceKernel(const T* blocks, size_t blockElems, const T* own, T* out, size_t n, int nranks) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const int W = NR > 0 ? NR : nranks;
+  const bool vec = dev::aligned16(own) && dev::aligned16(out);  // blocks: aligned by construction
+  const size_t step = size_t(gridDim.x) * kThreads * E;
+  for (size_t i = (size_t(blockIdx.x) * kThreads + threadIdx.x) * E; i < n; i += step) {
+    float acc[E];
+#pragma unroll
+    for (int k = 0; k < E; ++k) acc[k] = 0.f;
+    if (vec && i + E <= n) {
+      if constexpr (NR > 0) {
+        dev::Pack v[NR];  // all loads in flight before the first add
+#pragma unroll
+        for (int j = 0; j < NR - 1; ++j) v[j] = *reinterpret_cast<const dev::Pack*>(blocks + j * blockElems + i);
+        v[NR - 1] = *reinterpret_cast<const dev::Pack*>(own + i);
+#pragma unroll
+        for (int j = 0; j < NR; ++j) dev::accumulate<T>(acc, v[j]);
+      } else {
+        for (int j = 0; j < W - 1; ++j)
+          dev::accumulate<T>(acc, *reinterpret_cast<const dev::Pack*>(blocks + j * blockElems + i));
+        dev::accumulate<T>(acc, *reinterpret_cast<const dev::Pack*>(own + i));
+      }
+      *reinterpret_cast<dev::Pack*>(out + i) = dev::toPack<T>(acc);
+    } else {
+      for (size_t e = i; e < i + E && e < n; ++e) {
+        float a = 0.f;
+        for (int j = 0; j < W - 1; ++j) a += dev::toFloat(blocks[j * blockElems + e]);
+        out[e] = dev::fromFloat<T>(a + dev::toFloat(own[e]));
+      }
+    }
+  }
+}
+
+template <typename T>
+fcResult_t launchLocalReduce(int nranks, const void* blocks, size_t blockElems, const void* own, void* out,
+                             size_t n, cudaStream_t stream) {
+  auto kernel = nranks == 2   ? localReduceKernel<T, 2>
+                : nranks == 4 ? localReduceKernel<T, 4>
+                : nranks == 8 ? localReduceKernel<T, 8>
+                              : localReduceKernel<T, 0>;
+  // Bandwidth-bound: two 512-thread CTAs per SM of an H100/H200 (132 SMs) keep
+  // enough 16-byte loads in flight; more CTAs only add scheduling.
+  const size_t packs = (n + dev::PackTraits<T>::kElems - 1) / dev::PackTraits<T>::kElems;
+  const unsigned grid = unsigned(std::min<size_t>((packs + kThreads - 1) / kThreads, 264));
+  return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, static_cast<const T*>(blocks),
+                      blockElems, static_cast<const T*>(own), static_cast<T*>(out), n, nranks);
+}
+
+fcResult_t localReduce(fcDataType_t dt, int nranks, const void* blocks, size_t blockElems, const void* own,
+                       void* out, size_t n, cudaStream_t stream) {
+  switch (dt) {
+    case fcFloat32: return launchLocalReduce<float>(nranks, blocks, blockElems, own, out, n, stream);
+    case fcFloat16: return launchLocalReduce<__half>(nranks, blocks, blockElems, own, out, n, stream);
+    case fcBfloat16: return launchLocalReduce<__nv_bfloat16>(nranks, blocks, blockElems, own, out, n, stream);
+  }
+  return setError(fcInternalError, "reduce-scatter: datatype %d", int(dt));
+}
+
+}  // namespace
+
+fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, StreamFork& copies, int nCopyStreams,
+                                 const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 fcDataType_t datatype, cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t es = dataTypeSize(datatype);
+  // A slot holds W-1 blocks (our own block is read where it is).
+  const size_t passBytes = W > 1 ? ce::slotBytes(dc) / size_t(W - 1) / 256 * 256 : 0;
+  if (passBytes == 0)
+    return setError(fcInvalidUsage, "reduce-scatter: a workspace of %llu bytes is too small for %d ranks",
+                    (unsigned long long)dc.workspaceBytes, W);
+  const size_t passElems = passBytes / es;
+  const size_t passes = (recvcount + passElems - 1) / passElems;
+  const int nStreams = std::max(1, std::min(nCopyStreams, W - 1));
+  const uint32_t sig = opSignature(Op::ReduceScatterCe, uint32_t(datatype), recvcount);
+  const char* send = static_cast<const char*>(sendbuff);
+  char* recv = static_cast<char*>(recvbuff);
+
+  auto pushes = [&](size_t p) -> fcResult_t {
+    const size_t seg0 = p * passElems, n = std::min(passElems, recvcount - seg0);
+    FC_CHECK(copies.fork(stream, nStreams));
+    for (int t = 1; t < W; ++t) {
+      const int d = (rank + t) % W;
+      const int k = (rank - d - 1 + 2 * W) % W;
+      FC_CHECK(ce::copy(ce::slot(dc, d, channel, p) + size_t(k) * passBytes,
+                        send + (size_t(d) * recvcount + seg0) * es, n * es, copies.stream((t - 1) % nStreams)));
+    }
+    return fcSuccess;
+  };
+
+  FC_CHECK(launchOpBarrier(dc, channel, Op::ReduceScatterCe, sig, stream));
+  FC_CHECK(pushes(0));
+  FC_CHECK(copies.join(stream, nStreams));
+  for (size_t p = 0; p < passes; ++p) {
+    const size_t seg0 = p * passElems, n = std::min(passElems, recvcount - seg0);
+    FC_CHECK(launchOpBarrier(dc, channel, Op::ReduceScatterCe, sig, stream));
+    if (p + 1 < passes) FC_CHECK(pushes(p + 1));
+    FC_CHECK(localReduce(datatype, W, ce::slot(dc, rank, channel, p), passElems,
+                         send + (size_t(rank) * recvcount + seg0) * es, recv + seg0 * es, n, stream));
+    if (p + 1 < passes) FC_CHECK(copies.join(stream, nStreams));
+  }
+  return fcSuccess;
+}
+
+}  // namespace fc
