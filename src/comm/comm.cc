@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -153,15 +154,15 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   ErrorRecord* errorDev = nullptr;
   FC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&errorDev), comm->errorHost, 0));
   FC_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->control, cudaStreamNonBlocking));
-  // Copy-engine transfers to or from different peers run on different streams, so
-  // that several copy engines work at once (a single stream serialises them).
+  // Copy-engine transfers run on internal streams forked from the caller's. One
+  // stream (one transfer at a time, peers in rotated order) is the default: with
+  // W-1 concurrent transfers per rank, 4 x H200 moved 30-40 % less (docs/perf.md).
+  comm->copyStreams = int(std::clamp<uint64_t>(params.copyStreams == 0 ? 1 : params.copyStreams, 1,
+                                               uint64_t(nranks > 1 ? nranks - 1 : 1)));
   for (int c = 0; c < params.channels; ++c) {
     comm->copies.push_back(std::make_unique<StreamFork>());
-    FC_CHECK(comm->copies.back()->init(nranks > 1 ? nranks - 1 : 1));
+    FC_CHECK(comm->copies.back()->init(comm->copyStreams));
   }
-  comm->copyStreams = params.copyStreams == 0 || params.copyStreams > uint64_t(nranks - 1)
-                          ? (nranks > 1 ? nranks - 1 : 1)
-                          : int(params.copyStreams);
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
