@@ -177,8 +177,8 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   switch (algo) {
     case OneShot: return launchOneShot(c, stream);
     case CopyEngine:
-      return fc::launchAllReduceCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], comm->copyStreams,
-                                   sendbuff, recvbuff, count, datatype, stream);
+      return fc::launchAllReduceCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], sendbuff,
+                                   recvbuff, count, datatype, stream);
     default:
       return fc::launchAllReduceTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
                                         zeroCopySource(c), stream);
@@ -207,7 +207,7 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
                     fc::ceReduceScatterMinBytes(comm->nranks))) {
     FC_TRACE("fcReduceScatter: %zu bytes in, copy engine", W * recvcount * c.elem);
     return fc::launchReduceScatterCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)],
-                                     comm->copyStreams, sendbuff, recvbuff, recvcount, datatype, stream);
+                                     sendbuff, recvbuff, recvcount, datatype, stream);
   }
   return fc::launchReduceScatter(comm->dev, c.channel, sendbuff, recvbuff, recvcount, datatype,
                                  zeroCopySource(c), stream);
@@ -234,8 +234,8 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
                     fc::ceAllGatherMinBytes(comm->nranks))) {
     FC_TRACE("fcAllGather: %zu bytes out, copy engine%s", W * sendcount * c.elem,
              c.zeroCopy ? ", zero-copy" : "");
-    return fc::launchAllGatherCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], comm->copyStreams,
-                                 sendbuff, recvbuff, sendcount, datatype, zeroCopySource(c), stream);
+    return fc::launchAllGatherCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], sendbuff,
+                                 recvbuff, sendcount, datatype, zeroCopySource(c), stream);
   }
   return fc::launchAllGather(comm->dev, c.channel, sendbuff, recvbuff, sendcount, datatype,
                              zeroCopySource(c), stream);

@@ -8,16 +8,15 @@
 
 namespace fc {
 
-fcResult_t launchAllReduceCe(const DeviceComm& dc, int channel, StreamFork& copies, int nCopyStreams,
-                             const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
-                             cudaStream_t stream) {
+fcResult_t launchAllReduceCe(const DeviceComm& dc, int channel, CopyQueue& copies, const void* sendbuff,
+                             void* recvbuff, size_t count, fcDataType_t datatype, cudaStream_t stream) {
   const size_t n = count / size_t(dc.nranks);
   if (n * size_t(dc.nranks) != count)
     return setError(fcInternalError, "copy-engine all-reduce: count %zu is not a multiple of %d", count,
                     dc.nranks);
   char* slice = static_cast<char*>(recvbuff) + size_t(dc.rank) * n * dataTypeSize(datatype);
-  FC_CHECK(launchReduceScatterCe(dc, channel, copies, nCopyStreams, sendbuff, slice, n, datatype, stream));
-  return launchAllGatherCe(dc, channel, copies, nCopyStreams, slice, recvbuff, n, datatype, nullptr, stream);
+  FC_CHECK(launchReduceScatterCe(dc, channel, copies, sendbuff, slice, n, datatype, stream));
+  return launchAllGatherCe(dc, channel, copies, slice, recvbuff, n, datatype, nullptr, stream);
 }
 
 }  // namespace fc

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "core/stream_fork.h"
+#include "core/copy_queue.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
 
@@ -42,27 +42,26 @@ fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbu
                            cudaStream_t stream);
 
 // Copy-engine reduce-scatter (seed 001): every rank pushes block d of its sendbuff
-// into rank d's workspace with cudaMemcpyAsync on `copies` (up to W-1 at once),
-// a barrier, then a local SM reduce. Passes of half the workspace, double-buffered:
-// the pushes of pass p+1 overlap the reduce of pass p. Any count.
-fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, StreamFork& copies,
-                                 int nCopyStreams, const void* sendbuff, void* recvbuff,
-                                 size_t recvcount, fcDataType_t datatype, cudaStream_t stream);
+// into rank d's workspace with cudaMemcpyAsync on the channel's copy queue, a
+// barrier, then a local SM reduce; passes through three workspace slots, the pushes
+// running ahead of the reduces. Any count.
+fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& copies,
+                                 const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 fcDataType_t datatype, cudaStream_t stream);
 
 // Copy-engine all-gather (seed 003): every rank stages its sendbuff in its
 // workspace (zero-copy: leaves it in its symmetric sendbuff), a barrier, then
-// pulls every peer's block into recvbuff with cudaMemcpyAsync on `copies`,
-// rank-rotated; a departure barrier. Passes of half the workspace; staging of
-// pass p+1 overlaps the pulls of pass p. Any count.
-fcResult_t launchAllGatherCe(const DeviceComm& dc, int channel, StreamFork& copies, int nCopyStreams,
-                             const void* sendbuff, void* recvbuff, size_t sendcount,
-                             fcDataType_t datatype, const SymSource* symmetricIn, cudaStream_t stream);
+// pulls every peer's block into recvbuff with cudaMemcpyAsync on the copy queue,
+// rank-rotated; a departure barrier. Passes through three workspace slots, staging
+// and barriers running ahead of the pulls. Any count.
+fcResult_t launchAllGatherCe(const DeviceComm& dc, int channel, CopyQueue& copies, const void* sendbuff,
+                             void* recvbuff, size_t sendcount, fcDataType_t datatype,
+                             const SymSource* symmetricIn, cudaStream_t stream);
 
 // Copy-engine all-reduce: launchReduceScatterCe into this rank's slice of recvbuff,
 // then launchAllGatherCe in place. count must be a multiple of nranks.
-fcResult_t launchAllReduceCe(const DeviceComm& dc, int channel, StreamFork& copies, int nCopyStreams,
-                             const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
-                             cudaStream_t stream);
+fcResult_t launchAllReduceCe(const DeviceComm& dc, int channel, CopyQueue& copies, const void* sendbuff,
+                             void* recvbuff, size_t count, fcDataType_t datatype, cudaStream_t stream);
 
 // Device-side barrier of all ranks on `channel` (fcBarrier).
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream);

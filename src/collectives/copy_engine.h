@@ -19,13 +19,19 @@
 
 namespace fc::ce {
 
-// Each half of the channel workspace is one slot; passes alternate between them.
+// The channel workspace is cut into kSlots slots; pass p uses slot p % kSlots.
+// Three let the copy stream run one pass ahead of the barrier that frees a slot:
+// the transfers of pass p+2 wait only for barrier p, which completes while those
+// of pass p+1 are still moving, so the copy engine never idles at a pass boundary
+// (with two slots it did: 26 us per pass boundary at 256 MiB, docs/perf.md).
 // 256-byte granules keep every block 16-byte aligned for the vector loads.
-inline size_t slotBytes(const DeviceComm& dc) { return dc.workspaceBytes / 2 / 256 * 256; }
+constexpr int kSlots = 3;
+
+inline size_t slotBytes(const DeviceComm& dc) { return dc.workspaceBytes / kSlots / 256 * 256; }
 
 inline char* slot(const DeviceComm& dc, int rank, int channel, size_t pass) {
   return dc.base + size_t(rank) * dc.stride + dc.workspaceOffset + size_t(channel) * dc.workspaceBytes +
-         (pass % 2) * slotBytes(dc);
+         (pass % kSlots) * slotBytes(dc);
 }
 
 // One device-to-device transfer (local or peer memory: both are in our address

@@ -1,20 +1,21 @@
 // Copy-engine reduce-scatter (seed 001). Per pass p of up to passElems elements per
-// block, double-buffered in the two workspace slots:
+// block, in workspace slot p % 3:
 //
-//   pushes(p): at time t = 1..W-1 rank r sends its block d = r+t (seed 001's
-//              swizzle: every rank sends to a different rank at each time) into
-//              slot p%2 of rank d, at index (r - d - 1) mod W, so that index k of a
-//              slot holds the block from rank d+1+k;
-//   barrier p: every rank's pushes(p) have completed (each rank joined them before
-//              its barrier), so every slot p%2 is full;
-//   reduce(p): local SM kernel, sum of indices 0..W-2 then our own block (seed 001's
-//              order: rank+1, rank+2, ...), fp32, rounded once.
+//   pushes(p): on the copy queue, at time t = 1..W-1 rank r sends its block d = r+t
+//              (seed 001's swizzle: at each time every rank sends to a different
+//              rank) into slot p of rank d, at index (r - d - 1) mod W, so that
+//              index k of a slot holds the block from rank d+1+k;
+//   barrier p: on the caller's stream, after waiting for our pushes(p): every
+//              rank's pushes(p) have landed, so every slot p is full;
+//   reduce(p): local SM kernel, indices 0..W-2 then our own block (seed 001's order:
+//              rank+1, rank+2, ...), summed in fp32, rounded once.
 //
-// Enqueued as: barrier(enter), pushes(0), then per pass: barrier p, pushes(p+1) on
-// the copy streams, reduce(p) on the caller's stream. pushes(p+1) overwrite slot
-// (p+1)%2, last read by reduce(p-1); every rank enqueued reduce(p-1) before its
-// barrier p, so passing barrier p proves all of them finished. The entry barrier
-// does the same for whatever used the workspaces before this call.
+// The copy queue runs two passes ahead: pushes(p+2) wait only for barrier p. They
+// overwrite slot (p+2) % 3 = (p-1) % 3, last read by reduce(p-1), and every rank
+// enqueued reduce(p-1) before its barrier p, so passing barrier p proves all of
+// them finished. An entry barrier does the same for whatever used the workspaces
+// before this call; nothing is left in flight at the end (the last pushes precede
+// the last barrier, the last reduce reads only our own workspace).
 #include <algorithm>
 
 #include "collectives/chunks.cuh"
@@ -92,7 +93,7 @@ fcResult_t localReduce(fcDataType_t dt, int nranks, const void* blocks, size_t b
 
 }  // namespace
 
-fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, StreamFork& copies, int nCopyStreams,
+fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& copies,
                                  const void* sendbuff, void* recvbuff, size_t recvcount,
                                  fcDataType_t datatype, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -104,33 +105,34 @@ fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, StreamFork& 
                     (unsigned long long)dc.workspaceBytes, W);
   const size_t passElems = passBytes / es;
   const size_t passes = (recvcount + passElems - 1) / passElems;
-  const int nStreams = std::max(1, std::min(nCopyStreams, W - 1));
   const uint32_t sig = opSignature(Op::ReduceScatterCe, uint32_t(datatype), recvcount);
   const char* send = static_cast<const char*>(sendbuff);
   char* recv = static_cast<char*>(recvbuff);
 
   auto pushes = [&](size_t p) -> fcResult_t {
     const size_t seg0 = p * passElems, n = std::min(passElems, recvcount - seg0);
-    FC_CHECK(copies.fork(stream, nStreams));
     for (int t = 1; t < W; ++t) {
       const int d = (rank + t) % W;
       const int k = (rank - d - 1 + 2 * W) % W;
       FC_CHECK(ce::copy(ce::slot(dc, d, channel, p) + size_t(k) * passBytes,
-                        send + (size_t(d) * recvcount + seg0) * es, n * es, copies.stream((t - 1) % nStreams)));
+                        send + (size_t(d) * recvcount + seg0) * es, n * es, copies.stream()));
     }
-    return fcSuccess;
+    return copies.mark(p);
   };
 
   FC_CHECK(launchOpBarrier(dc, channel, Op::ReduceScatterCe, sig, stream));
-  FC_CHECK(pushes(0));
-  FC_CHECK(copies.join(stream, nStreams));
+  FC_CHECK(copies.after(stream, 0));
+  for (size_t p = 0; p < passes && p < 2; ++p) FC_CHECK(pushes(p));
   for (size_t p = 0; p < passes; ++p) {
     const size_t seg0 = p * passElems, n = std::min(passElems, recvcount - seg0);
+    FC_CHECK(copies.waitMark(stream, p));
     FC_CHECK(launchOpBarrier(dc, channel, Op::ReduceScatterCe, sig, stream));
-    if (p + 1 < passes) FC_CHECK(pushes(p + 1));
+    if (p + 2 < passes) {
+      FC_CHECK(copies.after(stream, p));
+      FC_CHECK(pushes(p + 2));
+    }
     FC_CHECK(localReduce(datatype, W, ce::slot(dc, rank, channel, p), passElems,
                          send + (size_t(rank) * recvcount + seg0) * es, recv + seg0 * es, n, stream));
-    if (p + 1 < passes) FC_CHECK(copies.join(stream, nStreams));
   }
   return fcSuccess;
 }

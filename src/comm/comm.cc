@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -154,14 +153,12 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   ErrorRecord* errorDev = nullptr;
   FC_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&errorDev), comm->errorHost, 0));
   FC_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->control, cudaStreamNonBlocking));
-  // Copy-engine transfers run on internal streams forked from the caller's. One
-  // stream (one transfer at a time, peers in rotated order) is the default: with
-  // W-1 concurrent transfers per rank, 4 x H200 moved 30-40 % less (docs/perf.md).
-  comm->copyStreams = int(std::clamp<uint64_t>(params.copyStreams == 0 ? 1 : params.copyStreams, 1,
-                                               uint64_t(nranks > 1 ? nranks - 1 : 1)));
+  // Copy-engine transfers run on one internal stream per channel, one at a time,
+  // peers in rotated order: W-1 concurrent transfers per rank (one stream each)
+  // moved 30-40 % less on 4 x H200 (docs/perf.md).
   for (int c = 0; c < params.channels; ++c) {
-    comm->copies.push_back(std::make_unique<StreamFork>());
-    FC_CHECK(comm->copies.back()->init(comm->copyStreams));
+    comm->copies.push_back(std::make_unique<CopyQueue>());
+    FC_CHECK(comm->copies.back()->init());
   }
 
   comm->dev.base = comm->heap->base();
@@ -193,14 +190,13 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes or the workspace, copy engine from "
           "%zu bytes when count %% nranks == 0, else two-shot); fcReduceScatter %s (copy engine from "
           "%zu bytes of input, else SM pull); fcAllGather %s (copy engine from %zu bytes of output, "
-          "else SM pull); %d copy streams per op",
+          "else SM pull)",
           params.allReduceAlgo == AllReduceAlgo::OneShot      ? "forced one-shot"
           : params.allReduceAlgo == AllReduceAlgo::TwoShot    ? "forced two-shot"
           : params.allReduceAlgo == AllReduceAlgo::CopyEngine ? "forced copy engine"
                                                               : "auto",
           oneShotMaxBytes(nranks), ceAllReduceMinBytes(nranks), moveName(params.reduceScatterAlgo),
-          ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks),
-          comm->copyStreams);
+          ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
   return fcSuccess;
 }
 

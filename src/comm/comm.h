@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
-#include "core/stream_fork.h"
+#include "core/copy_queue.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
 #include "memory/symmetric_heap.h"
@@ -36,7 +36,6 @@ struct CommParams {
   uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
-  uint64_t copyStreams = 0;  // FC_CE_STREAMS: concurrent transfers per op (0: 1)
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
@@ -57,9 +56,8 @@ struct fcComm {
   fc::ErrorRecord* errorHost = nullptr;  // cudaHostAlloc'd, mapped
   fc::DeviceComm dev{};                  // kernel argument
   std::vector<cudaStream_t> streams;     // streams[c] carries channel c
-  // copies[c]: channel c's internal streams for copy-engine transfers
-  std::vector<std::unique_ptr<fc::StreamFork>> copies;
-  int copyStreams = 1;                   // how many of them one op uses
+  // copies[c]: channel c's internal stream for copy-engine transfers
+  std::vector<std::unique_ptr<fc::CopyQueue>> copies;
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 

@@ -44,7 +44,6 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   }
   FC_CHECK(moveAlgoFromEnv("FC_REDUCE_SCATTER_ALGO", &p->reduceScatterAlgo));
   FC_CHECK(moveAlgoFromEnv("FC_ALLGATHER_ALGO", &p->allGatherAlgo));
-  FC_CHECK(envU64("FC_CE_STREAMS", 0, &p->copyStreams));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,
