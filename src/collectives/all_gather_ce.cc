@@ -1,21 +1,19 @@
 // Copy-engine all-gather (seed 003's copy-engine gather). Per pass p of up to
-// passElems elements per rank, in workspace slot p % 3:
+// passElems elements per rank, in workspace slot p % S (S = ce::kSlots):
 //
 //   stage(p):  on the caller's stream, our block of the pass into our slot p
 //              (skipped when zero-copy: peers read our symmetric sendbuff where it
 //              is, in one pass);
-//   barrier p: every rank staged pass p and, having waited for its pulls(p-2)
-//              first, no longer reads slot (p-2) % 3 = (p+1) % 3 of anyone;
+//   barrier p: every rank staged pass p and, having waited for its pulls(p-S+1)
+//              first, no longer reads slot (p+1) % S of anyone;
 //   pulls(p):  on the copy queue, at time t = 1..W-1 rank r+t's block from its slot
 //              into our recvbuff (rank-rotated: no rank is everybody's first source).
-//   Then stage(p+1) into slot (p+1) % 3, free everywhere by barrier p.
+//   Then stage(p+1) into slot (p+1) % S, free everywhere by barrier p.
 //
-// The copy queue trails the barriers: pulls(p+1) wait for barrier p+1, which
-// completes while pulls(p) still move, so the copy engine does not idle between
-// passes. Our own block goes to recvbuff on the caller's stream meanwhile (out of
-// place). A final barrier after our last pulls: when the call completes on any
-// rank, no peer still reads its workspace (the next op's kernels write it without
-// asking) or its sendbuff.
+// Our own block goes to recvbuff on the caller's stream while the last pulls move
+// (out of place). A final barrier after our last pulls: when the call completes on
+// any rank, no peer still reads its workspace (the next op's kernels write it
+// without asking) or its sendbuff.
 #include <algorithm>
 
 #include "collectives/collectives.h"
@@ -51,10 +49,11 @@ fcResult_t launchAllGatherCe(const DeviceComm& dc, int channel, CopyQueue& copie
     return stage ? ce::copy(ce::slot(dc, rank, channel, p), send + seg0 * es, n * es, stream) : fcSuccess;
   };
 
+  constexpr size_t S = ce::kSlots;
   FC_CHECK(stageIn(0));
   for (size_t p = 0; p < passes; ++p) {
     const size_t seg0 = p * passElems, n = std::min(passElems, sendcount - seg0);
-    if (p >= 2) FC_CHECK(copies.waitMark(stream, p - 2));
+    if (p + 1 >= S) FC_CHECK(copies.waitMark(stream, p + 1 - S));
     FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherCe, sig, stream));
     FC_CHECK(copies.after(stream, p));
     for (int t = 1; t < W; ++t) {

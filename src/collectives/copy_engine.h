@@ -19,13 +19,14 @@
 
 namespace fc::ce {
 
-// The channel workspace is cut into kSlots slots; pass p uses slot p % kSlots.
-// Three let the copy stream run one pass ahead of the barrier that frees a slot:
-// the transfers of pass p+2 wait only for barrier p, which completes while those
-// of pass p+1 are still moving, so the copy engine never idles at a pass boundary
-// (with two slots it did: 26 us per pass boundary at 256 MiB, docs/perf.md).
+// The channel workspace is cut into kSlots slots; pass p uses slot p % kSlots, and
+// the transfers of pass p + kSlots - 1 may start once barrier p has freed their
+// slot everywhere. Two slots, i.e. passes as large as possible: on 4 x H200 every
+// cudaMemcpyAsync of a pass costs a fixed ~8 us on top of its bytes (it starts only
+// when the previous one has completed), so a 3-slot pipeline, whose smaller passes
+// hide the barriers better, still measured 5-17 % slower (docs/perf.md).
 // 256-byte granules keep every block 16-byte aligned for the vector loads.
-constexpr int kSlots = 3;
+constexpr int kSlots = 2;
 
 inline size_t slotBytes(const DeviceComm& dc) { return dc.workspaceBytes / kSlots / 256 * 256; }
 

@@ -1,5 +1,5 @@
 // Copy-engine reduce-scatter (seed 001). Per pass p of up to passElems elements per
-// block, in workspace slot p % 3:
+// block, in workspace slot p % S (S = ce::kSlots):
 //
 //   pushes(p): on the copy queue, at time t = 1..W-1 rank r sends its block d = r+t
 //              (seed 001's swizzle: at each time every rank sends to a different
@@ -10,12 +10,12 @@
 //   reduce(p): local SM kernel, indices 0..W-2 then our own block (seed 001's order:
 //              rank+1, rank+2, ...), summed in fp32, rounded once.
 //
-// The copy queue runs two passes ahead: pushes(p+2) wait only for barrier p. They
-// overwrite slot (p+2) % 3 = (p-1) % 3, last read by reduce(p-1), and every rank
-// enqueued reduce(p-1) before its barrier p, so passing barrier p proves all of
-// them finished. An entry barrier does the same for whatever used the workspaces
-// before this call; nothing is left in flight at the end (the last pushes precede
-// the last barrier, the last reduce reads only our own workspace).
+// The copy queue runs S-1 passes ahead: pushes(p+S-1) wait only for barrier p. They
+// overwrite slot (p-1) % S, last read by reduce(p-1), and every rank enqueued
+// reduce(p-1) before its barrier p, so passing barrier p proves all of them
+// finished. An entry barrier does the same for whatever used the workspaces before
+// this call; nothing is left in flight at the end (the last pushes precede the
+// last barrier, the last reduce reads only our own workspace).
 #include <algorithm>
 
 #include "collectives/chunks.cuh"
@@ -122,14 +122,15 @@ fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& c
 
   FC_CHECK(launchOpBarrier(dc, channel, Op::ReduceScatterCe, sig, stream));
   FC_CHECK(copies.after(stream, 0));
-  for (size_t p = 0; p < passes && p < 2; ++p) FC_CHECK(pushes(p));
+  constexpr size_t S = ce::kSlots;
+  for (size_t p = 0; p < passes && p + 1 < S; ++p) FC_CHECK(pushes(p));
   for (size_t p = 0; p < passes; ++p) {
     const size_t seg0 = p * passElems, n = std::min(passElems, recvcount - seg0);
     FC_CHECK(copies.waitMark(stream, p));
     FC_CHECK(launchOpBarrier(dc, channel, Op::ReduceScatterCe, sig, stream));
-    if (p + 2 < passes) {
+    if (p + S - 1 < passes) {
       FC_CHECK(copies.after(stream, p));
-      FC_CHECK(pushes(p + 2));
+      FC_CHECK(pushes(p + S - 1));
     }
     FC_CHECK(localReduce(datatype, W, ce::slot(dc, rank, channel, p), passElems,
                          send + (size_t(rank) * recvcount + seg0) * es, recv + seg0 * es, n, stream));
