@@ -119,7 +119,7 @@ fcResult_t fcGetUniqueId(fcUniqueId* uniqueId);
  * Blocks until every rank has joined, or until the timeout (FC_TIMEOUT_MS, default
  * 120000 ms) expires; then returns fcTimeout and fcGetLastError names the missing ranks.
  * Environment: FC_TIMEOUT_MS (bootstrap and device spin-wait deadline, ms),
- * FC_WORKSPACE_BYTES (symmetric workspace per rank, default 64 MiB, rounded up to
+ * FC_WORKSPACE_BYTES (symmetric workspace per rank, default 128 MiB, rounded up to
  * the allocation granularity), FC_DEBUG=WARN|INFO|TRACE, FC_DEBUG_FILE.
  * Errors: fcInvalidArgument (comm NULL, nranks < 1 or > 16, rank out of range, an id
  * not made by fcGetUniqueId), fcUnhandledCudaError (no driver, no GPU, a CUDA call
@@ -147,7 +147,7 @@ typedef struct {
                            * and workspace */
   long long timeoutMs;    /* bootstrap and device wait deadline in ms (default 120000, env
                            * FC_TIMEOUT_MS) */
-  long long workspaceBytes; /* symmetric workspace per channel per rank (default 64 MiB, env
+  long long workspaceBytes; /* symmetric workspace per channel per rank (default 128 MiB, env
                              * FC_WORKSPACE_BYTES); rounded up to 16 bytes */
 } fcConfig_t;
 #define FC_CONFIG_INITIALIZER                                                           \
@@ -230,15 +230,18 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
 
 /* All-reduce with the algorithm chosen by size and world size: the one-shot above for
  * small buffers (any size that fits the workspace at 2 ranks, up to 1 MiB at 4,
- * 512 KiB at 8; a symmetric input always fits), otherwise the two-shot: every rank
+ * 512 KiB at 8; a symmetric input always fits), otherwise a two-shot: every rank
  * reduces 1/nranks of the buffer from all ranks (a reduce-scatter) and the reduced
  * slices are then gathered by everybody (an all-gather), moving 2(n-1)/n of the
- * buffer per rank over NVLink instead of n-1 times it. FC_ALLREDUCE_ALGO=oneshot |
- * twoshot | auto (default) forces a choice for communicators created afterwards.
+ * buffer per rank over NVLink instead of n-1 times it. The two-shot runs as one SM
+ * kernel, or from 64 MiB on, when count is a multiple of nranks, as fcReduceScatter
+ * then fcAllGather by copy engine (below). FC_ALLREDUCE_ALGO=oneshot | twoshot | ce |
+ * auto (default) forces a choice for communicators created afterwards (ce falls back
+ * to twoshot when count is not a multiple of nranks).
  * Arguments, dtypes, accumulation (fp32, one rounding), in-place use, stream and
  * graph semantics as fcAllReduceOneShot; any count (sizes beyond the workspace are
- * processed in passes inside one kernel). Same errors, except that the two-shot has
- * no workspace limit. */
+ * processed in passes). Same errors, except that the two-shot has no workspace
+ * limit. */
 fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
                        fcRedOp_t op, fcComm_t comm, cudaStream_t stream);
 
@@ -246,11 +249,16 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  * elements [r*recvcount, (r+1)*recvcount) of their sendbuff (nranks*recvcount
  * elements). In place when recvbuff == sendbuff + rank*recvcount (NCCL's convention);
  * other overlap is refused. fp32 accumulation, one rounding. Any recvcount (passes
- * beyond the workspace). Algorithm: every rank stages its blocks in its symmetric
- * workspace (skipped for an fcMemAlloc sendbuff whose blocks are 16-byte aligned),
- * then reduces block r from all ranks, starting with itself then rank+1, ... (the
- * rank-rotated reduction order of Triton-distributed's intra-node reduce-scatter,
- * seed 001). Asynchronous on stream; capturable. Errors as fcAllReduce. */
+ * beyond the workspace). Algorithms (Triton-distributed's intra-node reduce-scatter,
+ * seed 001), chosen by input size (FC_REDUCE_SCATTER_ALGO=sm | ce | auto):
+ *   - below 32 MiB of input, SM pull: every rank stages its blocks in its symmetric
+ *     workspace (skipped for an fcMemAlloc sendbuff whose blocks are 16-byte
+ *     aligned), then one kernel reduces block r from all ranks, rank-rotated;
+ *   - from 32 MiB, copy engine: every rank pushes block d into rank d's workspace
+ *     with cudaMemcpyAsync (at step t to rank+t, so that every rank sends to a
+ *     different one), then reduces locally starting at rank+1. No SMs move data.
+ * Asynchronous on stream; capturable (the copy-engine variant forks an internal
+ * stream and joins it back before returning). Errors as fcAllReduce. */
 fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                            fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                            cudaStream_t stream);
@@ -258,10 +266,13 @@ fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
 /* All-gather: recvbuff (nranks*sendcount elements) = every rank's sendbuff (sendcount
  * elements), in rank order, on every rank. In place when sendbuff == recvbuff +
  * rank*sendcount; other overlap is refused. Any sendcount (passes beyond the
- * workspace). Algorithm: every rank stages its sendbuff in its symmetric workspace
- * (skipped for an fcMemAlloc sendbuff), then copies every rank's block, rank-rotated,
- * with 16-byte loads issued for all ranks before the first store. Asynchronous on
- * stream; capturable. Errors as fcAllReduce (no op argument). */
+ * workspace). Every rank stages its sendbuff in its symmetric workspace (skipped for
+ * an fcMemAlloc sendbuff), then, chosen by output size (FC_ALLGATHER_ALGO=sm | ce |
+ * auto): below 64 MiB one kernel copies every rank's block, rank-rotated, with 16-byte
+ * loads issued for all ranks before the first store; from 64 MiB the copy engine
+ * pulls them with cudaMemcpyAsync, rank-rotated (seed 003's copy-engine gather).
+ * Asynchronous on stream; capturable (the copy-engine variant forks an internal
+ * stream and joins it back). Errors as fcAllReduce (no op argument). */
 fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                        fcDataType_t datatype, fcComm_t comm, cudaStream_t stream);
 

@@ -343,10 +343,10 @@ size_t lamportMaxBytes(int nranks) {
   return nranks <= 4 ? kLamportSlotBytes : (256u << 10);
 }
 
-// Crossovers measured on 4 x H200 with the default 64 MiB workspace (docs/perf.md):
+// Crossovers measured on 4 x H200 with the default 128 MiB workspace (docs/perf.md):
 // below them the SM pull kernels win (no per-transfer start-up, fewer barriers).
 // Other world sizes are unmeasured and use the same byte sizes.
-size_t ceAllReduceMinBytes(int) { return 128u << 20; }
+size_t ceAllReduceMinBytes(int) { return 64u << 20; }
 size_t ceReduceScatterMinBytes(int) { return 32u << 20; }
 size_t ceAllGatherMinBytes(int) { return 64u << 20; }
 

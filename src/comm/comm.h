@@ -28,7 +28,7 @@ enum class MoveAlgo { Auto, Sm, CopyEngine };
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
   uint64_t timeoutMs = 120000;
-  uint64_t workspaceBytes = 64ull << 20;
+  uint64_t workspaceBytes = 128ull << 20;  // 2 channels: 256 MiB per GPU
   int maxCtas = kMaxBlocks;
   int channels = 2;
   bool blocking = true;

@@ -4,6 +4,8 @@
 //
 //   skip     rank 1 skips one of 20 all-reduces: the others get fcTimeout
 //   kill     rank 2 SIGKILLs itself in a loop of 1000: the others get fcTimeout
+//   kill-ce  the same in a loop of copy-engine reduce-scatters (their waits are the
+//            barrier kernels between the transfers)
 //   abort    rank 3 calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
 //            rank fails fast (the op signature in the flags differs)
@@ -69,11 +71,14 @@ uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 // count: 1 << 19 floats (2 MiB, above the Lamport limit) takes the barrier one-shot,
 // whose flags carry op signatures; 1 << 14 (64 KiB) the Lamport one-shot (no flags:
 // its waits poll the data).
+// reduceScatter: issue fcReduceScatter(buf, buf + rank * count/W, count/W) instead.
 template <typename Fault>
-int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19) {
+int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19,
+              bool reduceScatter = false) {
   float* buf;
   CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
   CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
+  const size_t rc = count / size_t(g_nranks);
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   CHECK_CUDA(cudaDeviceSynchronize());
@@ -81,7 +86,9 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
   fcResult_t firstError = fcSuccess;
   for (int k = 0; k < calls && firstError == fcSuccess; ++k) {
     if (!fault(k, s)) continue;
-    firstError = fcAllReduceOneShot(buf, buf, count, fcFloat32, fcSum, comm, s);
+    firstError = reduceScatter
+                     ? fcReduceScatter(buf, buf + size_t(g_rank) * rc, rc, fcFloat32, fcSum, comm, s)
+                     : fcAllReduceOneShot(buf, buf, count, fcFloat32, fcSum, comm, s);
   }
   const cudaError_t syncErr = cudaStreamSynchronize(s);
   fcResult_t async = fcInternalError;
@@ -202,7 +209,7 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (argc != 2) {
-    fprintf(stderr, "usage: fc_fault_tests skip|kill|abort|cycles|initall (under fcrun)\n");
+    fprintf(stderr, "usage: fc_fault_tests skip|kill|kill-ce|abort|mismatch|cycles|initall (under fcrun)\n");
     return 2;
   }
   g_scenario = argv[1];
@@ -215,6 +222,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", g_rank)));
   if (scenario == "cycles") return cycles(id);
 
+  if (scenario == "kill-ce") setenv("FC_REDUCE_SCATTER_ALGO", "ce", 1);
   fcComm_t comm;
   CHECK_FC(fcCommInitRank(&comm, g_nranks, id, g_rank));
   int rc = 2;
@@ -223,7 +231,8 @@ int main(int argc, char** argv) {
     // finishes; its peers' last call finds nobody and times out.
     rc = faultLoop(comm, 20, [](int k, cudaStream_t) { return !(g_rank == 1 && k == 5); },
                    g_rank != 1);
-  } else if (scenario == "kill") {
+  } else if (scenario == "kill" || scenario == "kill-ce") {
+    const bool ce = scenario == "kill-ce";
     rc = faultLoop(comm, 1000,
                    [](int k, cudaStream_t s) {
                      if (g_rank == 2 && k == 50) {
@@ -232,7 +241,7 @@ int main(int argc, char** argv) {
                      }
                      return true;
                    },
-                   true, 1 << 14);
+                   true, ce ? 1 << 20 : 1 << 14, ce);
   } else if (scenario == "mismatch") {
     const auto t0 = Clock::now();
     rc = faultLoop(comm, 20,
