@@ -84,6 +84,12 @@ typedef enum {
   fcSum = 0
 } fcRedOp_t;
 
+/* How a GEMM operand is used: as stored (N) or transposed (T). */
+typedef enum {
+  fcOpN = 0,
+  fcOpT = 1
+} fcOperation_t;
+
 /* Opaque communicator handle. */
 typedef struct fcComm* fcComm_t;
 
@@ -298,6 +304,41 @@ fcResult_t fcMemFree(fcComm_t comm, void* ptr);
  * host synchronisation; capturable. Errors: fcInvalidArgument (NULL comm),
  * fcInvalidUsage (wrong device, too many streams), asynchronous errors. */
 fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
+
+/* All-gather + matmul (tensor-parallel input layer): every rank computes
+ *   C = allgather(A) x op(B)
+ * with the all-gather hidden under the GEMM.
+ *   A: this rank's shard, [M/nranks, K] row-major, contiguous: rows
+ *      [rank*M/nranks, (rank+1)*M/nranks) of the gathered [M, K] matrix.
+ *   B: [K, N] row-major when transB == fcOpN; [N, K] row-major (a torch.nn.Linear
+ *      weight) when transB == fcOpT. Each rank passes its own B (usually the same).
+ *   C: [M, N] row-major, on every rank.
+ *   Agathered: NULL, or [M, K] row-major that receives the gathered A. In place when
+ *      A == Agathered + rank*(M/nranks)*K.
+ *   M: the global row count, a multiple of nranks; M, N, K > 0. datatype: fcBfloat16
+ *   or fcFloat16 (inputs and output), fp32 accumulation (cuBLASLt). Pointers aligned
+ *   to the element size (16 bytes or more is faster).
+ * Algorithm (seed 003, with cuBLASLt GEMMs instead of a persistent kernel): the copy
+ * engine pulls the peers' shards in rank-rotated order (rank+1, rank+2, ...) on an
+ * internal stream while the GEMM of the local shard runs; each later GEMM covers the
+ * shards that a cost model expects to have landed by then, merged when their rows
+ * are contiguous (fewer, fuller waves). Peers read A where it is when it lies in
+ * fcMemAlloc memory, else from a staging copy in the workspace. Where overlap cannot
+ * pay (each shard's GEMM under two waves of 128x128 tiles, or a shard larger than
+ * half the workspace) it gathers first and runs one GEMM. FC_AGMM_ALGO=fused |
+ * unfused | auto (default) forces a choice for communicators created afterwards.
+ * Without Agathered the peers' shards land in a temporary [M, K] buffer from the
+ * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
+ * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective: every
+ * rank calls it with the same M, N, K, transB and datatype.
+ * Errors: fcInvalidArgument (NULL comm or pointer, M not a multiple of nranks, a zero
+ * or overflowing dimension, dtype not bf16/fp16, bad transB, misaligned or
+ * overlapping buffers; nothing is written), fcNotSupported (cuBLASLt has no algorithm
+ * for the shape), fcInvalidUsage (wrong device, too many streams), asynchronous
+ * errors as fcAllReduce. */
+fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,
+                             size_t K, fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                             cudaStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

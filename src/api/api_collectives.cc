@@ -62,33 +62,7 @@ void detectZeroCopy(Call& c, bool extraAlignment) {
                fc::commSymmetricSource(c.comm, c.send, bytes, &c.src) && c.src.offset % 16 == 0;
 }
 
-// The checks every op makes before it enqueues: the communicator is healthy, the
-// current device and the stream's device are the communicator's; c.channel is the
-// stream's channel.
-fcResult_t checkLaunch(Call& c, cudaStream_t stream) {
-  FC_CHECK(fc::commCheckAsync(c.comm));
-  int dev = -1;
-  FC_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev != c.comm->cudaDev)
-    return fc::setError(fcInvalidUsage, "%s: current device is %d, the communicator's is %d", c.fn, dev,
-                        c.comm->cudaDev);
-  // cudaStreamGetDevice is not allowed on a capturing stream (it would invalidate
-  // the capture): check the device of streams that are not capturing; a captured
-  // graph is launched on a stream of its own device anyway.
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  FC_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture == cudaStreamCaptureStatusNone) {
-    int streamDev = -1;
-    cudaError_t err = cudaStreamGetDevice(stream, &streamDev);
-    if (err != cudaSuccess)
-      return fc::setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", c.fn,
-                          (void*)stream, cudaGetErrorString(err));
-    if (streamDev != c.comm->cudaDev)
-      return fc::setError(fcInvalidUsage, "%s: the stream belongs to device %d, the communicator's is %d",
-                          c.fn, streamDev, c.comm->cudaDev);
-  }
-  return fc::commChannel(c.comm, stream, &c.channel);
-}
+fcResult_t checkLaunch(Call& c, cudaStream_t stream) { return fc::checkStream(c.comm, c.fn, stream, &c.channel); }
 
 // The staged one-shot needs the whole (16-byte padded) input in the workspace.
 fcResult_t checkOneShotFits(const Call& c) {

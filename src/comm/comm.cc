@@ -49,6 +49,7 @@ const char* opName(uint32_t op) {
     case Op::AllGather: return "fcAllGather";
     case Op::ReduceScatterCe: return "fcReduceScatter(copy engine)";
     case Op::AllGatherCe: return "fcAllGather(copy engine)";
+    case Op::AllGatherMatmul: return "fcAllGatherMatmul";
     default: return "unknown op";
   }
 }
@@ -160,6 +161,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     comm->copies.push_back(std::make_unique<CopyQueue>());
     FC_CHECK(comm->copies.back()->init());
   }
+  comm->gemm = std::make_unique<Gemm>();
+  FC_CHECK(comm->gemm->init());
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
@@ -228,6 +231,7 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
     comm->copies.clear();
+    comm->gemm.reset();
     comm->userHeaps.clear();
     comm->heap.reset();
     if (comm->errorHost) cudaFreeHost(comm->errorHost);

@@ -15,6 +15,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/copy_queue.h"
+#include "gemm/gemm.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
 #include "memory/symmetric_heap.h"
@@ -24,6 +25,8 @@ namespace fc {
 enum class AllReduceAlgo { Auto, OneShot, TwoShot, CopyEngine };
 // Reduce-scatter and all-gather: SM pull kernels or copy-engine transfers.
 enum class MoveAlgo { Auto, Sm, CopyEngine };
+// Fused GEMM ops: overlapped, or communication then GEMM.
+enum class FusedAlgo { Auto, Fused, Unfused };
 
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
@@ -36,6 +39,7 @@ struct CommParams {
   uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
+  FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
@@ -58,6 +62,7 @@ struct fcComm {
   std::vector<cudaStream_t> streams;     // streams[c] carries channel c
   // copies[c]: channel c's internal stream for copy-engine transfers
   std::vector<std::unique_ptr<fc::CopyQueue>> copies;
+  std::unique_ptr<fc::Gemm> gemm;        // cuBLASLt handle, workspace, plans
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 

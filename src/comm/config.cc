@@ -44,6 +44,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   }
   FC_CHECK(moveAlgoFromEnv("FC_REDUCE_SCATTER_ALGO", &p->reduceScatterAlgo));
   FC_CHECK(moveAlgoFromEnv("FC_ALLGATHER_ALGO", &p->allGatherAlgo));
+  if (const char* v = getenv("FC_AGMM_ALGO"); v != nullptr && *v != '\0') {
+    if (!strcmp(v, "auto")) p->allGatherMatmulAlgo = FusedAlgo::Auto;
+    else if (!strcmp(v, "fused")) p->allGatherMatmulAlgo = FusedAlgo::Fused;
+    else if (!strcmp(v, "unfused")) p->allGatherMatmulAlgo = FusedAlgo::Unfused;
+    else return setError(fcInvalidArgument, "FC_AGMM_ALGO=%s: use fused, unfused or auto", v);
+  }
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

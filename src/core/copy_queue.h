@@ -20,7 +20,8 @@ namespace fc {
 
 class CopyQueue {
  public:
-  static constexpr int kSlots = 4;
+  // Marks ahead of their waits: at most one per peer (kMaxRanks) plus one.
+  static constexpr int kSlots = 17;
 
   CopyQueue() = default;
   CopyQueue(const CopyQueue&) = delete;

@@ -50,6 +50,7 @@ enum class Op : uint32_t {
   AllGather = 5,
   ReduceScatterCe = 6,  // copy-engine variants: their barriers carry these
   AllGatherCe = 7,
+  AllGatherMatmul = 8,
 };
 
 // Why a device wait gave up, as recorded in an error record.

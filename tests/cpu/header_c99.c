@@ -58,6 +58,8 @@ struct fc_probe_api {
   fcResult_t (*reduceScatter)(const void*, void*, size_t, fcDataType_t, fcRedOp_t, fcComm_t,
                               cudaStream_t);
   fcResult_t (*allGather)(const void*, void*, size_t, fcDataType_t, fcComm_t, cudaStream_t);
+  fcResult_t (*allGatherMatmul)(const void*, const void*, void*, void*, size_t, size_t, size_t,
+                                fcOperation_t, fcDataType_t, fcComm_t, cudaStream_t);
 };
 
 /* The config initializer is a constant expression usable in C. */
@@ -93,10 +95,12 @@ int fc_header_c99_probe(void) {
   api.allReduce = fcAllReduce;
   api.reduceScatter = fcReduceScatter;
   api.allGather = fcAllGather;
+  api.allGatherMatmul = fcAllGatherMatmul;
   bound += api.commInitRankConfig != NULL && api.commInitAll != NULL && api.commAbort != NULL &&
            api.commGetAsyncError != NULL && api.barrier != NULL && api.memAlloc != NULL &&
            api.memFree != NULL && api.allReduce != NULL && api.reduceScatter != NULL &&
-           api.allGather != NULL && kDefaultConfig.size == sizeof(fcConfig_t);
+           api.allGather != NULL && api.allGatherMatmul != NULL && fcOpN == 0 && fcOpT == 1 &&
+           kDefaultConfig.size == sizeof(fcConfig_t);
 
   bound += api.getErrorString != NULL;
   bound += api.getLastError != NULL;

@@ -274,7 +274,7 @@ TEST_CASE("fcCommInitRank rejects ids not made by fcGetUniqueId", "[api][init][u
   }
 }
 
-TEST_CASE("fcCommInitRank validates FC_TIMEOUT_MS and FC_WORKSPACE_BYTES", "[api][init][env]") {
+TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init][env]") {
   const fcUniqueId id = goodId();
   struct Case {
     const char* var;
@@ -282,7 +282,9 @@ TEST_CASE("fcCommInitRank validates FC_TIMEOUT_MS and FC_WORKSPACE_BYTES", "[api
   };
   for (const Case& c : {Case{"FC_TIMEOUT_MS", "abc"}, Case{"FC_TIMEOUT_MS", "-5"},
                         Case{"FC_TIMEOUT_MS", "10x"}, Case{"FC_TIMEOUT_MS", "0"},
-                        Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"}}) {
+                        Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"},
+                        Case{"FC_ALLREDUCE_ALGO", "ring"}, Case{"FC_REDUCE_SCATTER_ALGO", "dma"},
+                        Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -353,6 +355,9 @@ TEST_CASE("communicator calls reject a NULL or dead comm", "[api][comm]") {
     CHECK(mem == &out);  // untouched: the comm was rejected first
     CHECK(fcMemFree(nullptr, mem) == fcInvalidArgument);
     CHECK_THAT(lastError(), ContainsSubstring("fcMemFree"));
+    CHECK(fcAllGatherMatmul(&out, &out, &out, nullptr, 4, 4, 4, fcOpN, fcBfloat16, nullptr, nullptr) ==
+          fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcAllGatherMatmul"));
     CHECK(out == -7);  // outputs untouched
   }
   SECTION("memory that is not a live communicator") {

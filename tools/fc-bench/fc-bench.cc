@@ -25,130 +25,10 @@
 #include "fc_data.h"
 #include "fc_env.h"
 #include "fusedcomm.h"
+#include "bench.h"
 #include "nccl.h"
 
 namespace {
-
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (call);                                                            \
-    if (e_ != cudaSuccess) {                                                            \
-      fprintf(stderr, "fc-bench: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
-      exit(1);                                                                          \
-    }                                                                                   \
-  } while (0)
-
-#define FC_OK(call)                                                                     \
-  do {                                                                                  \
-    fcResult_t r_ = (call);                                                             \
-    if (r_ != fcSuccess) {                                                              \
-      fprintf(stderr, "fc-bench: %s failed: %s: %s\n", #call, fcGetErrorString(r_),     \
-              fcGetLastError(nullptr));                                                 \
-      exit(1);                                                                          \
-    }                                                                                   \
-  } while (0)
-
-enum class Mode { AllReduce, ReduceScatter, AllGather };
-
-struct Options {
-  std::string minBytes = "8", maxBytes = "", dtype = "bf16", algo = "auto";
-  double factor = 2;
-  int iters = 20, warmup = 5, replays = 20;
-  bool check = true, symmetric = false, nccl = true, csv = false, json = false;
-};
-
-size_t parseBytes(const std::string& s) {
-  char* end = nullptr;
-  double v = strtod(s.c_str(), &end);
-  double scale = 1;
-  if (*end == 'K' || *end == 'k') scale = 1024;
-  else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024;
-  else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024;
-  return size_t(v * scale);
-}
-
-fcDataType_t parseType(const std::string& s) {
-  if (s == "bf16" || s == "bfloat16") return fcBfloat16;
-  if (s == "fp16" || s == "half" || s == "float16") return fcFloat16;
-  if (s == "fp32" || s == "float" || s == "float32") return fcFloat32;
-  fprintf(stderr, "fc-bench: unknown dtype %s (bf16, fp16, fp32)\n", s.c_str());
-  exit(2);
-}
-
-struct Ctx {
-  fcComm_t comm;
-  int rank, nranks;
-  cudaStream_t stream;
-  NcclApi nccl;
-  NcclApi::Comm ncclComm = nullptr;  // null: no NCCL columns
-};
-
-// Share `values` (one per rank) with every rank through our own all-reduce: each
-// rank fills its slot of a zeroed vector, the sum then holds every rank's value.
-std::vector<float> gatherFloats(const Ctx& c, const std::vector<float>& mine, size_t perRank) {
-  std::vector<float> h(perRank * size_t(c.nranks), 0.f);
-  std::copy(mine.begin(), mine.end(), h.begin() + ptrdiff_t(perRank * size_t(c.rank)));
-  float* d;
-  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), h.size() * sizeof(float)));
-  CUDA_OK(cudaMemcpyAsync(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, c.stream));
-  FC_OK(fcAllReduceOneShot(d, d, h.size(), fcFloat32, fcSum, c.comm, c.stream));
-  CUDA_OK(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, c.stream));
-  CUDA_OK(cudaStreamSynchronize(c.stream));
-  CUDA_OK(cudaFree(d));
-  return h;
-}
-
-double maxOverRanks(const Ctx& c, double v) {
-  std::vector<float> all = gatherFloats(c, {float(v)}, 1);
-  return *std::max_element(all.begin(), all.end());
-}
-
-// NCCL's unique id from rank 0, byte by byte as exact fp32 sums.
-bool initNccl(Ctx& c, std::string* why) {
-  if (!c.nccl.load(why)) return false;
-  NcclApi::UniqueId id{};
-  std::vector<float> bytes(sizeof id.internal, 0.f);
-  if (c.rank == 0) {
-    if (c.nccl.getUniqueId(&id) != 0) return *why = "ncclGetUniqueId failed", false;
-    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = float(uint8_t(id.internal[i]));
-  }
-  std::vector<float> all = gatherFloats(c, c.rank == 0 ? bytes : std::vector<float>(bytes.size(), 0.f),
-                                        bytes.size());
-  for (size_t i = 0; i < bytes.size(); ++i) id.internal[i] = char(uint8_t(all[i]));
-  const int r = c.nccl.commInitRank(&c.ncclComm, c.nranks, id, c.rank);
-  if (r != 0) return *why = std::string("ncclCommInitRank: ") + c.nccl.getErrorString(r), false;
-  return true;
-}
-
-// Median time of one call (us): graph replays of `iters` calls of `op`.
-double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < o.iters; ++i) op();
-  CUDA_OK(cudaStreamEndCapture(c.stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < o.warmup; ++i) CUDA_OK(cudaGraphLaunch(exec, c.stream));
-  cudaEvent_t start, stop;
-  CUDA_OK(cudaEventCreate(&start));
-  CUDA_OK(cudaEventCreate(&stop));
-  std::vector<float> ms;
-  for (int r = 0; r < o.replays; ++r) {
-    CUDA_OK(cudaEventRecord(start, c.stream));
-    CUDA_OK(cudaGraphLaunch(exec, c.stream));
-    CUDA_OK(cudaEventRecord(stop, c.stream));
-    CUDA_OK(cudaEventSynchronize(stop));
-    float t;
-    CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  CUDA_OK(cudaEventDestroy(start));
-  CUDA_OK(cudaEventDestroy(stop));
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
-  return 1000.0 * ms[ms.size() / 2] / o.iters;
-}
 
 const char* modeName(Mode m) {
   return m == Mode::AllReduce ? "allreduce" : m == Mode::ReduceScatter ? "reducescatter" : "allgather";
@@ -277,6 +157,16 @@ int main(int argc, char** argv) {
   CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|ce|auto)");
   CLI::App* rs = app.add_subcommand("reducescatter", "fcReduceScatter; size = the whole input");
   CLI::App* ag = app.add_subcommand("allgather", "fcAllGather; size = the whole output");
+  CLI::App* agmm = app.add_subcommand("agmm", "fcAllGatherMatmul vs the GEMM alone and all-gather + GEMM");
+  std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
+  std::string transB = "both";
+  agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
+  agmm->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
+  agmm->add_option("-d,--datatype", o.dtype, "bf16 | fp16");
+  agmm->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
+  agmm->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
+  agmm->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
+  agmm->add_option("--nccl", o.nccl, "time NCCL all-gather + GEMM when libnccl.so.2 loads (1/0)");
   for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
     sub->add_option("-e,--maxbytes", o.maxBytes, "largest size (default 64M all-reduce, 256M others)");
@@ -302,8 +192,14 @@ int main(int argc, char** argv) {
   // -A sets the library's env knob; without it the knob (or "auto") is what runs.
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
-  if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
-  else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
+  if (!agmm->parsed()) {
+    if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
+    else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
+  } else if (o.iters == Options{}.iters) {
+    o.iters = 5;  // GEMM-sized calls: fewer per graph, fewer replays
+    o.replays = 10;
+    o.warmup = 2;
+  }
 
   fcUniqueId id;
   if (!fcUniqueIdFromEnv(&id)) {
@@ -317,7 +213,7 @@ int main(int argc, char** argv) {
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
-  const int rc = bench(c, o, mode);
+  const int rc = agmm->parsed() ? benchAgmm(c, o, shapes, transB) : bench(c, o, mode);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
   CUDA_OK(cudaStreamDestroy(c.stream));
   FC_OK(fcCommDestroy(c.comm));

@@ -1,0 +1,63 @@
+// Fused GEMM + communication entry points: validate, then hand over to src/fused.
+#include "api/api.h"
+#include "fused/fused.h"
+
+namespace {
+
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+// Shape, dtype and transB checks shared by the fused GEMM ops.
+fcResult_t checkGemmArgs(const char* fn, size_t M, size_t N, size_t K, fcOperation_t transB,
+                         fcDataType_t datatype) {
+  if (datatype != fcBfloat16 && datatype != fcFloat16)
+    return fc::setError(fcInvalidArgument, "%s: datatype %d: use fcBfloat16 or fcFloat16", fn, int(datatype));
+  if (transB != fcOpN && transB != fcOpT)
+    return fc::setError(fcInvalidArgument, "%s: transB %d: use fcOpN or fcOpT", fn, int(transB));
+  if (M == 0 || N == 0 || K == 0)
+    return fc::setError(fcInvalidArgument, "%s: M, N and K must be > 0 (got %zu, %zu, %zu)", fn, M, N, K);
+  const size_t lim = SIZE_MAX / 2;
+  if (M > lim / K || M > lim / N || K > lim / N)
+    return fc::setError(fcInvalidArgument, "%s: M, N, K = %zu, %zu, %zu overflow", fn, M, N, K);
+  return fcSuccess;
+}
+
+}  // namespace
+
+FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,
+                                    size_t K, fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                                    cudaStream_t stream) {
+  fc::clearError();
+  const char* fn = "fcAllGatherMatmul";
+  FC_CHECK(fc::checkComm(comm, fn));
+  FC_CHECK(checkGemmArgs(fn, M, N, K, transB, datatype));
+  const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
+  if (M % W != 0)
+    return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
+  if (A == nullptr || B == nullptr || C == nullptr)
+    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, A == nullptr ? "A" : B == nullptr ? "B" : "C");
+  for (const void* p : {A, B, static_cast<const void*>(C), static_cast<const void*>(Agathered)})
+    if (reinterpret_cast<uintptr_t>(p) % es)
+      return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn, es);
+  const size_t aBytes = M / W * K * es, bBytes = K * N * es, cBytes = M * N * es, gBytes = M * K * es;
+  const char* inPlaceA = Agathered ? static_cast<const char*>(Agathered) + size_t(comm->rank) * aBytes : nullptr;
+  if (overlaps(C, cBytes, A, aBytes) || overlaps(C, cBytes, B, bBytes) ||
+      (Agathered && (overlaps(C, cBytes, Agathered, gBytes) || overlaps(Agathered, gBytes, B, bBytes) ||
+                     (A != inPlaceA && overlaps(Agathered, gBytes, A, aBytes)))))
+    return fc::setError(fcInvalidArgument,
+                        "%s: C, B and Agathered must not overlap each other or A (except A == Agathered + "
+                        "rank*M/nranks*K, the in-place form)",
+                        fn);
+  int channel = 0;
+  FC_CHECK(fc::checkStream(comm, fn, stream, &channel));
+  fc::SymSource src{};
+  const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
+  const fc::FusedChoice choice = comm->params.allGatherMatmulAlgo == fc::FusedAlgo::Fused     ? fc::FusedChoice::Fused
+                                 : comm->params.allGatherMatmulAlgo == fc::FusedAlgo::Unfused ? fc::FusedChoice::Unfused
+                                                                                               : fc::FusedChoice::Auto;
+  const fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype};
+  return fc::launchAllGatherMatmul(comm->dev, channel, *comm->copies[size_t(channel)], *comm->gemm, args,
+                                   zeroCopy ? &src : nullptr, choice, stream);
+}

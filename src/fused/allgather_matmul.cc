@@ -1,0 +1,146 @@
+// fcAllGatherMatmul (seed 003, with cuBLASLt GEMMs).
+//
+// Fused, on the caller's stream S and the channel's copy queue Q:
+//   S: stage our shard into our workspace slot (skipped when A is symmetric)
+//   S: barrier (every rank staged; Q may now read the peers' slots)
+//   Q: pull shard rank+t, t = 1..W-1, into the gathered buffer, mark t after each
+//   Q: (Agathered) our own shard into its rows, mark W
+//   S: GEMM of our own rows, straight from A: runs while Q pulls
+//   S: for each group of the GEMM plan: wait for its last mark, GEMM its rows
+//   S: wait for Q, final barrier (no peer reads our slot any more), free the buffer
+// Pulls in rotated order land in increasing row order (mod M), so shards t..t' form
+// one contiguous block of rows unless they wrap past the last rank: such runs are
+// merged into one GEMM when the cost model expects them all to have landed when the
+// GEMM before finishes. Fewer, larger GEMMs lose less to wave quantisation.
+//
+// Unfused (small shards, or shards larger than a workspace slot): all-gather
+// (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
+#include <algorithm>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "collectives/copy_engine.h"
+#include "core/datatype.h"
+#include "core/log.h"
+#include "core/result.h"
+#include "fused/fused.h"
+
+namespace fc {
+namespace {
+
+// Cost model of the plan (4 x H200, shared/baselines.md and docs/perf.md): a copy
+// engine pull at ~350 GB/s plus ~8 us per transfer; a bf16 GEMM at ~600 TFLOP/s
+// plus ~5 us.
+double pullSeconds(size_t bytes) { return double(bytes) / 350e9 + 8e-6; }
+double gemmSeconds(size_t rows, size_t N, size_t K) { return 2.0 * double(rows) * N * K / 600e12 + 5e-6; }
+
+// Overlap pays when every shard's GEMM fills at least two waves of 128x128 tiles on
+// a 132-SM GPU; below that the per-shard GEMMs run partly empty and one GEMM after
+// the gather is faster.
+bool overlapPays(size_t shardRows, size_t N) {
+  const size_t tiles = ((shardRows + 127) / 128) * ((N + 127) / 128);
+  return tiles >= 2 * 132;
+}
+
+struct Group {
+  int first, last;  // pull steps t (1..W-1), inclusive
+};
+
+// Greedy plan over the pull steps: each GEMM takes the next shard (waiting for it if
+// needed) and every following one that has landed by then and continues its rows.
+std::vector<Group> planGroups(int W, int rank, size_t shardRows, size_t N, size_t K, size_t shardBytes) {
+  std::vector<Group> groups;
+  const double tc = pullSeconds(shardBytes);
+  double now = gemmSeconds(shardRows, N, K);  // our own rows first
+  for (int next = 1; next < W;) {
+    now = std::max(now, tc * next);
+    int last = next;
+    while (last + 1 < W && tc * (last + 1) <= now && (rank + last) % W != W - 1) ++last;
+    groups.push_back({next, last});
+    now += gemmSeconds(size_t(last - next + 1) * shardRows, N, K);
+    next = last + 1;
+  }
+  return groups;
+}
+
+fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                   const AllGatherMatmulArgs& a, const SymSource* symA, char* gathered, cudaStream_t stream) {
+  const size_t W = size_t(dc.nranks), es = dataTypeSize(a.datatype);
+  const size_t shardElems = a.M / W * a.K;
+  // fcAllGather's choice: SM pull below 64 MiB of output, copy engine from there.
+  if (W * shardElems * es >= (64u << 20))
+    FC_CHECK(launchAllGatherCe(dc, channel, copies, a.A, gathered, shardElems, a.datatype, symA, stream));
+  else
+    FC_CHECK(launchAllGather(dc, channel, a.A, gathered, shardElems, a.datatype, symA, stream));
+  return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
+}
+
+}  // namespace
+
+fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                                 const AllGatherMatmulArgs& a, const SymSource* symA, FusedChoice choice,
+                                 cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t es = dataTypeSize(a.datatype);
+  const size_t shardRows = a.M / size_t(W), rowBytes = a.K * es, shardBytes = shardRows * rowBytes;
+  const char* A = static_cast<const char*>(a.A);
+  char* C = static_cast<char*>(a.C);
+  const size_t cRowBytes = a.N * es;
+
+  // Where the gathered rows go: Agathered, or a temporary buffer (stream-ordered, so
+  // it is capturable and reused from the pool across calls).
+  char* gathered = static_cast<char*>(a.Agathered);
+  if (gathered == nullptr && W > 1)
+    FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&gathered), a.M * rowBytes, stream));
+  auto release = [&]() -> fcResult_t {
+    if (a.Agathered == nullptr && W > 1) FC_CUDA_CHECK(cudaFreeAsync(gathered, stream));
+    return fcSuccess;
+  };
+
+  if (W == 1) {
+    if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
+    return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
+  }
+  const bool zeroCopy = symA != nullptr;
+  const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
+  const bool fused = choice == FusedChoice::Fused ? fits
+                     : choice == FusedChoice::Unfused ? false
+                                                      : fits && overlapPays(shardRows, a.N);
+  FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s", a.M, a.N, a.K, fused ? "fused" : "unfused",
+           zeroCopy ? ", zero-copy" : "");
+  if (!fused) {
+    FC_CHECK(unfused(dc, channel, copies, gemm, a, symA, gathered, stream));
+    return release();
+  }
+
+  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), a.M);
+  auto source = [&](int r) -> const char* {
+    return zeroCopy ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
+  };
+  if (!zeroCopy) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), A, shardBytes, stream));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+  FC_CHECK(copies.after(stream, 0));
+  for (int t = 1; t < W; ++t) {
+    const int s = (rank + t) % W;
+    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, source(s), shardBytes, copies.stream()));
+    FC_CHECK(copies.mark(size_t(t)));
+  }
+  char* ownRows = gathered + size_t(rank) * shardBytes;
+  const bool copyOwn = a.Agathered != nullptr && ownRows != A;
+  if (copyOwn) FC_CHECK(ce::copy(ownRows, A, shardBytes, copies.stream()));
+  FC_CHECK(copies.mark(size_t(W)));
+
+  FC_CHECK(gemm.matmul(A, shardRows, a.B, C + size_t(rank) * shardRows * cRowBytes, a.N, a.K, a.transB,
+                       a.datatype, stream));
+  for (const Group& g : planGroups(W, rank, shardRows, a.N, a.K, shardBytes)) {
+    const size_t s0 = size_t((rank + g.first) % W), rows = size_t(g.last - g.first + 1) * shardRows;
+    FC_CHECK(copies.waitMark(stream, size_t(g.last)));
+    FC_CHECK(gemm.matmul(gathered + s0 * shardBytes, rows, a.B, C + s0 * shardRows * cRowBytes, a.N, a.K,
+                         a.transB, a.datatype, stream));
+  }
+  FC_CHECK(copies.waitMark(stream, size_t(W)));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+  return release();
+}
+
+}  // namespace fc

@@ -1,0 +1,207 @@
+// fcAllGatherMatmul on real GPUs. Inputs are small integers (fc_data.h), so every
+// product and every fp32 partial sum is exact whatever the GEMM's order or split, and
+// C must equal the exact result rounded once to the dtype: results are compared
+// exactly. C and Agathered are poisoned (NaN) before every call.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "fc_data.h"
+#include "gpu_env.h"
+
+namespace {
+
+struct Dev {
+  explicit Dev(size_t bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~Dev() { cudaFree(p); }
+  char* c() const { return static_cast<char*>(p); }
+  void* p = nullptr;
+};
+
+uint64_t nextSeed() {  // the same sequence on every rank
+  static uint64_t n = 0;
+  const char* id = getenv("FC_UNIQUE_ID");
+  uint64_t h = 0;
+  for (const char* p = id ? id : "x"; *p; ++p) h = fcSplitMix(h ^ uint64_t(*p));
+  return fcSplitMix(h + 5000 + ++n);
+}
+
+std::vector<char> pattern(fcDataType_t t, size_t n, uint64_t seed, int rank) {
+  return fcPatternInput(t, n, seed, rank);
+}
+
+float roundTo(fcDataType_t t, float v) {
+  char buf[4];
+  fcStore(buf, t, 0, v);
+  return fcLoad(buf, t, 0);
+}
+
+// One problem: M = W * ms rows, every rank's shard and B regenerated from seeds
+// (the gathered A and op(B) are materialised once as ints).
+struct Problem {
+  size_t ms, N, K;
+  fcOperation_t transB;
+  fcDataType_t t;
+  uint64_t seedA, seedB;
+  int W;
+  std::vector<int> A, Bop;  // [M, K], [K, N]
+  Problem(size_t ms_, size_t N_, size_t K_, fcOperation_t op, fcDataType_t t_, uint64_t sa, uint64_t sb, int W_)
+      : ms(ms_), N(N_), K(K_), transB(op), t(t_), seedA(sa), seedB(sb), W(W_), A(ms_ * W_ * K_), Bop(K_ * N_) {
+    for (size_t i = 0; i < ms * size_t(W); ++i)
+      for (size_t k = 0; k < K; ++k) A[i * K + k] = fcPatternValue(seedA, int(i / ms), (i % ms) * K + k);
+    for (size_t k = 0; k < K; ++k)
+      for (size_t j = 0; j < N; ++j)
+        Bop[k * N + j] = transB == fcOpN ? fcPatternValue(seedB, 0, k * N + j) : fcPatternValue(seedB, 0, j * K + k);
+  }
+  int a(size_t i, size_t k) const { return A[i * K + k]; }
+  float c(size_t i, size_t j) const {
+    long s = 0;
+    for (size_t k = 0; k < K; ++k) s += long(A[i * K + k]) * Bop[k * N + j];
+    return roundTo(t, float(s));
+  }
+};
+
+// Wrong elements of C: all of them when the product is small, else every NaN plus a
+// random sample checked exactly.
+size_t checkC(const Problem& p, const std::vector<char>& C) {
+  const size_t M = p.ms * size_t(p.W);
+  size_t bad = 0;
+  if (M * p.N * p.K <= (64u << 20)) {
+    for (size_t i = 0; i < M; ++i)
+      for (size_t j = 0; j < p.N; ++j) bad += !(fcLoad(C.data(), p.t, i * p.N + j) == p.c(i, j));
+    return bad;
+  }
+  for (size_t e = 0; e < M * p.N; ++e) bad += fcLoad(C.data(), p.t, e) != fcLoad(C.data(), p.t, e);
+  std::mt19937_64 rng(p.seedA);
+  for (int s = 0; s < 4000; ++s) {
+    const size_t i = rng() % M, j = rng() % p.N;
+    bad += !(fcLoad(C.data(), p.t, i * p.N + j) == p.c(i, j));
+  }
+  return bad;
+}
+
+size_t checkGathered(const Problem& p, const std::vector<char>& G) {
+  size_t bad = 0;
+  for (size_t i = 0; i < p.ms * size_t(p.W); ++i)
+    for (size_t k = 0; k < p.K; ++k) bad += !(fcLoad(G.data(), p.t, i * p.K + k) == float(p.a(i, k)));
+  return bad;
+}
+
+std::vector<char> download(const void* p, size_t bytes) {
+  std::vector<char> h(bytes);
+  CUDA_REQUIRE(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered, in place, zero-copy") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  struct Shape {
+    size_t ms, N, K;
+  };
+  // Tiny and odd (unfused by the auto choice), mid-size with K and N not multiples of
+  // 128, and one whose shards fill two waves (fused by the auto choice).
+  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}};
+  void* sym = nullptr;
+  FC_REQUIRE(fcMemAlloc(env.comm, &sym, 1024 * 264 * 2));
+  cudaStream_t s = env.streams[0];
+  for (fcDataType_t t : {fcBfloat16, fcFloat16})
+    for (fcOperation_t op : {fcOpN, fcOpT})
+      for (const Shape& sh : shapes)
+        for (int mode = 0; mode < 4; ++mode) {  // 0 no Agathered, 1 Agathered, 2 in place, 3 zero-copy A
+          const Problem p{sh.ms, sh.N, sh.K, op, t, nextSeed(), nextSeed(), W};
+          const size_t es = 2, M = sh.ms * size_t(W), aBytes = sh.ms * sh.K * es;
+          Dev A(aBytes), B(sh.K * sh.N * es), C(M * sh.N * es), G(M * sh.K * es);
+          char* a = mode == 2 ? G.c() + size_t(env.rank) * aBytes : mode == 3 ? static_cast<char*>(sym) : A.c();
+          CUDA_REQUIRE(cudaMemset(C.p, 0xff, M * sh.N * es));
+          CUDA_REQUIRE(cudaMemset(G.p, 0xff, M * sh.K * es));
+          std::vector<char> ha = pattern(t, sh.ms * sh.K, p.seedA, env.rank), hb = pattern(t, sh.K * sh.N, p.seedB, 0);
+          CUDA_REQUIRE(cudaMemcpy(a, ha.data(), aBytes, cudaMemcpyHostToDevice));
+          CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+          CUDA_REQUIRE(cudaDeviceSynchronize());
+          const fcResult_t r = fcAllGatherMatmul(a, B.p, C.p, mode == 0 ? nullptr : G.p, M, sh.N, sh.K, op, t,
+                                                 env.comm, s);
+          CUDA_REQUIRE(cudaStreamSynchronize(s));
+          INFO(fcTypeName(t) << (op == fcOpT ? " B^T" : " B") << " M " << M << " N " << sh.N << " K " << sh.K
+                             << " mode " << mode << ": " << fcGetLastError(nullptr));
+          CHECK(r == fcSuccess);
+          CHECK(checkC(p, download(C.p, M * sh.N * es)) == 0);
+          if (mode != 0) CHECK(checkGathered(p, download(G.p, M * sh.K * es)) == 0);
+        }
+  FC_REQUIRE(fcMemFree(env.comm, sym));
+}
+
+TEST_CASE("fcAllGatherMatmul: back to back in a CUDA graph, replayed with fresh inputs") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  const size_t ms = 1024, N = 4224, K = 200, M = ms * size_t(W), es = 2;
+  const fcDataType_t t = fcBfloat16;
+  Dev A(ms * K * es), B(K * N * es), C1(M * N * es), C2(M * N * es);
+  cudaStream_t s = env.streams[1];
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  // Twice the same op (the second overwrites C1 with the same values), then with B^T
+  // into C2: back to back, no synchronisation in between.
+  fcResult_t r1 = fcAllGatherMatmul(A.p, B.p, C1.p, nullptr, M, N, K, fcOpN, t, env.comm, s);
+  fcResult_t r2 = fcAllGatherMatmul(A.p, B.p, C1.p, nullptr, M, N, K, fcOpN, t, env.comm, s);
+  fcResult_t r3 = fcAllGatherMatmul(A.p, B.p, C2.p, nullptr, M / 2, N / 2, 2 * K, fcOpT, t, env.comm, s);
+  cudaGraph_t graph;
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  INFO(fcGetLastError(nullptr));
+  REQUIRE((r1 == fcSuccess && r2 == fcSuccess && r3 == fcSuccess));
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    const Problem p1{ms, N, K, fcOpN, t, nextSeed(), nextSeed(), W};
+    // The third call reads the same buffers as [ms/2, 2K] shards and a [N/2, 2K] B^T.
+    const Problem p3{ms / 2, N / 2, 2 * K, fcOpT, t, p1.seedA, p1.seedB, W};
+    std::vector<char> ha = pattern(t, ms * K, p1.seedA, env.rank), hb = pattern(t, K * N, p1.seedB, 0);
+    CUDA_REQUIRE(cudaMemcpy(A.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemset(C1.p, 0xff, M * N * es));
+    CUDA_REQUIRE(cudaMemset(C2.p, 0xff, M * N * es));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    INFO("replay " << replay);
+    CHECK(checkC(p1, download(C1.p, M * N * es)) == 0);
+    CHECK(checkC(p3, download(C2.p, (M / 2) * (N / 2) * es)) == 0);
+  }
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+}
+
+TEST_CASE("fcAllGatherMatmul: bad shapes and arguments are rejected and touch nothing") {
+  const GpuEnv& env = gpuEnv();
+  const size_t W = size_t(env.nranks), ms = 16, N = 64, K = 32, M = ms * W, es = 2;
+  Dev A(ms * K * es), B(K * N * es), C(M * N * es), G(M * K * es);
+  CUDA_REQUIRE(cudaMemset(C.p, 0x7f, M * N * es));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  cudaStream_t s = env.streams[0];
+  auto rejects = [&](fcResult_t r, const char* what) {
+    INFO(what << ": " << fcGetLastError(nullptr));
+    CHECK(r == fcInvalidArgument);
+    CHECK(std::string(fcGetLastError(nullptr)).find("fcAllGatherMatmul") != std::string::npos);
+  };
+  if (W > 1) rejects(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M + 1, N, K, fcOpN, fcBfloat16, env.comm, s), "M % W");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, 0, N, K, fcOpN, fcBfloat16, env.comm, s), "M = 0");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M, N, 0, fcOpN, fcBfloat16, env.comm, s), "K = 0");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M, N, K, fcOpN, fcFloat32, env.comm, s), "fp32");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M, N, K, fcOperation_t(2), fcBfloat16, env.comm, s), "transB");
+  rejects(fcAllGatherMatmul(nullptr, B.p, C.p, nullptr, M, N, K, fcOpN, fcBfloat16, env.comm, s), "A NULL");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.c() + 1, nullptr, M, N, K, fcOpN, fcBfloat16, env.comm, s), "misaligned");
+  rejects(fcAllGatherMatmul(A.p, C.p, C.p, nullptr, M, N, K, fcOpN, fcBfloat16, env.comm, s), "B overlaps C");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.p, C.p, M, N, K, fcOpN, fcBfloat16, env.comm, s), "Agathered overlaps C");
+  rejects(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, SIZE_MAX / 2 / W * W, N, K, fcOpN, fcBfloat16, env.comm, s),
+          "overflow");
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  std::vector<char> h = download(C.p, M * N * es);
+  size_t touched = 0;
+  for (char c : h) touched += c != 0x7f;
+  CHECK(touched == 0);
+}

@@ -1,0 +1,137 @@
+// fc-bench agmm: fcAllGatherMatmul against the GEMM alone and the unfused
+// all-gather + GEMM, in one run.
+//
+// Columns per shape (M, N, K) and transB:
+//   gemm      the GEMM alone on the full gathered A: fcAllGatherMatmul on a
+//             one-rank communicator of our own, i.e. the same cuBLASLt call
+//   nccl+gemm ncclAllGather into [M, K], then that GEMM (when NCCL loads)
+//   fc+gemm   fcAllGather into [M, K], then that GEMM
+//   fused     fcAllGatherMatmul (Agathered NULL)
+//   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
+//   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (inputs are
+//   small integers, so the products are exact and relerr must be 0).
+// Times: median of -r graph replays of -n calls, max over ranks.
+#include <cmath>
+#include <sstream>
+
+#include "bench.h"
+#include "fc_data.h"
+
+namespace {
+
+struct Shape {
+  size_t M, N, K;
+};
+
+std::vector<Shape> parseShapes(const std::string& s) {
+  std::vector<Shape> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ';')) {
+    Shape sh{};
+    if (sscanf(item.c_str(), "%zu,%zu,%zu", &sh.M, &sh.N, &sh.K) != 3) {
+      fprintf(stderr, "fc-bench: bad shape '%s' (want M,N,K;M,N,K...)\n", item.c_str());
+      exit(2);
+    }
+    out.push_back(sh);
+  }
+  return out;
+}
+
+// A one-rank communicator for the GEMM-alone column.
+fcComm_t soloComm() {
+  fcUniqueId id;
+  FC_OK(fcGetUniqueId(&id));
+  fcComm_t solo;
+  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  return solo;
+}
+
+double maxAbs(const std::vector<char>& v, fcDataType_t t, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(fcLoad(v.data(), t, i))));
+  return m;
+}
+
+}  // namespace
+
+int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  std::string why;
+  const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
+  fcComm_t solo = soloComm();
+  if (c.rank == 0) {
+    printf("# fc-bench agmm: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n",
+           c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
+    printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
+           "tflops,relerr,check\n");
+  }
+  int failures = 0;
+  for (const Shape& sh : parseShapes(shapes)) {
+    if (sh.M % W) {
+      fprintf(stderr, "fc-bench: M = %zu is not a multiple of %zu ranks\n", sh.M, W);
+      exit(2);
+    }
+    const size_t ms = sh.M / W;
+    void *A, *B, *G, *C, *Cref;
+    CUDA_OK(cudaMalloc(&A, ms * sh.K * es));
+    CUDA_OK(cudaMalloc(&B, sh.K * sh.N * es));
+    CUDA_OK(cudaMalloc(&G, sh.M * sh.K * es));
+    CUDA_OK(cudaMalloc(&C, sh.M * sh.N * es));
+    CUDA_OK(cudaMalloc(&Cref, sh.M * sh.N * es));
+    const uint64_t seed = fcSplitMix(sh.M * 131 + sh.N * 7 + sh.K);
+    std::vector<char> h = fcPatternInput(type, ms * sh.K, seed, c.rank);
+    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    h = fcPatternInput(type, sh.K * sh.N, seed + 1, 0);
+    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    for (fcOperation_t op : {fcOpN, fcOpT}) {
+      if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
+      // The reference: gather, then the GEMM alone on the solo communicator.
+      FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
+      FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+      CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
+      FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, c.comm, c.stream));
+      std::vector<char> got(sh.M * sh.N * es), ref(got.size());
+      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      double err = 0;
+      for (size_t i = 0; i < sh.M * sh.N; ++i) {
+        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
+        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+      }
+      const double relerr = maxOverRanks(c, err / std::max(1.0, maxAbs(ref, type, sh.M * sh.N)));
+
+      const double gemmUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+      }));
+      const double fcUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
+        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+      }));
+      double ncclUs = 0;
+      if (haveNccl)
+        ncclUs = maxOverRanks(c, timeGraph(c, o, [&] {
+          if (c.nccl.allGather(A, G, ms * sh.K, int(type), c.ncclComm, c.stream) != 0) exit(1);
+          FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+        }));
+      const double fusedUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, c.comm, c.stream));
+      }));
+      const bool ok = relerr == 0.0;
+      failures += !ok;
+      if (c.rank == 0) {
+        const double unfused = haveNccl ? ncclUs : fcUs;
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s\n", sh.M, sh.N, sh.K,
+               fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
+               unfused / fusedUs, 2.0 * double(sh.M) * double(sh.N) * double(sh.K) / (fusedUs * 1e6), relerr,
+               ok ? "OK" : "FAIL");
+        fflush(stdout);
+      }
+    }
+    for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
+  }
+  FC_OK(fcCommDestroy(solo));
+  return failures ? 1 : 0;
+}

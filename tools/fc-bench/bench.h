@@ -1,0 +1,66 @@
+// Shared by the fc-bench modes: options, the per-rank context, timing of CUDA-graph
+// replays and the small all-reduce based helpers that combine per-rank results.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusedcomm.h"
+#include "nccl.h"
+
+#define CUDA_OK(call)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (call);                                                            \
+    if (e_ != cudaSuccess) {                                                            \
+      fprintf(stderr, "fc-bench: %s failed: %s\n", #call, cudaGetErrorString(e_));     \
+      exit(1);                                                                          \
+    }                                                                                   \
+  } while (0)
+
+#define FC_OK(call)                                                                     \
+  do {                                                                                  \
+    fcResult_t r_ = (call);                                                             \
+    if (r_ != fcSuccess) {                                                              \
+      fprintf(stderr, "fc-bench: %s failed: %s: %s\n", #call, fcGetErrorString(r_),     \
+              fcGetLastError(nullptr));                                                 \
+      exit(1);                                                                          \
+    }                                                                                   \
+  } while (0)
+
+enum class Mode { AllReduce, ReduceScatter, AllGather };
+
+struct Options {
+  std::string minBytes = "8", maxBytes = "", dtype = "bf16", algo = "auto";
+  double factor = 2;
+  int iters = 20, warmup = 5, replays = 20;
+  bool check = true, symmetric = false, nccl = true, csv = false, json = false;
+};
+
+struct Ctx {
+  fcComm_t comm;
+  int rank, nranks;
+  cudaStream_t stream;
+  NcclApi nccl;
+  NcclApi::Comm ncclComm = nullptr;  // null: no NCCL columns
+};
+
+size_t parseBytes(const std::string& s);
+fcDataType_t parseType(const std::string& s);
+
+// Share `values` (one per rank) with every rank through our own all-reduce.
+std::vector<float> gatherFloats(const Ctx& c, const std::vector<float>& mine, size_t perRank);
+double maxOverRanks(const Ctx& c, double v);
+
+// NCCL's communicator next to ours (rank 0's id shared through our all-reduce).
+bool initNccl(Ctx& c, std::string* why);
+
+// Median time of one call (us): graph replays of `iters` calls of `op`.
+double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op);
+
+// fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
+int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);

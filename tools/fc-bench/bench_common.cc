@@ -1,0 +1,89 @@
+#include "bench.h"
+
+#include <algorithm>
+
+size_t parseBytes(const std::string& s) {
+  char* end = nullptr;
+  double v = strtod(s.c_str(), &end);
+  double scale = 1;
+  if (*end == 'K' || *end == 'k') scale = 1024;
+  else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024;
+  else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024;
+  return size_t(v * scale);
+}
+
+fcDataType_t parseType(const std::string& s) {
+  if (s == "bf16" || s == "bfloat16") return fcBfloat16;
+  if (s == "fp16" || s == "half" || s == "float16") return fcFloat16;
+  if (s == "fp32" || s == "float" || s == "float32") return fcFloat32;
+  fprintf(stderr, "fc-bench: unknown dtype %s (bf16, fp16, fp32)\n", s.c_str());
+  exit(2);
+}
+
+// Share `values` (one per rank) with every rank through our own all-reduce: each
+// rank fills its slot of a zeroed vector, the sum then holds every rank's value.
+std::vector<float> gatherFloats(const Ctx& c, const std::vector<float>& mine, size_t perRank) {
+  std::vector<float> h(perRank * size_t(c.nranks), 0.f);
+  std::copy(mine.begin(), mine.end(), h.begin() + ptrdiff_t(perRank * size_t(c.rank)));
+  float* d;
+  CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&d), h.size() * sizeof(float)));
+  CUDA_OK(cudaMemcpyAsync(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice, c.stream));
+  FC_OK(fcAllReduceOneShot(d, d, h.size(), fcFloat32, fcSum, c.comm, c.stream));
+  CUDA_OK(cudaMemcpyAsync(h.data(), d, h.size() * sizeof(float), cudaMemcpyDeviceToHost, c.stream));
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  CUDA_OK(cudaFree(d));
+  return h;
+}
+
+double maxOverRanks(const Ctx& c, double v) {
+  std::vector<float> all = gatherFloats(c, {float(v)}, 1);
+  return *std::max_element(all.begin(), all.end());
+}
+
+// NCCL's unique id from rank 0, byte by byte as exact fp32 sums.
+bool initNccl(Ctx& c, std::string* why) {
+  if (!c.nccl.load(why)) return false;
+  NcclApi::UniqueId id{};
+  std::vector<float> bytes(sizeof id.internal, 0.f);
+  if (c.rank == 0) {
+    if (c.nccl.getUniqueId(&id) != 0) return *why = "ncclGetUniqueId failed", false;
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = float(uint8_t(id.internal[i]));
+  }
+  std::vector<float> all = gatherFloats(c, c.rank == 0 ? bytes : std::vector<float>(bytes.size(), 0.f),
+                                        bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) id.internal[i] = char(uint8_t(all[i]));
+  const int r = c.nccl.commInitRank(&c.ncclComm, c.nranks, id, c.rank);
+  if (r != 0) return *why = std::string("ncclCommInitRank: ") + c.nccl.getErrorString(r), false;
+  return true;
+}
+
+// Median time of one call (us): graph replays of `iters` calls of `op`.
+double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < o.iters; ++i) op();
+  CUDA_OK(cudaStreamEndCapture(c.stream, &graph));
+  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < o.warmup; ++i) CUDA_OK(cudaGraphLaunch(exec, c.stream));
+  cudaEvent_t start, stop;
+  CUDA_OK(cudaEventCreate(&start));
+  CUDA_OK(cudaEventCreate(&stop));
+  std::vector<float> ms;
+  for (int r = 0; r < o.replays; ++r) {
+    CUDA_OK(cudaEventRecord(start, c.stream));
+    CUDA_OK(cudaGraphLaunch(exec, c.stream));
+    CUDA_OK(cudaEventRecord(stop, c.stream));
+    CUDA_OK(cudaEventSynchronize(stop));
+    float t;
+    CUDA_OK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  CUDA_OK(cudaEventDestroy(start));
+  CUDA_OK(cudaEventDestroy(stop));
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+  return 1000.0 * ms[ms.size() / 2] / o.iters;
+}
+
