@@ -1,4 +1,6 @@
 // Fused GEMM + communication entry points: validate, then hand over to src/fused.
+#include <cstdint>
+
 #include "api/api.h"
 #include "fused/fused.h"
 

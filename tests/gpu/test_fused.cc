@@ -5,7 +5,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>

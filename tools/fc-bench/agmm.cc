@@ -11,7 +11,9 @@
 //   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (inputs are
 //   small integers, so the products are exact and relerr must be 0).
 // Times: median of -r graph replays of -n calls, max over ranks.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "bench.h"

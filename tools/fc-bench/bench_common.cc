@@ -1,6 +1,7 @@
 #include "bench.h"
 
 #include <algorithm>
+#include <cstdint>
 
 size_t parseBytes(const std::string& s) {
   char* end = nullptr;
