@@ -340,6 +340,30 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
                              size_t K, fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
                              cudaStream_t stream);
 
+/* Matmul + reduce-scatter (tensor-parallel output layer): every rank multiplies its
+ * own A by its own op(B); the partial products are summed over ranks and scattered
+ * by rows:
+ *   C (on rank r) = rows [r*M/nranks, (r+1)*M/nranks) of  sum over ranks of A x op(B)
+ *   A: [M, K] row-major, contiguous, this rank's operand.
+ *   B: [K, N] row-major (fcOpN) or [N, K] row-major (fcOpT, a torch.nn.Linear weight).
+ *   C: [M/nranks, N] row-major.
+ *   M a multiple of nranks; M, N, K > 0; datatype fcBfloat16 or fcFloat16. The
+ *   products and the sum over ranks are accumulated in fp32 and rounded once.
+ * Algorithm (seed 002, with cuBLASLt GEMMs): at step t = 1..nranks-1 every rank
+ * computes, in fp32, the row block of rank+t (destination order, starting with
+ * rank+1) into its symmetric workspace, and every rank's copy engine pulls the block
+ * computed for it at that step while the next GEMM runs; the local block last; then
+ * one SM pass sums the nranks blocks and rounds. Blocks larger than half the
+ * workspace (fp32: M/nranks * N * 4 bytes) or too small to fill two GEMM waves take
+ * the unfused path (one GEMM, an fp32 reduce-scatter, one rounding).
+ * FC_MMRS_ALGO=fused | unfused | auto overrides. Temporary fp32 buffers come from the
+ * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
+ * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective.
+ * Errors: as fcAllGatherMatmul (C must not overlap A or B). */
+fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
+                                 fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                                 cudaStream_t stream);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -26,6 +26,12 @@ fcResult_t checkGemmArgs(const char* fn, size_t M, size_t N, size_t K, fcOperati
   return fcSuccess;
 }
 
+fc::FusedChoice fusedChoice(fc::FusedAlgo a) {
+  return a == fc::FusedAlgo::Fused ? fc::FusedChoice::Fused
+         : a == fc::FusedAlgo::Unfused ? fc::FusedChoice::Unfused
+                                       : fc::FusedChoice::Auto;
+}
+
 }  // namespace
 
 FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,
@@ -56,10 +62,33 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   FC_CHECK(fc::checkStream(comm, fn, stream, &channel));
   fc::SymSource src{};
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
-  const fc::FusedChoice choice = comm->params.allGatherMatmulAlgo == fc::FusedAlgo::Fused     ? fc::FusedChoice::Fused
-                                 : comm->params.allGatherMatmulAlgo == fc::FusedAlgo::Unfused ? fc::FusedChoice::Unfused
-                                                                                               : fc::FusedChoice::Auto;
+  const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
   const fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype};
   return fc::launchAllGatherMatmul(comm->dev, channel, *comm->copies[size_t(channel)], *comm->gemm, args,
                                    zeroCopy ? &src : nullptr, choice, stream);
+}
+
+FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
+                                        fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                                        cudaStream_t stream) {
+  fc::clearError();
+  const char* fn = "fcMatmulReduceScatter";
+  FC_CHECK(fc::checkComm(comm, fn));
+  FC_CHECK(checkGemmArgs(fn, M, N, K, transB, datatype));
+  const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
+  if (M % W != 0)
+    return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
+  if (A == nullptr || B == nullptr || C == nullptr)
+    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, A == nullptr ? "A" : B == nullptr ? "B" : "C");
+  for (const void* p : {A, B, static_cast<const void*>(C)})
+    if (reinterpret_cast<uintptr_t>(p) % es)
+      return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn, es);
+  const size_t cBytes = M / W * N * es;
+  if (overlaps(C, cBytes, A, M * K * es) || overlaps(C, cBytes, B, K * N * es))
+    return fc::setError(fcInvalidArgument, "%s: C must not overlap A or B", fn);
+  int channel = 0;
+  FC_CHECK(fc::checkStream(comm, fn, stream, &channel));
+  const fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype};
+  return fc::launchMatmulReduceScatter(comm->dev, channel, *comm->copies[size_t(channel)], *comm->gemm, args,
+                                       fusedChoice(comm->params.matmulReduceScatterAlgo), stream);
 }

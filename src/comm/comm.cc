@@ -50,6 +50,7 @@ const char* opName(uint32_t op) {
     case Op::ReduceScatterCe: return "fcReduceScatter(copy engine)";
     case Op::AllGatherCe: return "fcAllGather(copy engine)";
     case Op::AllGatherMatmul: return "fcAllGatherMatmul";
+    case Op::MatmulReduceScatter: return "fcMatmulReduceScatter";
     default: return "unknown op";
   }
 }

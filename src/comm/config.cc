@@ -23,6 +23,15 @@ fcResult_t moveAlgoFromEnv(const char* name, MoveAlgo* algo) {
   else return setError(fcInvalidArgument, "%s=%s: use sm, ce or auto", name, v);
   return fcSuccess;
 }
+fcResult_t fusedAlgoFromEnv(const char* name, FusedAlgo* algo) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return fcSuccess;
+  if (!strcmp(v, "auto")) *algo = FusedAlgo::Auto;
+  else if (!strcmp(v, "fused")) *algo = FusedAlgo::Fused;
+  else if (!strcmp(v, "unfused")) *algo = FusedAlgo::Unfused;
+  else return setError(fcInvalidArgument, "%s=%s: use fused, unfused or auto", name, v);
+  return fcSuccess;
+}
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -44,12 +53,8 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   }
   FC_CHECK(moveAlgoFromEnv("FC_REDUCE_SCATTER_ALGO", &p->reduceScatterAlgo));
   FC_CHECK(moveAlgoFromEnv("FC_ALLGATHER_ALGO", &p->allGatherAlgo));
-  if (const char* v = getenv("FC_AGMM_ALGO"); v != nullptr && *v != '\0') {
-    if (!strcmp(v, "auto")) p->allGatherMatmulAlgo = FusedAlgo::Auto;
-    else if (!strcmp(v, "fused")) p->allGatherMatmulAlgo = FusedAlgo::Fused;
-    else if (!strcmp(v, "unfused")) p->allGatherMatmulAlgo = FusedAlgo::Unfused;
-    else return setError(fcInvalidArgument, "FC_AGMM_ALGO=%s: use fused, unfused or auto", v);
-  }
+  FC_CHECK(fusedAlgoFromEnv("FC_AGMM_ALGO", &p->allGatherMatmulAlgo));
+  FC_CHECK(fusedAlgoFromEnv("FC_MMRS_ALGO", &p->matmulReduceScatterAlgo));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

@@ -51,6 +51,7 @@ enum class Op : uint32_t {
   ReduceScatterCe = 6,  // copy-engine variants: their barriers carry these
   AllGatherCe = 7,
   AllGatherMatmul = 8,
+  MatmulReduceScatter = 9,
 };
 
 // Why a device wait gave up, as recorded in an error record.

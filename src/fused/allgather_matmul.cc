@@ -34,14 +34,6 @@ namespace {
 double pullSeconds(size_t bytes) { return double(bytes) / 350e9 + 8e-6; }
 double gemmSeconds(size_t rows, size_t N, size_t K) { return 2.0 * double(rows) * N * K / 600e12 + 5e-6; }
 
-// Overlap pays when every shard's GEMM fills at least two waves of 128x128 tiles on
-// a 132-SM GPU; below that the per-shard GEMMs run partly empty and one GEMM after
-// the gather is faster.
-bool overlapPays(size_t shardRows, size_t N) {
-  const size_t tiles = ((shardRows + 127) / 128) * ((N + 127) / 128);
-  return tiles >= 2 * 132;
-}
-
 struct Group {
   int first, last;  // pull steps t (1..W-1), inclusive
 };
@@ -76,6 +68,11 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
 }
 
 }  // namespace
+
+bool overlapPays(size_t shardRows, size_t N) {
+  const size_t tiles = ((shardRows + 127) / 128) * ((N + 127) / 128);
+  return tiles >= 2 * 132;
+}
 
 fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                  const AllGatherMatmulArgs& a, const SymSource* symA, FusedChoice choice,

@@ -26,10 +26,36 @@ struct AllGatherMatmulArgs {
 
 enum class FusedChoice { Auto, Fused, Unfused };
 
+// Overlapping communication with per-block GEMMs pays when every block's GEMM
+// (shardRows x N) fills at least two waves of 128x128 tiles on a 132-SM GPU; below
+// that the per-block GEMMs run partly empty and the unfused path is faster
+// (measured: docs/perf.md).
+bool overlapPays(size_t shardRows, size_t N);
+
 // C = allgather(A) x op(B); see fcAllGatherMatmul. symmetricA: where every rank's A
 // lies in symmetric memory (zero-copy), or NULL.
 fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                  const AllGatherMatmulArgs& a, const SymSource* symmetricA,
                                  FusedChoice choice, cudaStream_t stream);
+
+struct MatmulReduceScatterArgs {
+  const void* A;  // [M, K]
+  const void* B;  // [K, N] (fcOpN) or [N, K] (fcOpT)
+  void* C;        // [M/W, N]
+  size_t M, N, K;
+  fcOperation_t transB;
+  fcDataType_t datatype;
+};
+
+// C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
+// fcMatmulReduceScatter.
+fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                                     const MatmulReduceScatterArgs& a, FusedChoice choice,
+                                     cudaStream_t stream);
+
+// out[i] = round(own[i] + sum_j received[j * blockElems + i]), fp32 sums, i < n.
+// own and received 16-byte aligned.
+fcResult_t launchReducePartials(const float* own, const float* received, size_t blockElems, int nreceived,
+                                void* out, size_t n, fcDataType_t datatype, cudaStream_t stream);
 
 }  // namespace fc

@@ -58,13 +58,13 @@ fcResult_t Gemm::init() {
   return fcSuccess;
 }
 
-// key: rows, N, K, transB, dtype, alignment of A, B, C.
+// key: rows, N, K, transB, dtype, alignment of A, B, C, fp32 output.
 fcResult_t Gemm::plan(const Key& key, Plan** out) {
   if (auto it = plans_.find(key); it != plans_.end()) {
     *out = it->second;
     return fcSuccess;
   }
-  const auto [rows, N, K, transB, dt, alA, alB, alC] = key;
+  const auto [rows, N, K, transB, dt, alA, alB, alC, fp32Out] = key;
   const cudaDataType_t type = dt == fcBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
   auto p = std::make_unique<Plan>();
   // Column-major view: m = N, n = rows, k = K. The "A" operand is B, the "B" operand is A.
@@ -79,7 +79,7 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
   else
     FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, type, N, K, int64_t(N)));
   FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, type, K, rows, int64_t(K)));
-  FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, type, N, rows, int64_t(N)));
+  FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, fp32Out ? CUDA_R_32F : type, N, rows, int64_t(N)));
 
   cublasLtMatmulPreference_t pref = nullptr;
   FC_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -110,9 +110,10 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
 }
 
 fcResult_t Gemm::matmul(const void* A, size_t rows, const void* B, void* C, size_t N, size_t K,
-                        fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream) {
+                        fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out) {
   Plan* p = nullptr;
-  FC_CHECK(plan(Key{rows, N, K, int(transB), int(datatype), alignmentOf(A), alignmentOf(B), alignmentOf(C)},
+  FC_CHECK(plan(Key{rows, N, K, int(transB), int(datatype), alignmentOf(A), alignmentOf(B), alignmentOf(C),
+                    fp32Out},
                 &p));
   const float alpha = 1.f, beta = 0.f;
   FC_LT_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->desc, &alpha, B, p->a, A, p->b, &beta,

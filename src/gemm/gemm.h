@@ -31,13 +31,14 @@ class Gemm {
   // Create the handle and the workspace on the current device.
   fcResult_t init();
 
-  // Enqueue C = A x op(B) on `stream` (see above). rows, N, K > 0.
+  // Enqueue C = A x op(B) on `stream` (see above). rows, N, K > 0. With fp32Out, C
+  // is fp32 (the unrounded partial product that a reduction sums before rounding).
   fcResult_t matmul(const void* A, size_t rows, const void* B, void* C, size_t N, size_t K,
-                    fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream);
+                    fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out = false);
 
  private:
   struct Plan;
-  using Key = std::tuple<size_t, size_t, size_t, int, int, int, int, int>;
+  using Key = std::tuple<size_t, size_t, size_t, int, int, int, int, int, bool>;
   fcResult_t plan(const Key& key, Plan** out);
 
   void* handle_ = nullptr;  // cublasLtHandle_t

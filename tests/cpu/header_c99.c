@@ -60,6 +60,8 @@ struct fc_probe_api {
   fcResult_t (*allGather)(const void*, void*, size_t, fcDataType_t, fcComm_t, cudaStream_t);
   fcResult_t (*allGatherMatmul)(const void*, const void*, void*, void*, size_t, size_t, size_t,
                                 fcOperation_t, fcDataType_t, fcComm_t, cudaStream_t);
+  fcResult_t (*matmulReduceScatter)(const void*, const void*, void*, size_t, size_t, size_t, fcOperation_t,
+                                    fcDataType_t, fcComm_t, cudaStream_t);
 };
 
 /* The config initializer is a constant expression usable in C. */
@@ -96,10 +98,12 @@ int fc_header_c99_probe(void) {
   api.reduceScatter = fcReduceScatter;
   api.allGather = fcAllGather;
   api.allGatherMatmul = fcAllGatherMatmul;
+  api.matmulReduceScatter = fcMatmulReduceScatter;
   bound += api.commInitRankConfig != NULL && api.commInitAll != NULL && api.commAbort != NULL &&
            api.commGetAsyncError != NULL && api.barrier != NULL && api.memAlloc != NULL &&
            api.memFree != NULL && api.allReduce != NULL && api.reduceScatter != NULL &&
-           api.allGather != NULL && api.allGatherMatmul != NULL && fcOpN == 0 && fcOpT == 1 &&
+           api.allGather != NULL && api.allGatherMatmul != NULL &&
+           api.matmulReduceScatter != NULL && fcOpN == 0 && fcOpT == 1 &&
            kDefaultConfig.size == sizeof(fcConfig_t);
 
   bound += api.getErrorString != NULL;

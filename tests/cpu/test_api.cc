@@ -284,7 +284,8 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_TIMEOUT_MS", "10x"}, Case{"FC_TIMEOUT_MS", "0"},
                         Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"},
                         Case{"FC_ALLREDUCE_ALGO", "ring"}, Case{"FC_REDUCE_SCATTER_ALGO", "dma"},
-                        Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"}}) {
+                        Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"},
+                        Case{"FC_MMRS_ALGO", "1"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -358,6 +359,9 @@ TEST_CASE("communicator calls reject a NULL or dead comm", "[api][comm]") {
     CHECK(fcAllGatherMatmul(&out, &out, &out, nullptr, 4, 4, 4, fcOpN, fcBfloat16, nullptr, nullptr) ==
           fcInvalidArgument);
     CHECK_THAT(lastError(), ContainsSubstring("fcAllGatherMatmul"));
+    CHECK(fcMatmulReduceScatter(&out, &out, &out, 4, 4, 4, fcOpN, fcBfloat16, nullptr, nullptr) ==
+          fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcMatmulReduceScatter"));
     CHECK(out == -7);  // outputs untouched
   }
   SECTION("memory that is not a live communicator") {

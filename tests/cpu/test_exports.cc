@@ -78,7 +78,7 @@ const std::set<std::string> kPublic = {
     "fcCommDestroy",    "fcCommCount",    "fcCommUserRank", "fcCommCuDevice", "fcAllReduceOneShot",
     "fcCommInitRankConfig", "fcCommInitAll", "fcCommAbort", "fcCommGetAsyncError", "fcBarrier",
     "fcMemAlloc", "fcMemFree", "fcAllReduce", "fcReduceScatter", "fcAllGather",
-    "fcAllGatherMatmul",
+    "fcAllGatherMatmul", "fcMatmulReduceScatter",
 };
 
 }  // namespace

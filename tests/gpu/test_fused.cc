@@ -207,3 +207,124 @@ TEST_CASE("fcAllGatherMatmul: bad shapes and arguments are rejected and touch no
   for (char c : h) touched += c != 0x7f;
   CHECK(touched == 0);
 }
+
+namespace {
+
+// fcMatmulReduceScatter: rank r's A_r [M, K] and B_r from seeds; the expected block
+// of `rank` is the exact integer sum over ranks, rounded once.
+struct MmrsProblem {
+  size_t ms, N, K;
+  fcOperation_t transB;
+  fcDataType_t t;
+  uint64_t seedA, seedB;
+  int W, rank;
+  float c(size_t i, size_t j) const {  // i: row within this rank's block
+    long s = 0;
+    const size_t row = size_t(rank) * ms + i;
+    for (int r = 0; r < W; ++r)
+      for (size_t k = 0; k < K; ++k) {
+        const int b = transB == fcOpN ? fcPatternValue(seedB, r, k * N + j) : fcPatternValue(seedB, r, j * K + k);
+        s += long(fcPatternValue(seedA, r, row * K + k)) * b;
+      }
+    return roundTo(t, float(s));
+  }
+};
+
+size_t checkMmrs(const MmrsProblem& p, const std::vector<char>& C) {
+  size_t bad = 0;
+  if (p.ms * p.N * p.K * size_t(p.W) <= (16u << 20)) {
+    for (size_t i = 0; i < p.ms; ++i)
+      for (size_t j = 0; j < p.N; ++j) bad += !(fcLoad(C.data(), p.t, i * p.N + j) == p.c(i, j));
+    return bad;
+  }
+  for (size_t e = 0; e < p.ms * p.N; ++e) bad += fcLoad(C.data(), p.t, e) != fcLoad(C.data(), p.t, e);
+  std::mt19937_64 rng(p.seedA);
+  for (int s = 0; s < 2000; ++s) {
+    const size_t i = rng() % p.ms, j = rng() % p.N;
+    bad += !(fcLoad(C.data(), p.t, i * p.N + j) == p.c(i, j));
+  }
+  return bad;
+}
+
+// Upload this rank's A and B of `p`, poison C.
+void uploadMmrs(const MmrsProblem& p, void* A, void* B, void* C) {
+  const size_t M = p.ms * size_t(p.W);
+  std::vector<char> ha = pattern(p.t, M * p.K, p.seedA, p.rank), hb = pattern(p.t, p.K * p.N, p.seedB, p.rank);
+  CUDA_REQUIRE(cudaMemcpy(A, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemcpy(B, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemset(C, 0xff, p.ms * p.N * 2));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+}
+
+}  // namespace
+
+TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes, rounded once") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  struct Shape {
+    size_t ms, N, K;
+  };
+  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}};
+  cudaStream_t s = env.streams[1];
+  for (fcDataType_t t : {fcBfloat16, fcFloat16})
+    for (fcOperation_t op : {fcOpN, fcOpT})
+      for (const Shape& sh : shapes) {
+        const MmrsProblem p{sh.ms, sh.N, sh.K, op, t, nextSeed(), nextSeed(), W, env.rank};
+        const size_t M = sh.ms * size_t(W);
+        Dev A(M * sh.K * 2), B(sh.K * sh.N * 2), C(sh.ms * sh.N * 2);
+        uploadMmrs(p, A.p, B.p, C.p);
+        const fcResult_t r = fcMatmulReduceScatter(A.p, B.p, C.p, M, sh.N, sh.K, op, t, env.comm, s);
+        CUDA_REQUIRE(cudaStreamSynchronize(s));
+        INFO(fcTypeName(t) << (op == fcOpT ? " B^T" : " B") << " M " << M << " N " << sh.N << " K " << sh.K << ": "
+                           << fcGetLastError(nullptr));
+        CHECK(r == fcSuccess);
+        CHECK(checkMmrs(p, download(C.p, sh.ms * sh.N * 2)) == 0);
+      }
+}
+
+TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad arguments touch nothing") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  const size_t ms = 96, N = 520, K = 264, M = ms * size_t(W);
+  Dev A(M * K * 2), B(K * N * 2), C1(ms * N * 2), C2(ms * N * 2);
+  cudaStream_t s = env.streams[0];
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const fcResult_t r1 = fcMatmulReduceScatter(A.p, B.p, C1.p, M, N, K, fcOpN, fcBfloat16, env.comm, s);
+  const fcResult_t r2 = fcMatmulReduceScatter(A.p, B.p, C2.p, M, N, K, fcOpN, fcBfloat16, env.comm, s);
+  cudaGraph_t graph;
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  INFO(fcGetLastError(nullptr));
+  REQUIRE((r1 == fcSuccess && r2 == fcSuccess));
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    const MmrsProblem p{ms, N, K, fcOpN, fcBfloat16, nextSeed(), nextSeed(), W, env.rank};
+    uploadMmrs(p, A.p, B.p, C1.p);
+    CUDA_REQUIRE(cudaMemset(C2.p, 0xff, ms * N * 2));
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    INFO("replay " << replay);
+    CHECK(checkMmrs(p, download(C1.p, ms * N * 2)) == 0);
+    CHECK(checkMmrs(p, download(C2.p, ms * N * 2)) == 0);
+  }
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+
+  CUDA_REQUIRE(cudaMemset(C1.p, 0x7f, ms * N * 2));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  auto rejects = [&](fcResult_t r, const char* what) {
+    INFO(what << ": " << fcGetLastError(nullptr));
+    CHECK(r == fcInvalidArgument);
+    CHECK(std::string(fcGetLastError(nullptr)).find("fcMatmulReduceScatter") != std::string::npos);
+  };
+  if (W > 1) rejects(fcMatmulReduceScatter(A.p, B.p, C1.p, M + 1, N, K, fcOpN, fcBfloat16, env.comm, s), "M % W");
+  rejects(fcMatmulReduceScatter(A.p, B.p, C1.p, M, 0, K, fcOpN, fcBfloat16, env.comm, s), "N = 0");
+  rejects(fcMatmulReduceScatter(A.p, B.p, C1.p, M, N, K, fcOpN, fcFloat32, env.comm, s), "fp32");
+  rejects(fcMatmulReduceScatter(A.p, nullptr, C1.p, M, N, K, fcOpN, fcBfloat16, env.comm, s), "B NULL");
+  rejects(fcMatmulReduceScatter(A.p, B.p, A.p, M, N, K, fcOpN, fcBfloat16, env.comm, s), "C overlaps A");
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  std::vector<char> h = download(C1.p, ms * N * 2);
+  size_t touched = 0;
+  for (char c : h) touched += c != 0x7f;
+  CHECK(touched == 0);
+}

@@ -64,3 +64,6 @@ double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op
 
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
+
+// fc-bench mmrs (mmrs.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
+int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);

@@ -167,6 +167,15 @@ int main(int argc, char** argv) {
   agmm->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
   agmm->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
   agmm->add_option("--nccl", o.nccl, "time NCCL all-gather + GEMM when libnccl.so.2 loads (1/0)");
+  CLI::App* mmrs = app.add_subcommand("mmrs", "fcMatmulReduceScatter vs the GEMM alone and GEMM + reduce-scatter");
+  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;512,8192,8192";
+  mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
+  mmrs->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
+  mmrs->add_option("-d,--datatype", o.dtype, "bf16 | fp16");
+  mmrs->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
+  mmrs->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
+  mmrs->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
+  mmrs->add_option("--nccl", o.nccl, "time GEMM + NCCL reduce-scatter when libnccl.so.2 loads (1/0)");
   for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
     sub->add_option("-e,--maxbytes", o.maxBytes, "largest size (default 64M all-reduce, 256M others)");
@@ -192,7 +201,8 @@ int main(int argc, char** argv) {
   // -A sets the library's env knob; without it the knob (or "auto") is what runs.
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
-  if (!agmm->parsed()) {
+  const bool gemmMode = agmm->parsed() || mmrs->parsed();
+  if (!gemmMode) {
     if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
     else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
   } else if (o.iters == Options{}.iters) {
@@ -213,7 +223,9 @@ int main(int argc, char** argv) {
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
-  const int rc = agmm->parsed() ? benchAgmm(c, o, shapes, transB) : bench(c, o, mode);
+  const int rc = agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
+                 : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
+                                  : bench(c, o, mode);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
   CUDA_OK(cudaStreamDestroy(c.stream));
   FC_OK(fcCommDestroy(c.comm));

@@ -1,0 +1,109 @@
+// fc-bench mmrs: fcMatmulReduceScatter against the GEMM alone and the unfused
+// GEMM + reduce-scatter, in one run.
+//
+// Columns per shape (M, N, K) and transB:
+//   gemm      the GEMM alone, [M, K] x op(B) -> [M, N] (the same cuBLASLt call,
+//             through a one-rank communicator of our own)
+//   nccl      that GEMM, then ncclReduceScatter of the bf16 products (when NCCL loads)
+//   fc        that GEMM, then fcReduceScatter
+//   fused     fcMatmulReduceScatter
+//   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
+//   the fused op (2MNK per rank), and relerr: max relative error of 1000 sampled
+//   elements of C against the exact result (integer inputs; must be 0).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <sstream>
+
+#include "bench.h"
+#include "fc_data.h"
+
+int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  std::string why;
+  const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
+  fcUniqueId id;
+  FC_OK(fcGetUniqueId(&id));
+  fcComm_t solo;
+  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  if (c.rank == 0) {
+    printf("# fc-bench mmrs: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n",
+           c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
+    printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
+           "tflops,relerr,check\n");
+  }
+  int failures = 0;
+  std::stringstream ss(shapes);
+  for (std::string item; std::getline(ss, item, ';');) {
+    size_t M, N, K;
+    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M % W) {
+      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M a multiple of %zu)\n", item.c_str(), W);
+      exit(2);
+    }
+    const size_t ms = M / W;
+    void *A, *B, *P, *C, *Crs;
+    CUDA_OK(cudaMalloc(&A, M * K * es));
+    CUDA_OK(cudaMalloc(&B, K * N * es));
+    CUDA_OK(cudaMalloc(&P, M * N * es));
+    CUDA_OK(cudaMalloc(&C, ms * N * es));
+    CUDA_OK(cudaMalloc(&Crs, ms * N * es));
+    const uint64_t seedA = fcSplitMix(M * 131 + N * 7 + K), seedB = seedA + 1;
+    std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
+    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    h = fcPatternInput(type, K * N, seedB, c.rank);
+    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    for (fcOperation_t op : {fcOpN, fcOpT}) {
+      if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
+      CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
+      FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream));
+      std::vector<char> got(ms * N * es);
+      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      double err = 0;
+      std::mt19937_64 rng(seedA + size_t(op));
+      for (int s = 0; s < 1000; ++s) {
+        const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
+        double want = 0;
+        for (size_t r = 0; r < W; ++r)
+          for (size_t k = 0; k < K; ++k)
+            want += double(fcPatternValue(seedA, int(r), row * K + k)) *
+                    fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
+        char rounded[4];
+        fcStore(rounded, type, 0, float(want));
+        const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
+                         std::max(1.0, std::fabs(want));
+        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+      }
+      const double relerr = maxOverRanks(c, err);
+      auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
+      const double gemmUs = maxOverRanks(c, timeGraph(c, o, gemm));
+      const double fcUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        gemm();
+        FC_OK(fcReduceScatter(P, Crs, ms * N, type, fcSum, c.comm, c.stream));
+      }));
+      double ncclUs = 0;
+      if (haveNccl)
+        ncclUs = maxOverRanks(c, timeGraph(c, o, [&] {
+          gemm();
+          if (c.nccl.reduceScatter(P, Crs, ms * N, int(type), 0, c.ncclComm, c.stream) != 0) exit(1);
+        }));
+      const double fusedUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream));
+      }));
+      const bool ok = relerr == 0.0;
+      failures += !ok;
+      if (c.rank == 0) {
+        const double unfused = haveNccl ? ncclUs : fcUs;
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s\n", M, N, K, fcTypeName(type),
+               op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs, unfused / fusedUs,
+               2.0 * double(M) * double(N) * double(K) / (fusedUs * 1e6), relerr, ok ? "OK" : "FAIL");
+        fflush(stdout);
+      }
+    }
+    for (void* p : {A, B, P, C, Crs}) CUDA_OK(cudaFree(p));
+  }
+  FC_OK(fcCommDestroy(solo));
+  return failures ? 1 : 0;
+}
