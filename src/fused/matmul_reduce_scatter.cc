@@ -19,7 +19,8 @@
 // Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
 //
 // Unfused (small blocks, or a block larger than a workspace slot): one GEMM of all
-// rows in fp32, a reduce-scatter of the fp32 partials, one rounding.
+// rows in fp32 (into our workspace when it is small: the SM reduce-scatter then
+// reads it there), a reduce-scatter of the fp32 partials, one rounding.
 #include <algorithm>
 
 #include "collectives/collectives.h"
@@ -45,23 +46,38 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                      : choice == FusedChoice::Unfused ? false
                                                       : fits && overlapPays(ms, a.N);
   FC_TRACE("fcMatmulReduceScatter: M %zu N %zu K %zu: %s", a.M, a.N, a.K, fused ? "fused" : "unfused");
-  float* buf = nullptr;  // fused: W-1 pulled blocks + our own; unfused: all partials + our sum
-  const size_t bufElems = fused ? size_t(W) * blockElems : a.M * a.N + blockElems;
-  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), bufElems * sizeof(float), stream));
-
   if (!fused) {
-    float* sum = buf + a.M * a.N;
-    FC_CHECK(gemm.matmul(A, a.M, a.B, buf, a.N, a.K, a.transB, a.datatype, stream, true));
-    // fcReduceScatter's choice: copy engine from 32 MiB of input.
-    if (a.M * a.N * sizeof(float) >= (32u << 20))
-      FC_CHECK(launchReduceScatterCe(dc, channel, copies, buf, sum, blockElems, fcFloat32, stream));
-    else
-      FC_CHECK(launchReduceScatter(dc, channel, buf, sum, blockElems, fcFloat32, nullptr, stream));
+    const size_t partials = a.M * a.N * sizeof(float);
+    float* sum = nullptr;
+    FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&sum), partBytes, stream));
+    const bool small = partials < (32u << 20);  // fcReduceScatter's SM / copy-engine crossover
+    if (small && partials <= dc.workspaceBytes && blockElems % 4 == 0) {
+      // The GEMM writes its fp32 products straight into our workspace and the SM
+      // reduce-scatter reads every rank's there (zero-copy: no staging pass; its
+      // 16-byte loads need blocks of a multiple of 4 floats). No peer reads our
+      // workspace between ops, and the kernel's departure barrier keeps it so.
+      const size_t wsOff = dc.workspaceOffset + size_t(channel) * dc.workspaceBytes;
+      float* mine = reinterpret_cast<float*>(dc.base + size_t(rank) * dc.stride + wsOff);
+      const SymSource src{dc.base, dc.stride, wsOff};
+      FC_CHECK(gemm.matmul(A, a.M, a.B, mine, a.N, a.K, a.transB, a.datatype, stream, true));
+      FC_CHECK(launchReduceScatter(dc, channel, mine, sum, blockElems, fcFloat32, &src, stream));
+    } else {
+      float* all = nullptr;
+      FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&all), partials, stream));
+      FC_CHECK(gemm.matmul(A, a.M, a.B, all, a.N, a.K, a.transB, a.datatype, stream, true));
+      if (small)
+        FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, fcFloat32, nullptr, stream));
+      else
+        FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, fcFloat32, stream));
+      FC_CUDA_CHECK(cudaFreeAsync(all, stream));
+    }
     FC_CHECK(launchReducePartials(sum, nullptr, blockElems, 0, a.C, blockElems, a.datatype, stream));
-    FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
+    FC_CUDA_CHECK(cudaFreeAsync(sum, stream));
     return fcSuccess;
   }
 
+  float* buf = nullptr;  // the W-1 pulled blocks, then our own
+  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), size_t(W) * partBytes, stream));
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), a.M);
   auto slotOf = [&](int r, int t) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, size_t(t))); };
   float* own = buf + size_t(W - 1) * blockElems;
