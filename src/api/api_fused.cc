@@ -11,9 +11,10 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return x < y + bn && y < x + an;
 }
 
-// Shape, dtype and transB checks shared by the fused GEMM ops.
-fcResult_t checkGemmArgs(const char* fn, size_t M, size_t N, size_t K, fcOperation_t transB,
-                         fcDataType_t datatype) {
+// Shape, dtype, transB and pointer checks shared by the fused GEMM ops (`extra`:
+// an optional fourth buffer, NULL allowed).
+fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N, size_t K, fcOperation_t transB,
+                         fcDataType_t datatype, const void* A, const void* B, const void* C, const void* extra) {
   if (datatype != fcBfloat16 && datatype != fcFloat16)
     return fc::setError(fcInvalidArgument, "%s: datatype %d: use fcBfloat16 or fcFloat16", fn, int(datatype));
   if (transB != fcOpN && transB != fcOpT)
@@ -23,6 +24,14 @@ fcResult_t checkGemmArgs(const char* fn, size_t M, size_t N, size_t K, fcOperati
   const size_t lim = SIZE_MAX / 2;
   if (M > lim / K || M > lim / N || K > lim / N)
     return fc::setError(fcInvalidArgument, "%s: M, N, K = %zu, %zu, %zu overflow", fn, M, N, K);
+  const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
+  if (M % W != 0)
+    return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
+  if (A == nullptr || B == nullptr || C == nullptr)
+    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, A == nullptr ? "A" : B == nullptr ? "B" : "C");
+  for (const void* p : {A, B, C, extra})
+    if (reinterpret_cast<uintptr_t>(p) % es)
+      return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn, es);
   return fcSuccess;
 }
 
@@ -40,15 +49,8 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   fc::clearError();
   const char* fn = "fcAllGatherMatmul";
   FC_CHECK(fc::checkComm(comm, fn));
-  FC_CHECK(checkGemmArgs(fn, M, N, K, transB, datatype));
+  FC_CHECK(checkGemmArgs(fn, comm, M, N, K, transB, datatype, A, B, C, Agathered));
   const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
-  if (M % W != 0)
-    return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
-  if (A == nullptr || B == nullptr || C == nullptr)
-    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, A == nullptr ? "A" : B == nullptr ? "B" : "C");
-  for (const void* p : {A, B, static_cast<const void*>(C), static_cast<const void*>(Agathered)})
-    if (reinterpret_cast<uintptr_t>(p) % es)
-      return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn, es);
   const size_t aBytes = M / W * K * es, bBytes = K * N * es, cBytes = M * N * es, gBytes = M * K * es;
   const char* inPlaceA = Agathered ? static_cast<const char*>(Agathered) + size_t(comm->rank) * aBytes : nullptr;
   if (overlaps(C, cBytes, A, aBytes) || overlaps(C, cBytes, B, bBytes) ||
@@ -74,15 +76,8 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   fc::clearError();
   const char* fn = "fcMatmulReduceScatter";
   FC_CHECK(fc::checkComm(comm, fn));
-  FC_CHECK(checkGemmArgs(fn, M, N, K, transB, datatype));
+  FC_CHECK(checkGemmArgs(fn, comm, M, N, K, transB, datatype, A, B, C, nullptr));
   const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
-  if (M % W != 0)
-    return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
-  if (A == nullptr || B == nullptr || C == nullptr)
-    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, A == nullptr ? "A" : B == nullptr ? "B" : "C");
-  for (const void* p : {A, B, static_cast<const void*>(C)})
-    if (reinterpret_cast<uintptr_t>(p) % es)
-      return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", fn, es);
   const size_t cBytes = M / W * N * es;
   if (overlaps(C, cBytes, A, M * K * es) || overlaps(C, cBytes, B, K * N * es))
     return fc::setError(fcInvalidArgument, "%s: C must not overlap A or B", fn);

@@ -63,12 +63,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
   fcComm_t solo = soloComm();
-  if (c.rank == 0) {
-    printf("# fc-bench agmm: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n",
-           c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
-    printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
-           "tflops,relerr,check\n");
-  }
+  printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {
     if (sh.M % W) {

@@ -88,3 +88,11 @@ double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op
   return 1000.0 * ms[ms.size() / 2] / o.iters;
 }
 
+
+void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
+  if (c.rank != 0) return;
+  printf("# fc-bench %s: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n", mode,
+         c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
+  printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
+         "tflops,relerr,check\n");
+}

@@ -28,12 +28,7 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   FC_OK(fcGetUniqueId(&id));
   fcComm_t solo;
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
-  if (c.rank == 0) {
-    printf("# fc-bench mmrs: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n",
-           c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
-    printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
-           "tflops,relerr,check\n");
-  }
+  printGemmHeader(c, o, "mmrs", haveNccl, why);
   int failures = 0;
   std::stringstream ss(shapes);
   for (std::string item; std::getline(ss, item, ';');) {
