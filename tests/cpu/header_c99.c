@@ -32,6 +32,20 @@ FC_PROBE_ASSERT(float16, fcFloat16 == 6);
 FC_PROBE_ASSERT(float32, fcFloat32 == 7);
 FC_PROBE_ASSERT(bfloat16, fcBfloat16 == 9);
 FC_PROBE_ASSERT(sum, fcSum == 0);
+FC_PROBE_ASSERT(op_n, fcOpN == 0);
+FC_PROBE_ASSERT(op_t, fcOpT == 1);
+
+/* fcConfig_t crosses the ABI: its layout on x86-64 / aarch64 Linux (LP64) is fixed;
+ * fields are only appended. */
+FC_PROBE_ASSERT(config_size_field, offsetof(fcConfig_t, size) == 0);
+FC_PROBE_ASSERT(config_magic, offsetof(fcConfig_t, magic) == 8);
+FC_PROBE_ASSERT(config_version, offsetof(fcConfig_t, version) == 12);
+FC_PROBE_ASSERT(config_blocking, offsetof(fcConfig_t, blocking) == 16);
+FC_PROBE_ASSERT(config_max_ctas, offsetof(fcConfig_t, maxCtas) == 20);
+FC_PROBE_ASSERT(config_channels, offsetof(fcConfig_t, channels) == 24);
+FC_PROBE_ASSERT(config_timeout, offsetof(fcConfig_t, timeoutMs) == 32);
+FC_PROBE_ASSERT(config_workspace, offsetof(fcConfig_t, workspaceBytes) == 40);
+FC_PROBE_ASSERT(config_sizeof, sizeof(fcConfig_t) == 48);
 
 /* Every public function, bound to a pointer of its declared type. */
 struct fc_probe_api {

@@ -21,6 +21,7 @@
 #include "fusedcomm.h"
 
 extern "C" int fc_header_c99_probe(void);
+int fc_header_cxx17_probe();
 
 using Catch::Matchers::ContainsSubstring;
 using Catch::Matchers::StartsWith;
@@ -73,8 +74,9 @@ constexpr size_t kRandomBegin = 8, kRandomEnd = 40, kSecretBegin = 24;
 
 }  // namespace
 
-TEST_CASE("the public header compiles as strict C99 and binds every function", "[api][header]") {
+TEST_CASE("the public header compiles as strict C99 and C++17 and binds every function", "[api][header]") {
   REQUIRE(fc_header_c99_probe() == FC_UNIQUE_ID_BYTES);
+  REQUIRE(fc_header_cxx17_probe() == 0);
   REQUIRE(sizeof(fcUniqueId) == 128);
 }
 
