@@ -1,0 +1,180 @@
+"""libfusedcomm from Python through ctypes: no compiled extension.
+
+    import fusedcomm
+    lib = fusedcomm.Library()              # dlopen libfusedcomm.so.0 (or $FC_LIBRARY)
+    comm = fusedcomm.Communicator.from_env(lib)   # under tools/fcrun
+    comm.all_reduce(x.data_ptr(), y.data_ptr(), x.numel(), fusedcomm.dtype_of(x), stream)
+
+Every function returns None or raises FcError, which carries the result code, its
+name and fcGetLastError's message. Pointers are plain integers (torch:
+tensor.data_ptr()), streams too (torch.cuda.current_stream().cuda_stream). The
+signatures mirror include/fusedcomm.h, which documents shapes, layouts and
+semantics.
+"""
+import ctypes
+import os
+
+# fcResult_t
+SUCCESS, UNHANDLED_CUDA_ERROR, SYSTEM_ERROR, INTERNAL_ERROR, INVALID_ARGUMENT = 0, 1, 2, 3, 4
+INVALID_USAGE, REMOTE_ERROR, IN_PROGRESS, TIMEOUT, NOT_SUPPORTED = 5, 6, 7, 8, 9
+NUM_RESULTS = 10
+# fcDataType_t, fcRedOp_t, fcOperation_t
+FLOAT16, FLOAT32, BFLOAT16 = 6, 7, 9
+SUM = 0
+OP_N, OP_T = 0, 1
+UNIQUE_ID_BYTES = 128
+
+
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
+
+    @classmethod
+    def from_hex(cls, text):
+        """The text form fcrun puts in FC_UNIQUE_ID (256 hex characters)."""
+        raw = bytes.fromhex(text)
+        if len(raw) != UNIQUE_ID_BYTES:
+            raise ValueError("a unique id is %d bytes, got %d" % (UNIQUE_ID_BYTES, len(raw)))
+        uid = cls()
+        ctypes.memmove(ctypes.byref(uid), raw, UNIQUE_ID_BYTES)
+        return uid
+
+    def hex(self):
+        return ctypes.string_at(ctypes.byref(self), UNIQUE_ID_BYTES).hex()
+
+
+class FcError(RuntimeError):
+    """A libfusedcomm call failed: .code (fcResult_t), .name, .message."""
+
+    def __init__(self, code, name, message, call):
+        super().__init__("%s: %s: %s" % (call, name, message))
+        self.code, self.name, self.message = code, name, message
+
+
+_c = ctypes
+_P, _SZ, _I, _R = _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_int  # fcResult_t is an int enum
+_SIGNATURES = {
+    "fcGetErrorString": (_c.c_char_p, [_I]),
+    "fcGetLastError": (_c.c_char_p, [_P]),
+    "fcGetVersion": (_R, [_c.POINTER(_I)]),
+    "fcGetUniqueId": (_R, [_c.POINTER(UniqueId)]),
+    "fcCommInitRank": (_R, [_c.POINTER(_P), _I, UniqueId, _I]),
+    "fcCommInitRankConfig": (_R, [_c.POINTER(_P), _I, UniqueId, _I, _P]),
+    "fcCommInitAll": (_R, [_c.POINTER(_P), _I, _c.POINTER(_I)]),
+    "fcCommDestroy": (_R, [_P]),
+    "fcCommAbort": (_R, [_P]),
+    "fcCommGetAsyncError": (_R, [_P, _c.POINTER(_I)]),
+    "fcCommCount": (_R, [_P, _c.POINTER(_I)]),
+    "fcCommUserRank": (_R, [_P, _c.POINTER(_I)]),
+    "fcCommCuDevice": (_R, [_P, _c.POINTER(_I)]),
+    "fcMemAlloc": (_R, [_P, _c.POINTER(_P), _SZ]),
+    "fcMemFree": (_R, [_P, _P]),
+    "fcBarrier": (_R, [_P, _P]),
+    "fcAllReduceOneShot": (_R, [_P, _P, _SZ, _I, _I, _P, _P]),
+    "fcAllReduce": (_R, [_P, _P, _SZ, _I, _I, _P, _P]),
+    "fcReduceScatter": (_R, [_P, _P, _SZ, _I, _I, _P, _P]),
+    "fcAllGather": (_R, [_P, _P, _SZ, _I, _P, _P]),
+    "fcAllGatherMatmul": (_R, [_P, _P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
+    "fcMatmulReduceScatter": (_R, [_P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
+}
+
+
+class Library:
+    """The loaded library with every C signature declared."""
+
+    def __init__(self, path=None):
+        path = path or os.environ.get("FC_LIBRARY") or "libfusedcomm.so.0"
+        self.path = path
+        self._lib = ctypes.CDLL(path)
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(self._lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+            setattr(self, name, fn)
+
+    def error_string(self, code):
+        return self.fcGetErrorString(code).decode()
+
+    def check(self, code, call, comm=None):
+        if code != SUCCESS:
+            raise FcError(code, self.error_string(code), self.fcGetLastError(comm).decode(), call)
+
+    def version(self):
+        v = _I()
+        self.check(self.fcGetVersion(_c.byref(v)), "fcGetVersion")
+        return v.value
+
+    def unique_id(self):
+        uid = UniqueId()
+        self.check(self.fcGetUniqueId(_c.byref(uid)), "fcGetUniqueId")
+        return uid
+
+
+class Communicator:
+    """One rank's communicator: collective creation, methods for every operation,
+    destroy() (or a with-block) at the end."""
+
+    def __init__(self, lib, nranks, uid, rank):
+        self.lib = lib
+        self.handle = _P()
+        lib.check(lib.fcCommInitRank(_c.byref(self.handle), nranks, uid, rank), "fcCommInitRank")
+
+    @classmethod
+    def from_env(cls, lib):
+        """Rank, world size and unique id from tools/fcrun's environment."""
+        return cls(lib, int(os.environ["FC_WORLD_SIZE"]), UniqueId.from_hex(os.environ["FC_UNIQUE_ID"]),
+                   int(os.environ["FC_RANK"]))
+
+    def _check(self, code, call):
+        self.lib.check(code, call, self.handle)
+
+    def rank(self):
+        v = _I()
+        self._check(self.lib.fcCommUserRank(self.handle, _c.byref(v)), "fcCommUserRank")
+        return v.value
+
+    def count(self):
+        v = _I()
+        self._check(self.lib.fcCommCount(self.handle, _c.byref(v)), "fcCommCount")
+        return v.value
+
+    def all_reduce(self, send, recv, count, dtype, stream=0):
+        self._check(self.lib.fcAllReduce(send, recv, count, dtype, SUM, self.handle, stream), "fcAllReduce")
+
+    def reduce_scatter(self, send, recv, recvcount, dtype, stream=0):
+        self._check(self.lib.fcReduceScatter(send, recv, recvcount, dtype, SUM, self.handle, stream),
+                    "fcReduceScatter")
+
+    def all_gather(self, send, recv, sendcount, dtype, stream=0):
+        self._check(self.lib.fcAllGather(send, recv, sendcount, dtype, self.handle, stream), "fcAllGather")
+
+    def all_gather_matmul(self, a, b, c, m, n, k, dtype, trans_b=OP_N, a_gathered=None, stream=0):
+        self._check(self.lib.fcAllGatherMatmul(a, b, c, a_gathered, m, n, k, trans_b, dtype, self.handle, stream),
+                    "fcAllGatherMatmul")
+
+    def matmul_reduce_scatter(self, a, b, c, m, n, k, dtype, trans_b=OP_N, stream=0):
+        self._check(self.lib.fcMatmulReduceScatter(a, b, c, m, n, k, trans_b, dtype, self.handle, stream),
+                    "fcMatmulReduceScatter")
+
+    def barrier(self, stream=0):
+        self._check(self.lib.fcBarrier(self.handle, stream), "fcBarrier")
+
+    def destroy(self):
+        if self.handle:
+            code = self.lib.fcCommDestroy(self.handle)
+            self.handle = _P()
+            self.lib.check(code, "fcCommDestroy")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+
+
+def dtype_of(tensor):
+    """fcDataType_t of a torch tensor (bfloat16, float16, float32)."""
+    import torch  # only this helper needs torch
+
+    table = {torch.bfloat16: BFLOAT16, torch.float16: FLOAT16, torch.float32: FLOAT32}
+    if tensor.dtype not in table:
+        raise TypeError("libfusedcomm takes bfloat16, float16 or float32, not %s" % tensor.dtype)
+    return table[tensor.dtype]
