@@ -6,6 +6,7 @@
 //   copy-in -> barrier e+1 -> gather -> barrier e+2 (departure)
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
+#include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "collectives/regions.h"
 #include "core/result.h"
@@ -75,10 +76,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const RegionPlan plan = planRegions(dc, 1, sendcount * sizeof(T));
   if (plan.regionBytes == 0)
     return setError(fcInvalidUsage, "all-gather: the workspace is smaller than one chunk");
-  auto kernel = dc.nranks == 2   ? allGatherKernel<T, 2>
-                : dc.nranks == 4 ? allGatherKernel<T, 4>
-                : dc.nranks == 8 ? allGatherKernel<T, 8>
-                                 : allGatherKernel<T, 0>;
+  auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allGatherKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride, 0} : *symmetricIn;
   const uint32_t sig = opSignature(Op::AllGather, uint32_t(datatype), sendcount);
@@ -92,13 +90,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                            size_t sendcount, fcDataType_t datatype, const SymSource* symmetricIn,
                            cudaStream_t stream) {
-  switch (datatype) {
-    case fcFloat32: return launch<float>(dc, channel, sendbuff, recvbuff, sendcount, datatype, symmetricIn, stream);
-    case fcFloat16: return launch<__half>(dc, channel, sendbuff, recvbuff, sendcount, datatype, symmetricIn, stream);
-    case fcBfloat16:
-      return launch<__nv_bfloat16>(dc, channel, sendbuff, recvbuff, sendcount, datatype, symmetricIn, stream);
-  }
-  return setError(fcInternalError, "all-gather: datatype %d", int(datatype));
+  return withElementType(datatype, "all-gather", [&](auto tag) {
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, sendcount, datatype, symmetricIn, stream);
+  });
 }
 
 }  // namespace fc

@@ -20,6 +20,7 @@
 // replays continue the sequence).
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
+#include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "core/result.h"
 #include "device/sync.cuh"
@@ -177,10 +178,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
   const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
-  auto kernel = dc.nranks == 2   ? allReduceLamportKernel<T, 2>
-                : dc.nranks == 4 ? allReduceLamportKernel<T, 4>
-                : dc.nranks == 8 ? allReduceLamportKernel<T, 8>
-                                 : allReduceLamportKernel<T, 0>;
+  auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value>; });
   return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel,
                       static_cast<const T*>(in), static_cast<T*>(out), count);
 }
@@ -190,12 +188,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   cudaStream_t stream) {
-  switch (datatype) {
-    case fcFloat32: return launch<float>(dc, channel, sendbuff, recvbuff, count, stream);
-    case fcFloat16: return launch<__half>(dc, channel, sendbuff, recvbuff, count, stream);
-    case fcBfloat16: return launch<__nv_bfloat16>(dc, channel, sendbuff, recvbuff, count, stream);
-  }
-  return setError(fcInternalError, "lamport all-reduce: datatype %d", int(datatype));
+  return withElementType(datatype, "Lamport all-reduce", [&](auto tag) {
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, stream);
+  });
 }
 
 }  // namespace fc

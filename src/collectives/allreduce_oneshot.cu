@@ -11,6 +11,7 @@
 // Workspace chunk c is CTA c % maxCtas's (chunks.cuh: the ownership rule).
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
+#include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "core/result.h"
 #include "device/sync.cuh"
@@ -66,10 +67,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
   const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
-  auto kernel = dc.nranks == 2   ? allReduceOneShotKernel<T, 2>
-                : dc.nranks == 4 ? allReduceOneShotKernel<T, 4>
-                : dc.nranks == 8 ? allReduceOneShotKernel<T, 8>
-                                 : allReduceOneShotKernel<T, 0>;
+  auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceOneShotKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride,
                                           dc.workspaceOffset + size_t(channel) * dc.workspaceBytes}
@@ -86,16 +84,9 @@ size_t allReduceOneShotWorkspace(size_t bytes) { return (bytes + 15) / 16 * 16; 
 fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   const SymSource* symmetricIn, cudaStream_t stream) {
-  switch (datatype) {
-    case fcFloat32:
-      return launch<float>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
-    case fcFloat16:
-      return launch<__half>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
-    case fcBfloat16:
-      return launch<__nv_bfloat16>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn,
-                                   stream);
-  }
-  return setError(fcInternalError, "one-shot all-reduce: datatype %d", int(datatype));
+  return withElementType(datatype, "one-shot all-reduce", [&](auto tag) {
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
+  });
 }
 
 }  // namespace fc

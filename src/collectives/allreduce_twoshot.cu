@@ -13,6 +13,7 @@
 // sendbuff directly; the reduced slices still go through the workspace.
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
+#include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "collectives/regions.h"
 #include "core/result.h"
@@ -111,10 +112,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
     return setError(fcInvalidUsage, "two-shot all-reduce: a workspace of %llu bytes is too small for "
                     "%d ranks (need %zu)", (unsigned long long)dc.workspaceBytes, dc.nranks,
                     W * kChunkBytes);
-  auto kernel = dc.nranks == 2   ? allReduceTwoShotKernel<T, 2>
-                : dc.nranks == 4 ? allReduceTwoShotKernel<T, 4>
-                : dc.nranks == 8 ? allReduceTwoShotKernel<T, 8>
-                                 : allReduceTwoShotKernel<T, 0>;
+  auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceTwoShotKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride, 0} : *symmetricIn;
   const uint32_t sig = opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
@@ -128,16 +126,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   const SymSource* symmetricIn, cudaStream_t stream) {
-  switch (datatype) {
-    case fcFloat32:
-      return launch<float>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
-    case fcFloat16:
-      return launch<__half>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
-    case fcBfloat16:
-      return launch<__nv_bfloat16>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn,
-                                   stream);
-  }
-  return setError(fcInternalError, "two-shot all-reduce: datatype %d", int(datatype));
+  return withElementType(datatype, "two-shot all-reduce", [&](auto tag) {
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
+  });
 }
 
 }  // namespace fc

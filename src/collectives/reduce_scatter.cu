@@ -6,6 +6,7 @@
 //   copy-in -> barrier e+1 -> reduce -> barrier e+2 (departure)
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
+#include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "collectives/regions.h"
 #include "core/result.h"
@@ -67,10 +68,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   if (plan.regionBytes == 0)
     return setError(fcInvalidUsage, "reduce-scatter: a workspace of %llu bytes is too small for %d ranks",
                     (unsigned long long)dc.workspaceBytes, dc.nranks);
-  auto kernel = dc.nranks == 2   ? reduceScatterKernel<T, 2>
-                : dc.nranks == 4 ? reduceScatterKernel<T, 4>
-                : dc.nranks == 8 ? reduceScatterKernel<T, 8>
-                                 : reduceScatterKernel<T, 0>;
+  auto kernel = byWorldSize(dc.nranks, [](auto nr) { return reduceScatterKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride, 0} : *symmetricIn;
   const uint32_t sig = opSignature(Op::ReduceScatter, uint32_t(datatype), recvcount);
@@ -84,13 +82,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 fcResult_t launchReduceScatter(const DeviceComm& dc, int channel, const void* sendbuff,
                                void* recvbuff, size_t recvcount, fcDataType_t datatype,
                                const SymSource* symmetricIn, cudaStream_t stream) {
-  switch (datatype) {
-    case fcFloat32: return launch<float>(dc, channel, sendbuff, recvbuff, recvcount, datatype, symmetricIn, stream);
-    case fcFloat16: return launch<__half>(dc, channel, sendbuff, recvbuff, recvcount, datatype, symmetricIn, stream);
-    case fcBfloat16:
-      return launch<__nv_bfloat16>(dc, channel, sendbuff, recvbuff, recvcount, datatype, symmetricIn, stream);
-  }
-  return setError(fcInternalError, "reduce-scatter: datatype %d", int(datatype));
+  return withElementType(datatype, "reduce-scatter", [&](auto tag) {
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, recvcount, datatype, symmetricIn, stream);
+  });
 }
 
 }  // namespace fc

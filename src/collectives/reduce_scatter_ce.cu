@@ -21,6 +21,7 @@
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/copy_engine.h"
+#include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "core/datatype.h"
 #include "core/result.h"
@@ -69,10 +70,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 fcResult_t launchLocalReduce(int nranks, const void* blocks, size_t blockElems, const void* own, void* out,
                              size_t n, cudaStream_t stream) {
-  auto kernel = nranks == 2   ? localReduceKernel<T, 2>
-                : nranks == 4 ? localReduceKernel<T, 4>
-                : nranks == 8 ? localReduceKernel<T, 8>
-                              : localReduceKernel<T, 0>;
+  auto kernel = byWorldSize(nranks, [](auto nr) { return localReduceKernel<T, decltype(nr)::value>; });
   // Bandwidth-bound: two 512-thread CTAs per SM of an H100/H200 (132 SMs) keep
   // enough 16-byte loads in flight; more CTAs only add scheduling.
   const size_t packs = (n + dev::PackTraits<T>::kElems - 1) / dev::PackTraits<T>::kElems;
@@ -83,12 +81,9 @@ fcResult_t launchLocalReduce(int nranks, const void* blocks, size_t blockElems, 
 
 fcResult_t localReduce(fcDataType_t dt, int nranks, const void* blocks, size_t blockElems, const void* own,
                        void* out, size_t n, cudaStream_t stream) {
-  switch (dt) {
-    case fcFloat32: return launchLocalReduce<float>(nranks, blocks, blockElems, own, out, n, stream);
-    case fcFloat16: return launchLocalReduce<__half>(nranks, blocks, blockElems, own, out, n, stream);
-    case fcBfloat16: return launchLocalReduce<__nv_bfloat16>(nranks, blocks, blockElems, own, out, n, stream);
-  }
-  return setError(fcInternalError, "reduce-scatter: datatype %d", int(dt));
+  return withElementType(dt, "reduce-scatter", [&](auto tag) {
+    return launchLocalReduce<decltype(tag)>(nranks, blocks, blockElems, own, out, n, stream);
+  });
 }
 
 }  // namespace
