@@ -1,9 +1,6 @@
 // Entry points that need no communicator and no GPU: errors, version, unique id.
+#include "api/api.h"
 #include "bootstrap/unique_id.h"
-#include "core/result.h"
-#include "fusedcomm.h"
-
-#define FC_API extern "C" __attribute__((visibility("default")))
 
 FC_API const char* fcGetErrorString(fcResult_t result) {
   switch (result) {
