@@ -43,8 +43,8 @@ fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbu
 
 // Copy-engine reduce-scatter (seed 001): every rank pushes block d of its sendbuff
 // into rank d's workspace with cudaMemcpyAsync on the channel's copy queue, a
-// barrier, then a local SM reduce; passes through three workspace slots, the pushes
-// running ahead of the reduces. Any count.
+// barrier, then a local SM reduce; passes through the two workspace slots (ce::kSlots),
+// the pushes of a pass overlapping the reduce of the previous one. Any count.
 fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& copies,
                                  const void* sendbuff, void* recvbuff, size_t recvcount,
                                  fcDataType_t datatype, cudaStream_t stream);
@@ -52,8 +52,8 @@ fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& c
 // Copy-engine all-gather (seed 003): every rank stages its sendbuff in its
 // workspace (zero-copy: leaves it in its symmetric sendbuff), a barrier, then
 // pulls every peer's block into recvbuff with cudaMemcpyAsync on the copy queue,
-// rank-rotated; a departure barrier. Passes through three workspace slots, staging
-// and barriers running ahead of the pulls. Any count.
+// rank-rotated; a departure barrier. Passes through the two workspace slots, the
+// staging of a pass overlapping the pulls of the previous one. Any count.
 fcResult_t launchAllGatherCe(const DeviceComm& dc, int channel, CopyQueue& copies, const void* sendbuff,
                              void* recvbuff, size_t sendcount, fcDataType_t datatype,
                              const SymSource* symmetricIn, cudaStream_t stream);
