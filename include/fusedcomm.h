@@ -330,7 +330,10 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * Without Agathered the peers' shards land in a temporary [M, K] buffer from the
  * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
  * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective: every
- * rank calls it with the same M, N, K, transB and datatype.
+ * rank calls it with the same M, N, K, transB and datatype. Limitation: the fused ops
+ * of one communicator share one cuBLASLt workspace, so fcAllGatherMatmul and
+ * fcMatmulReduceScatter must not run concurrently on two streams of the same
+ * communicator (order them, e.g. with an event); collectives are not affected.
  * Errors: fcInvalidArgument (NULL comm or pointer, M not a multiple of nranks, a zero
  * or overflowing dimension, dtype not bf16/fp16, bad transB, misaligned or
  * overlapping buffers; nothing is written), fcNotSupported (cuBLASLt has no algorithm
@@ -358,7 +361,8 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * the unfused path (one GEMM, an fp32 reduce-scatter, one rounding).
  * FC_MMRS_ALGO=fused | unfused | auto overrides. Temporary fp32 buffers come from the
  * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
- * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective.
+ * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective. The
+ * same limitation on concurrent streams as fcAllGatherMatmul.
  * Errors: as fcAllGatherMatmul (C must not overlap A or B). */
 fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
                                  fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
