@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "comm/comm.h"
 #include "core/env.h"
@@ -14,24 +16,30 @@ namespace {
 // The first published fcConfig_t ended after workspaceBytes; never shrink this.
 constexpr size_t kMinConfigSize = offsetof(fcConfig_t, workspaceBytes) + sizeof(long long);
 
-fcResult_t moveAlgoFromEnv(const char* name, MoveAlgo* algo) {
+// *out = the value named by env var `name` among `choices` (unchanged when the
+// variable is unset or empty); anything else is fcInvalidArgument naming them all.
+template <typename E, size_t N>
+fcResult_t choiceFromEnv(const char* name, const std::pair<const char*, E> (&choices)[N], E* out) {
   const char* v = getenv(name);
   if (v == nullptr || *v == '\0') return fcSuccess;
-  if (!strcmp(v, "auto")) *algo = MoveAlgo::Auto;
-  else if (!strcmp(v, "sm")) *algo = MoveAlgo::Sm;
-  else if (!strcmp(v, "ce")) *algo = MoveAlgo::CopyEngine;
-  else return setError(fcInvalidArgument, "%s=%s: use sm, ce or auto", name, v);
-  return fcSuccess;
+  std::string names;
+  for (const auto& [text, value] : choices) {
+    if (!strcmp(v, text)) {
+      *out = value;
+      return fcSuccess;
+    }
+    names += names.empty() ? text : std::string(", ") + text;
+  }
+  return setError(fcInvalidArgument, "%s=%s: use one of %s", name, v, names.c_str());
 }
-fcResult_t fusedAlgoFromEnv(const char* name, FusedAlgo* algo) {
-  const char* v = getenv(name);
-  if (v == nullptr || *v == '\0') return fcSuccess;
-  if (!strcmp(v, "auto")) *algo = FusedAlgo::Auto;
-  else if (!strcmp(v, "fused")) *algo = FusedAlgo::Fused;
-  else if (!strcmp(v, "unfused")) *algo = FusedAlgo::Unfused;
-  else return setError(fcInvalidArgument, "%s=%s: use fused, unfused or auto", name, v);
-  return fcSuccess;
-}
+
+constexpr std::pair<const char*, AllReduceAlgo> kAllReduceAlgos[] = {
+    {"auto", AllReduceAlgo::Auto}, {"oneshot", AllReduceAlgo::OneShot},
+    {"twoshot", AllReduceAlgo::TwoShot}, {"ce", AllReduceAlgo::CopyEngine}};
+constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
+    {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}};
+constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
+    {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused}};
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -44,17 +52,11 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   if (p->lamportMaxBytes > kLamportSlotBytes)
     return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the push slot (%zu bytes)",
                     (unsigned long long)p->lamportMaxBytes, kLamportSlotBytes);
-  if (const char* algo = getenv("FC_ALLREDUCE_ALGO"); algo != nullptr && *algo != '\0') {
-    if (!strcmp(algo, "auto")) p->allReduceAlgo = AllReduceAlgo::Auto;
-    else if (!strcmp(algo, "oneshot")) p->allReduceAlgo = AllReduceAlgo::OneShot;
-    else if (!strcmp(algo, "twoshot")) p->allReduceAlgo = AllReduceAlgo::TwoShot;
-    else if (!strcmp(algo, "ce")) p->allReduceAlgo = AllReduceAlgo::CopyEngine;
-    else return setError(fcInvalidArgument, "FC_ALLREDUCE_ALGO=%s: use oneshot, twoshot, ce or auto", algo);
-  }
-  FC_CHECK(moveAlgoFromEnv("FC_REDUCE_SCATTER_ALGO", &p->reduceScatterAlgo));
-  FC_CHECK(moveAlgoFromEnv("FC_ALLGATHER_ALGO", &p->allGatherAlgo));
-  FC_CHECK(fusedAlgoFromEnv("FC_AGMM_ALGO", &p->allGatherMatmulAlgo));
-  FC_CHECK(fusedAlgoFromEnv("FC_MMRS_ALGO", &p->matmulReduceScatterAlgo));
+  FC_CHECK(choiceFromEnv("FC_ALLREDUCE_ALGO", kAllReduceAlgos, &p->allReduceAlgo));
+  FC_CHECK(choiceFromEnv("FC_REDUCE_SCATTER_ALGO", kMoveAlgos, &p->reduceScatterAlgo));
+  FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
+  FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kFusedAlgos, &p->allGatherMatmulAlgo));
+  FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

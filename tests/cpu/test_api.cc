@@ -305,6 +305,32 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
   }
 }
 
+TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][init][env]") {
+  // Valid values pass the environment checks: init goes on to the device (no GPU in
+  // CI: fcUnhandledCudaError; with one, a one-rank communicator).
+  struct Case {
+    const char* var;
+    const char* value;
+  };
+  for (const Case& c : {Case{"FC_ALLREDUCE_ALGO", "oneshot"}, Case{"FC_ALLREDUCE_ALGO", "twoshot"},
+                        Case{"FC_ALLREDUCE_ALGO", "ce"}, Case{"FC_ALLREDUCE_ALGO", "auto"},
+                        Case{"FC_REDUCE_SCATTER_ALGO", "sm"}, Case{"FC_REDUCE_SCATTER_ALGO", "ce"},
+                        Case{"FC_ALLGATHER_ALGO", "sm"}, Case{"FC_ALLGATHER_ALGO", "auto"},
+                        Case{"FC_AGMM_ALGO", "fused"}, Case{"FC_AGMM_ALGO", "unfused"},
+                        Case{"FC_MMRS_ALGO", "fused"}, Case{"FC_MMRS_ALGO", "auto"}}) {
+    INFO(c.var << "=" << c.value);
+    ScopedEnv env(c.var, c.value);
+    fcComm_t comm = nullptr;
+    fcUniqueId id;
+    REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+    const fcResult_t r = fcCommInitRank(&comm, 1, id, 0);
+    INFO(lastError());
+    CHECK(r != fcInvalidArgument);
+    CHECK_THAT(lastError(), !ContainsSubstring(c.var));
+    if (r == fcSuccess) CHECK(fcCommDestroy(comm) == fcSuccess);
+  }
+}
+
 TEST_CASE("fcCommInitRank with a valid id and no GPU fails fast and says why", "[api][init]") {
   if (cudaDriverPresent()) SKIP("a CUDA driver is installed here: the GPU suite tests init");
   const fcUniqueId id = goodId();

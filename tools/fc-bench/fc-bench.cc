@@ -158,24 +158,20 @@ int main(int argc, char** argv) {
   CLI::App* rs = app.add_subcommand("reducescatter", "fcReduceScatter; size = the whole input");
   CLI::App* ag = app.add_subcommand("allgather", "fcAllGather; size = the whole output");
   CLI::App* agmm = app.add_subcommand("agmm", "fcAllGatherMatmul vs the GEMM alone and all-gather + GEMM");
+  CLI::App* mmrs = app.add_subcommand("mmrs", "fcMatmulReduceScatter vs the GEMM alone and GEMM + reduce-scatter");
   std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
+  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;512,8192,8192";
   std::string transB = "both";
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
-  agmm->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  agmm->add_option("-d,--datatype", o.dtype, "bf16 | fp16");
-  agmm->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
-  agmm->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
-  agmm->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
-  agmm->add_option("--nccl", o.nccl, "time NCCL all-gather + GEMM when libnccl.so.2 loads (1/0)");
-  CLI::App* mmrs = app.add_subcommand("mmrs", "fcMatmulReduceScatter vs the GEMM alone and GEMM + reduce-scatter");
-  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;512,8192,8192";
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
-  mmrs->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  mmrs->add_option("-d,--datatype", o.dtype, "bf16 | fp16");
-  mmrs->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
-  mmrs->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
-  mmrs->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
-  mmrs->add_option("--nccl", o.nccl, "time GEMM + NCCL reduce-scatter when libnccl.so.2 loads (1/0)");
+  for (CLI::App* sub : {agmm, mmrs}) {
+    sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
+    sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16");
+    sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
+    sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
+    sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
+    sub->add_option("--nccl", o.nccl, "time the unfused path with NCCL when libnccl.so.2 loads (1/0)");
+  }
   for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
     sub->add_option("-e,--maxbytes", o.maxBytes, "largest size (default 64M all-reduce, 256M others)");
