@@ -66,7 +66,8 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
   const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
   const fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype};
-  return fc::launchAllGatherMatmul(comm->dev, channel, *comm->copies[size_t(channel)], *comm->gemm, args,
+  const size_t c = size_t(channel);
+  return fc::launchAllGatherMatmul(comm->dev, channel, *comm->copies[c], *comm->gemms[c], args,
                                    zeroCopy ? &src : nullptr, choice, stream);
 }
 
@@ -84,6 +85,7 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   int channel = 0;
   FC_CHECK(fc::checkStream(comm, fn, stream, &channel));
   const fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype};
-  return fc::launchMatmulReduceScatter(comm->dev, channel, *comm->copies[size_t(channel)], *comm->gemm, args,
+  const size_t c = size_t(channel);
+  return fc::launchMatmulReduceScatter(comm->dev, channel, *comm->copies[c], *comm->gemms[c], args,
                                        fusedChoice(comm->params.matmulReduceScatterAlgo), stream);
 }

@@ -161,9 +161,9 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   for (int c = 0; c < params.channels; ++c) {
     comm->copies.push_back(std::make_unique<CopyQueue>());
     FC_CHECK(comm->copies.back()->init());
+    comm->gemms.push_back(std::make_unique<Gemm>());
+    FC_CHECK(comm->gemms.back()->init());
   }
-  comm->gemm = std::make_unique<Gemm>();
-  FC_CHECK(comm->gemm->init());
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
@@ -232,7 +232,7 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
     comm->copies.clear();
-    comm->gemm.reset();
+    comm->gemms.clear();
     comm->userHeaps.clear();
     comm->heap.reset();
     if (comm->errorHost) cudaFreeHost(comm->errorHost);

@@ -63,7 +63,9 @@ struct fcComm {
   std::vector<cudaStream_t> streams;     // streams[c] carries channel c
   // copies[c]: channel c's internal stream for copy-engine transfers
   std::vector<std::unique_ptr<fc::CopyQueue>> copies;
-  std::unique_ptr<fc::Gemm> gemm;        // cuBLASLt handle, workspace, plans
+  // gemms[c]: channel c's cuBLASLt handle, workspace and plans (a workspace must not
+  // be shared by GEMMs that may run at once, i.e. on two streams)
+  std::vector<std::unique_ptr<fc::Gemm>> gemms;
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 

@@ -33,12 +33,11 @@ int alignmentOf(const void* p) {
 
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   ~Plan() {
-    if (a) cublasLtMatrixLayoutDestroy(a);
-    if (b) cublasLtMatrixLayoutDestroy(b);
-    if (c) cublasLtMatrixLayoutDestroy(c);
+    for (cublasLtMatrixLayout_t l : {a, b, c, d})
+      if (l) cublasLtMatrixLayoutDestroy(l);
     if (desc) cublasLtMatmulDescDestroy(desc);
   }
 };
@@ -58,13 +57,45 @@ fcResult_t Gemm::init() {
   return fcSuccess;
 }
 
-// key: rows, N, K, transB, dtype, alignment of A, B, C, fp32 output.
+Gemm::Key Gemm::keyOf(const MatmulOp& op) {
+  return Key{op.rows,
+             op.N,
+             op.K,
+             int(op.transB),
+             int(op.datatype),
+             alignmentOf(op.A),
+             alignmentOf(op.B),
+             op.C ? alignmentOf(op.C) : 256,
+             alignmentOf(op.D),
+             op.dFp32,
+             op.C != nullptr,
+             op.batch,
+             op.batch > 1 ? op.strideA : 0,
+             op.batch > 1 ? op.strideD : 0};
+}
+
+namespace {
+
+fcResult_t layout(cublasLtMatrixLayout_t* l, cudaDataType_t type, size_t rows, size_t cols, size_t ld, int batch,
+                  size_t stride) {
+  FC_LT_CHECK(cublasLtMatrixLayoutCreate(l, type, rows, cols, int64_t(ld)));
+  if (batch > 1) {
+    const int32_t count = batch;
+    const int64_t st = int64_t(stride);
+    FC_LT_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    FC_LT_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
+  }
+  return fcSuccess;
+}
+
+}  // namespace
+
 fcResult_t Gemm::plan(const Key& key, Plan** out) {
   if (auto it = plans_.find(key); it != plans_.end()) {
     *out = it->second;
     return fcSuccess;
   }
-  const auto [rows, N, K, transB, dt, alA, alB, alC, fp32Out] = key;
+  const auto [rows, N, K, transB, dt, alA, alB, alC, alD, dFp32, hasC, batch, strideA, strideD] = key;
   const cudaDataType_t type = dt == fcBfloat16 ? CUDA_R_16BF : CUDA_R_16F;
   auto p = std::make_unique<Plan>();
   // Column-major view: m = N, n = rows, k = K. The "A" operand is B, the "B" operand is A.
@@ -73,52 +104,70 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
   FC_LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB));
   FC_LT_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN));
   // B row-major [K, N] is column-major [N, K] (ld N); B row-major [N, K] is
-  // column-major [K, N] (ld K), used transposed.
+  // column-major [K, N] (ld K), used transposed. A batch shares B (stride 0) and C.
   if (transB == fcOpT)
-    FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, type, K, N, int64_t(K)));
+    FC_CHECK(layout(&p->a, type, K, N, K, batch, 0));
   else
-    FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->a, type, N, K, int64_t(N)));
-  FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->b, type, K, rows, int64_t(K)));
-  FC_LT_CHECK(cublasLtMatrixLayoutCreate(&p->c, fp32Out ? CUDA_R_32F : type, N, rows, int64_t(N)));
+    FC_CHECK(layout(&p->a, type, N, K, N, batch, 0));
+  FC_CHECK(layout(&p->b, type, K, rows, K, batch, strideA));
+  FC_CHECK(layout(&p->d, dFp32 ? CUDA_R_32F : type, N, rows, N, batch, strideD));
+  if (hasC) FC_CHECK(layout(&p->c, CUDA_R_32F, N, rows, N, batch, 0));
 
   cublasLtMatmulPreference_t pref = nullptr;
   FC_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  const uint32_t a32 = uint32_t(alB), b32 = uint32_t(alA), c32 = uint32_t(alC);
+  const uint32_t a32 = uint32_t(alB), b32 = uint32_t(alA), c32 = uint32_t(alC), d32 = uint32_t(alD);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes_,
                                        sizeof workspaceBytes_);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a32, sizeof a32);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b32, sizeof b32);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c32, sizeof c32);
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c32, sizeof c32);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d32, sizeof d32);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc,
-                                                           p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->a,
+                                                           p->b, hasC ? p->c : p->d, p->d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    return setError(fcNotSupported,
-                    "cuBLASLt has no algorithm for C[%zu, %zu] = A[%zu, %zu] x %s (alignments %d/%d/%d "
-                    "bytes): %s",
-                    rows, N, rows, K, transB == fcOpT ? "B^T" : "B", alA, alB, alC,
-                    cublasLtGetStatusName(st));
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    FC_TRACE("gemm: no cuBLASLt algorithm for D[%zu, %zu] = A[%zu, %zu] x %s%s, batch %d: %s", rows, N, rows, K,
+             transB == fcOpT ? "B^T" : "B", hasC ? " + C" : "", batch, cublasLtGetStatusName(st));
+    plans_[key] = nullptr;
+    *out = nullptr;
+    return fcSuccess;
+  }
   p->algo = result.algo;
-  FC_TRACE("gemm plan: C[%zu, %zu] = A[%zu, %zu] x %s, dtype %d", rows, N, rows, K,
-           transB == fcOpT ? "B^T" : "B", dt);
+  FC_TRACE("gemm plan: D[%zu, %zu] = A[%zu, %zu] x %s%s, dtype %d, batch %d", rows, N, rows, K,
+           transB == fcOpT ? "B^T" : "B", hasC ? " + C" : "", dt, batch);
   *out = p.get();
   plans_[key] = p.release();
   return fcSuccess;
 }
 
-fcResult_t Gemm::matmul(const void* A, size_t rows, const void* B, void* C, size_t N, size_t K,
-                        fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out) {
+bool Gemm::supports(const MatmulOp& op) {
   Plan* p = nullptr;
-  FC_CHECK(plan(Key{rows, N, K, int(transB), int(datatype), alignmentOf(A), alignmentOf(B), alignmentOf(C),
-                    fp32Out},
-                &p));
-  const float alpha = 1.f, beta = 0.f;
-  FC_LT_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->desc, &alpha, B, p->a, A, p->b, &beta,
-                             C, p->c, C, p->c, &p->algo, workspace_, workspaceBytes_, stream));
+  return plan(keyOf(op), &p) == fcSuccess && p != nullptr;
+}
+
+fcResult_t Gemm::matmul(const MatmulOp& op, cudaStream_t stream) {
+  Plan* p = nullptr;
+  FC_CHECK(plan(keyOf(op), &p));
+  if (p == nullptr)
+    return setError(fcNotSupported,
+                    "cuBLASLt has no algorithm for D[%zu, %zu] = A[%zu, %zu] x %s%s (alignments %d/%d/%d "
+                    "bytes, batch %d)",
+                    op.rows, op.N, op.rows, op.K, op.transB == fcOpT ? "B^T" : "B", op.C ? " + C" : "",
+                    alignmentOf(op.A), alignmentOf(op.B), alignmentOf(op.D), op.batch);
+  const float alpha = 1.f, beta = op.C ? 1.f : 0.f;
+  FC_LT_CHECK(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p->desc, &alpha, op.B, p->a, op.A, p->b, &beta,
+                             op.C ? static_cast<const void*>(op.C) : op.D, op.C ? p->c : p->d, op.D, p->d, &p->algo,
+                             workspace_, workspaceBytes_, stream));
   return fcSuccess;
+}
+
+fcResult_t Gemm::matmul(const void* A, size_t rows, const void* B, void* D, size_t N, size_t K,
+                        fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out) {
+  MatmulOp op{A, rows, B, N, K, transB, datatype, D};
+  op.dFp32 = fp32Out;
+  return matmul(op, stream);
 }
 
 }  // namespace fc

@@ -1,13 +1,14 @@
 // Row-major GEMMs through cuBLASLt, the way the fused ops need them:
-//   C[rows, N] = A[rows, K] x op(B),  op(B) = B [K, N] (fcOpN) or B^T, B [N, K] (fcOpT),
-// all row-major and contiguous (lda = K, ldc = N), bf16 or fp16 in and out, fp32
-// accumulation. cuBLASLt is column-major, so we ask it for C^T = op(B)^T x A^T: a
-// row-major matrix is the column-major matrix of its transpose, with the same
-// pointer and leading dimension. A block of rows of A and C is then just a pointer
+//   D[rows, N] = A[rows, K] x op(B) (+ C),  op(B) = B [K, N] (fcOpN) or B^T, B [N, K]
+// (fcOpT), all row-major and contiguous (lda = K, ldc = ldd = N), bf16 or fp16 in,
+// fp32 accumulation. cuBLASLt is column-major, so we ask it for D^T = op(B)^T x A^T:
+// a row-major matrix is the column-major matrix of its transpose, with the same
+// pointer and leading dimension. A block of rows of A and D is then just a pointer
 // offset and a smaller n, which is how the fused ops cut their GEMMs.
 //
-// One Gemm per communicator: a cuBLASLt handle, a workspace, and the heuristic's
-// choice cached per (rows, N, K, transB, dtype, pointer alignments).
+// One Gemm per channel of a communicator (a channel carries one stream's work, so
+// two streams never share a cuBLASLt workspace): a handle, a workspace, and the
+// heuristic's choice cached per problem (shape, types, alignments, batch).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,6 +22,21 @@
 
 namespace fc {
 
+// One GEMM: D = A x op(B) [+ C], optionally a strided batch sharing B.
+struct MatmulOp {
+  const void* A;           // [rows, K], datatype
+  size_t rows;
+  const void* B;           // [K, N] or [N, K], datatype
+  size_t N, K;
+  fcOperation_t transB;
+  fcDataType_t datatype;   // of A and B; of D unless dFp32
+  void* D;                 // [rows, N]; may lie in a peer's memory
+  bool dFp32 = false;      // D in fp32 (an unrounded partial product)
+  const float* C = nullptr;  // when set: D = A x op(B) + C, C fp32 [rows, N] (may equal D)
+  int batch = 1;           // batch i: A + i*strideA, D + i*strideD (elements); B, C shared
+  size_t strideA = 0, strideD = 0;
+};
+
 class Gemm {
  public:
   Gemm() = default;
@@ -31,14 +47,23 @@ class Gemm {
   // Create the handle and the workspace on the current device.
   fcResult_t init();
 
-  // Enqueue C = A x op(B) on `stream` (see above). rows, N, K > 0. With fp32Out, C
-  // is fp32 (the unrounded partial product that a reduction sums before rounding).
-  fcResult_t matmul(const void* A, size_t rows, const void* B, void* C, size_t N, size_t K,
+  // Enqueue `op` on `stream`. rows, N, K > 0. fcNotSupported when cuBLASLt has no
+  // algorithm for it.
+  fcResult_t matmul(const MatmulOp& op, cudaStream_t stream);
+
+  // D = A x op(B), D of the input type (or fp32 with fp32Out): the common case.
+  fcResult_t matmul(const void* A, size_t rows, const void* B, void* D, size_t N, size_t K,
                     fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out = false);
+
+  // Whether cuBLASLt has an algorithm for `op` (nothing is enqueued, no error is set).
+  bool supports(const MatmulOp& op);
 
  private:
   struct Plan;
-  using Key = std::tuple<size_t, size_t, size_t, int, int, int, int, int, bool>;
+  // rows, N, K, transB, dtype, alignments of A, B, C, D, dFp32, has C, batch, strideA, strideD
+  using Key = std::tuple<size_t, size_t, size_t, int, int, int, int, int, int, bool, bool, int, size_t, size_t>;
+  static Key keyOf(const MatmulOp& op);
+  // *out = NULL (and no error) when cuBLASLt has no algorithm; failures are cached too.
   fcResult_t plan(const Key& key, Plan** out);
 
   void* handle_ = nullptr;  // cublasLtHandle_t

@@ -330,3 +330,34 @@ TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad ar
   for (char c : h) touched += c != 0x7f;
   CHECK(touched == 0);
 }
+
+TEST_CASE("fcAllGatherMatmul and fcMatmulReduceScatter on two streams at once") {
+  // Each channel has its own cuBLASLt workspace, copy queue and workspace slots, so
+  // the two ops may overlap freely; a shared GEMM workspace would mix their split-K
+  // partials. No synchronisation between the streams until both have run 4 times.
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  const fcDataType_t t = fcBfloat16;
+  const size_t gms = 1024, gN = 4224, gK = 200, gM = gms * size_t(W);  // fused by the auto choice
+  const size_t rms = 256, rN = 4096, rK = 1024, rM = rms * size_t(W);
+  Dev GA(gms * gK * 2), GB(gK * gN * 2), GC(gM * gN * 2), RA(rM * rK * 2), RB(rK * rN * 2), RC(rms * rN * 2);
+  const Problem g{gms, gN, gK, fcOpN, t, nextSeed(), nextSeed(), W};
+  const MmrsProblem r{rms, rN, rK, fcOpT, t, nextSeed(), nextSeed(), W, env.rank};
+  std::vector<char> ha = pattern(t, gms * gK, g.seedA, env.rank), hb = pattern(t, gK * gN, g.seedB, 0);
+  CUDA_REQUIRE(cudaMemcpy(GA.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemcpy(GB.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+  uploadMmrs(r, RA.p, RB.p, RC.p);
+  CUDA_REQUIRE(cudaMemset(GC.p, 0xff, gM * gN * 2));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  fcResult_t rg = fcSuccess, rr = fcSuccess;
+  for (int i = 0; i < 4 && rg == fcSuccess && rr == fcSuccess; ++i) {
+    rg = fcAllGatherMatmul(GA.p, GB.p, GC.p, nullptr, gM, gN, gK, fcOpN, t, env.comm, env.streams[0]);
+    rr = fcMatmulReduceScatter(RA.p, RB.p, RC.p, rM, rN, rK, fcOpT, t, env.comm, env.streams[1]);
+  }
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  INFO(fcGetLastError(nullptr));
+  CHECK(rg == fcSuccess);
+  CHECK(rr == fcSuccess);
+  CHECK(checkC(g, download(GC.p, gM * gN * 2)) == 0);
+  CHECK(checkMmrs(r, download(RC.p, rms * rN * 2)) == 0);
+}
