@@ -1,36 +1,36 @@
-// fcMatmulReduceScatter (seed 002's destination-ordered GEMMs; cuBLASLt GEMMs whose
-// epilogues do the communication).
+// fcMatmulReduceScatter (seed 002, with cuBLASLt GEMMs and copy-engine pulls).
 //
-// Block d is rows [d*M/W, (d+1)*M/W) of a rank's A x op(B). Every path sums the W
-// partial products of a block in fp32 and rounds once, at the end.
+// Block d is rows [d*M/W, (d+1)*M/W) of a rank's partial product A x op(B). Every
+// path sums the W partial products of a block in fp32 and rounds once, at the end.
 //
-// Ring (fused, large blocks). At step t = 0..W-1 rank r computes block d = r+1+t
-// (destination order: rank+1 first and its own block last, as in seed 002) and adds
-// the partial sum of block d that rank r+1 computed at step t-1 (cuBLASLt's
-// epilogue: D = A x op(B) + C, beta = 1). It writes that D, in fp32, straight into
-// rank r-1's workspace slot t % 2 through the peer mapping. The sum of block d so
-// travels d-1, d-2, ..., d+1 and ends at d, complete, at the last step. The
-// epilogue's stores are the transfer: no copy engine, no staging, no reduction pass.
+// Fused, on the caller's stream S and the channel's copy queue Q. At step
+// t = 1..W-1 every rank computes block rank+t (destination order, starting with
+// rank+1 as in seed 002), in fp32, into its workspace slot t % 2; the owner of that
+// block pulls it at step t. Our own block comes last.
 //
-//   S: barrier (nobody still uses its workspace for an earlier op: peers may write)
-//   for t = 0..W-2:
-//     S: GEMM block r+1+t (+ our slot (t-1) % 2 when t > 0) -> rank r-1's slot t % 2
-//     S: barrier t: every rank's step-t D has landed, and every rank's step-t read
-//        of slot (t-1) % 2 is done, so step t+1 may overwrite it
-//   S: GEMM our block + our slot (W-2) % 2 -> C (bf16 straight from the epilogue
-//      when cuBLASLt takes an fp32 C with a bf16 D; else fp32 in place, then rounded)
-// No final barrier: nobody reads our memory, and every write into a peer's slot
-// precedes barrier W-2. The next op's entry barrier protects our last read.
+//   S: GEMM block rank+1 -> slot 1
+//   for t = 1..W-1:
+//     S: wait for our pull of step t-1; barrier t (every rank's block of step t is
+//        in its slot, and every pull of step t-1 is done, so slot (t+1) % 2 is free
+//        everywhere)
+//     Q: pull block `rank` from rank-t's slot t % 2 into local fp32 buffer t-1
+//     S: GEMM the next block (rank+t+1 into slot (t+1) % 2), or at t = W-1 our own
+//        block, which with W >= 3 adds the pull of step 1 in its epilogue (D = A x
+//        op(B) + C, in place: one fewer block for the final sum to read)
+//   S: wait for Q; final barrier (nobody reads our slots any more)
+//   S: C = round(own + the pulled partials not yet added), fp32 sums
+// Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
 //
-// Scatter (unfused, when all W blocks fit one workspace): one batched GEMM (batch d
-// = block d, B shared) writes block d, in fp32, into rank d's workspace at
-// [rank * block]: the symmetric heap puts every rank's copy at a fixed stride, which
-// is the batch stride of D. Then a barrier, and each rank sums the W blocks in its
-// own workspace and rounds. One GEMM at full size (no per-block wave quantisation);
-// the price is the local sum, which nothing hides.
+// Scatter (small products, or when fused is not worth it): one batched GEMM (batch
+// d = block d, B shared) writes block d, in fp32, straight into rank d's workspace
+// at [rank * block] through the peer mapping: every rank's heap lies at a fixed
+// stride, which is the batch stride of D. A barrier, then each rank sums the W
+// blocks in its own workspace and rounds. Only for small products: the epilogue's
+// stores to peer memory do not overlap the GEMM's math, so at large sizes the GEMM
+// slows down by about the NVLink time of its output (measured: docs/perf.md).
 //
-// Staged (nothing fits the workspace): one fp32 GEMM into a temporary buffer,
-// fcReduceScatter's algorithm on the fp32 partials, rounding.
+// Staged (the rest): one fp32 GEMM into a temporary buffer, fcReduceScatter's
+// algorithm on the fp32 partials, rounding.
 #include <algorithm>
 
 #include "collectives/collectives.h"
@@ -43,9 +43,13 @@
 namespace fc {
 namespace {
 
-enum class Path { Ring, Scatter, Staged };
+enum class Path { Fused, Scatter, Staged };
 
-const char* pathName(Path p) { return p == Path::Ring ? "ring" : p == Path::Scatter ? "scatter" : "staged"; }
+// fcReduceScatter's SM / copy-engine crossover (bytes of input, docs/perf.md). The
+// scatter path stays below it too: its GEMM's peer stores grow with the products.
+constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
+
+const char* pathName(Path p) { return p == Path::Fused ? "fused" : p == Path::Scatter ? "scatter" : "staged"; }
 
 fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm, const MatmulReduceScatterArgs& a,
                   cudaStream_t stream) {
@@ -54,7 +58,7 @@ fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& ge
   FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&all), partials, stream));
   FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&sum), blockElems * sizeof(float), stream));
   FC_CHECK(gemm.matmul(a.A, a.M, a.B, all, a.N, a.K, a.transB, a.datatype, stream, true));
-  if (partials < (32u << 20))  // fcReduceScatter's SM / copy-engine crossover (docs/perf.md)
+  if (partials < kSmReduceScatterMaxBytes)
     FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, fcFloat32, nullptr, stream));
   else
     FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, fcFloat32, stream));
@@ -73,49 +77,66 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
   const size_t ms = a.M / size_t(W), blockElems = ms * a.N, partBytes = blockElems * sizeof(float);
   if (W == 1) return gemm.matmul(a.A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 
-  const bool ringFits = partBytes <= ce::slotBytes(dc);
-  const bool scatterFits = size_t(W) * partBytes <= dc.workspaceBytes;
+  const bool fusedFits = partBytes <= ce::slotBytes(dc);
+  const bool scatterFits = size_t(W) * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
   const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
-  const Path path = choice == FusedChoice::Fused     ? (ringFits ? Path::Ring : fallback)
+  const Path path = choice == FusedChoice::Fused     ? (fusedFits ? Path::Fused : fallback)
                     : choice == FusedChoice::Unfused ? fallback
-                    : ringFits && overlapPays(ms, a.N) ? Path::Ring
-                                                       : fallback;
+                    : fusedFits && overlapPays(ms, a.N) ? Path::Fused
+                                                        : fallback;
   FC_TRACE("fcMatmulReduceScatter: M %zu N %zu K %zu: %s", a.M, a.N, a.K, pathName(path));
   if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
 
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), a.M);
   auto rowsOf = [&](int d) { return static_cast<const char*>(a.A) + size_t(d) * ms * a.K * es; };
-  auto slotOf = [&](int r, int t) { return reinterpret_cast<float*>(ce::slot(dc, (r + W) % W, channel, size_t(t))); };
-  // Entry: peers are about to write into our workspace.
-  FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
+  auto slotOf = [&](int r, int t) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, size_t(t))); };
 
   if (path == Path::Scatter) {
+    // Entry barrier: peers are about to write into our workspace.
+    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
     MatmulOp op{a.A, ms, a.B, a.N, a.K, a.transB, a.datatype, slotOf(0, 0) + size_t(rank) * blockElems};
     op.dFp32 = true;
     op.batch = W;
     op.strideA = ms * a.K;
-    op.strideD = dc.stride / sizeof(float);  // rank d's workspace: base + d * stride
+    op.strideD = dc.stride / sizeof(float);  // rank d's workspace: rank 0's + d * stride
     FC_CHECK(gemm.matmul(op, stream));
     FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
     const float* mine = slotOf(rank, 0);
     return launchReducePartials(mine, mine + blockElems, blockElems, W - 1, a.C, blockElems, a.datatype, stream);
   }
 
-  for (int t = 0; t + 1 < W; ++t) {
-    MatmulOp op{rowsOf((rank + 1 + t) % W), ms, a.B, a.N, a.K, a.transB, a.datatype, slotOf(rank - 1, t)};
-    op.dFp32 = true;
-    op.C = t > 0 ? slotOf(rank, t - 1) : nullptr;
-    FC_CHECK(gemm.matmul(op, stream));
+  float* buf = nullptr;  // the W-1 pulled blocks (W = 2: then our own)
+  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), size_t(W >= 3 ? W - 1 : 2) * partBytes, stream));
+  FC_CHECK(gemm.matmul(rowsOf((rank + 1) % W), ms, a.B, slotOf(rank, 1), a.N, a.K, a.transB, a.datatype, stream,
+                       true));
+  // Step t's communication: once our pull of step t-1 is done and every rank's block
+  // of step t is in its slot (barrier t), pull ours from rank-t into buffer t-1.
+  auto pull = [&](int t) -> fcResult_t {
+    if (t >= 2) FC_CHECK(copies.waitMark(stream, size_t(t - 1)));
     FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
+    FC_CHECK(copies.after(stream, size_t(t)));
+    FC_CHECK(ce::copy(buf + size_t(t - 1) * blockElems, slotOf((rank - t + W) % W, t), partBytes, copies.stream()));
+    return copies.mark(size_t(t));
+  };
+  for (int t = 1; t + 1 < W; ++t) {
+    FC_CHECK(pull(t));
+    FC_CHECK(gemm.matmul(rowsOf((rank + t + 1) % W), ms, a.B, slotOf(rank, t + 1), a.N, a.K, a.transB,
+                         a.datatype, stream, true));
   }
-  float* sum = slotOf(rank, W - 2);
-  MatmulOp last{rowsOf(rank), ms, a.B, a.N, a.K, a.transB, a.datatype, a.C};
-  last.C = sum;
-  if (gemm.supports(last)) return gemm.matmul(last, stream);
-  last.D = sum;  // fp32, in place
-  last.dFp32 = true;
-  FC_CHECK(gemm.matmul(last, stream));
-  return launchReducePartials(sum, nullptr, blockElems, 0, a.C, blockElems, a.datatype, stream);
+  FC_CHECK(pull(W - 1));  // under the GEMM of our own block
+  // With W >= 3 the pull of step 1 (buffer 0) has landed: our GEMM adds it in place.
+  MatmulOp own{rowsOf(rank), ms, a.B, a.N, a.K, a.transB, a.datatype, buf + blockElems};
+  own.dFp32 = true;
+  if (W >= 3) own.D = buf, own.C = buf;
+  FC_CHECK(gemm.matmul(own, stream));
+  FC_CHECK(copies.waitMark(stream, size_t(W - 1)));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
+  // The blocks not yet added: 1..W-2 after our own in buffer 0, or the one pull (W = 2).
+  const float* ownSum = static_cast<const float*>(own.D);
+  const float* rest = W >= 3 ? buf + blockElems : buf;
+  FC_CHECK(launchReducePartials(ownSum, rest, blockElems, W >= 3 ? W - 2 : 1, a.C, blockElems, a.datatype, stream));
+  FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
+  return fcSuccess;
 }
 
 }  // namespace fc

@@ -142,11 +142,6 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
   return fcSuccess;
 }
 
-bool Gemm::supports(const MatmulOp& op) {
-  Plan* p = nullptr;
-  return plan(keyOf(op), &p) == fcSuccess && p != nullptr;
-}
-
 fcResult_t Gemm::matmul(const MatmulOp& op, cudaStream_t stream) {
   Plan* p = nullptr;
   FC_CHECK(plan(keyOf(op), &p));

@@ -55,9 +55,6 @@ class Gemm {
   fcResult_t matmul(const void* A, size_t rows, const void* B, void* D, size_t N, size_t K,
                     fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out = false);
 
-  // Whether cuBLASLt has an algorithm for `op` (nothing is enqueued, no error is set).
-  bool supports(const MatmulOp& op);
-
  private:
   struct Plan;
   // rows, N, K, transB, dtype, alignments of A, B, C, D, dFp32, has C, batch, strideA, strideD
