@@ -235,7 +235,7 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
                               cudaStream_t stream);
 
 /* All-reduce with the algorithm chosen by size and world size: the one-shot above for
- * small buffers (any size that fits the workspace at 2 ranks, up to 1 MiB at 4,
+ * small buffers (up to 64 MiB at 2 ranks when it fits the workspace, 1 MiB at 4,
  * 512 KiB at 8; a symmetric input always fits), otherwise a two-shot: every rank
  * reduces 1/nranks of the buffer from all ranks (a reduce-scatter) and the reduced
  * slices are then gathered by everybody (an all-gather), moving 2(n-1)/n of the

@@ -17,8 +17,8 @@
 //     S: GEMM the next block (rank+t+1 into slot (t+1) % 2), or at t = W-1 our own
 //        block, which with W >= 3 adds the pull of step 1 in its epilogue (D = A x
 //        op(B) + C, in place: one fewer block for the final sum to read)
-//   S: wait for Q; final barrier (nobody reads our slots any more)
-//   S: C = round(own + the pulled partials not yet added), fp32 sums
+//   S: wait for Q; C = round(own + the pulled partials not yet added), fp32 sums
+//   S: final barrier (nobody reads our slots any more)
 // Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
 //
 // Scatter (small products, or when fused is not worth it): one batched GEMM (batch
@@ -130,13 +130,15 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
   if (W >= 3) own.D = buf, own.C = buf;
   FC_CHECK(gemm.matmul(own, stream));
   FC_CHECK(copies.waitMark(stream, size_t(W - 1)));
-  FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
-  // The blocks not yet added: 1..W-2 after our own in buffer 0, or the one pull (W = 2).
+  // The blocks not yet added: 2..W-1 after our own + 1 in buffer 0, or the one pull
+  // (W = 2). The sum reads only local memory, so it goes before the final barrier,
+  // whose wait for the slowest rank's last pull it may then hide.
   const float* ownSum = static_cast<const float*>(own.D);
   const float* rest = W >= 3 ? buf + blockElems : buf;
   FC_CHECK(launchReducePartials(ownSum, rest, blockElems, W >= 3 ? W - 2 : 1, a.C, blockElems, a.datatype, stream));
   FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
-  return fcSuccess;
+  // Final barrier: nobody pulls from our slots any more when the call completes.
+  return launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
 }
 
 }  // namespace fc
