@@ -330,10 +330,9 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * Without Agathered the peers' shards land in a temporary [M, K] buffer from the
  * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
  * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective: every
- * rank calls it with the same M, N, K, transB and datatype. Limitation: the fused ops
- * of one communicator share one cuBLASLt workspace, so fcAllGatherMatmul and
- * fcMatmulReduceScatter must not run concurrently on two streams of the same
- * communicator (order them, e.g. with an event); collectives are not affected.
+ * rank calls it with the same M, N, K, transB and datatype. Fused ops on different
+ * streams of one communicator may run concurrently (each stream's channel has its own
+ * cuBLASLt workspace and workspace slots).
  * Errors: fcInvalidArgument (NULL comm or pointer, M not a multiple of nranks, a zero
  * or overflowing dimension, dtype not bf16/fp16, bad transB, misaligned or
  * overlapping buffers; nothing is written), fcNotSupported (cuBLASLt has no algorithm
@@ -355,14 +354,16 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * Algorithm (seed 002, with cuBLASLt GEMMs): at step t = 1..nranks-1 every rank
  * computes, in fp32, the row block of rank+t (destination order, starting with
  * rank+1) into its symmetric workspace, and every rank's copy engine pulls the block
- * computed for it at that step while the next GEMM runs; the local block last; then
- * one SM pass sums the nranks blocks and rounds. Blocks larger than half the
- * workspace (fp32: M/nranks * N * 4 bytes) or too small to fill two GEMM waves take
- * the unfused path (one GEMM, an fp32 reduce-scatter, one rounding).
+ * computed for it at that step while the next GEMM runs; the local block last, its
+ * GEMM adding the first pulled block in its epilogue; then one SM pass sums the rest
+ * and rounds. Blocks larger than half the workspace (fp32: M/nranks * N * 4 bytes)
+ * or too small to fill two GEMM waves take an unfused path: when all products fit
+ * 32 MiB, one batched GEMM writes each block straight into its owner's workspace and
+ * the owner sums them; else one GEMM, an fp32 reduce-scatter, one rounding.
  * FC_MMRS_ALGO=fused | unfused | auto overrides. Temporary fp32 buffers come from the
  * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
- * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective. The
- * same limitation on concurrent streams as fcAllGatherMatmul.
+ * Asynchronous on stream; CUDA-graph capturable; safe back to back and concurrently
+ * with fused ops on other streams. Collective.
  * Errors: as fcAllGatherMatmul (C must not overlap A or B). */
 fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
                                  fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
