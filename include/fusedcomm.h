@@ -125,7 +125,7 @@ fcResult_t fcGetUniqueId(fcUniqueId* uniqueId);
  * Blocks until every rank has joined, or until the timeout (FC_TIMEOUT_MS, default
  * 120000 ms) expires; then returns fcTimeout and fcGetLastError names the missing ranks.
  * Environment: FC_TIMEOUT_MS (bootstrap and device spin-wait deadline, ms),
- * FC_WORKSPACE_BYTES (symmetric workspace per rank, default 128 MiB, rounded up to
+ * FC_WORKSPACE_BYTES (symmetric workspace per rank, default 130 MiB, rounded up to
  * the allocation granularity), FC_DEBUG=WARN|INFO|TRACE, FC_DEBUG_FILE.
  * Errors: fcInvalidArgument (comm NULL, nranks < 1 or > 16, rank out of range, an id
  * not made by fcGetUniqueId), fcUnhandledCudaError (no driver, no GPU, a CUDA call
@@ -153,7 +153,7 @@ typedef struct {
                            * and workspace */
   long long timeoutMs;    /* bootstrap and device wait deadline in ms (default 120000, env
                            * FC_TIMEOUT_MS) */
-  long long workspaceBytes; /* symmetric workspace per channel per rank (default 128 MiB, env
+  long long workspaceBytes; /* symmetric workspace per channel per rank (default 130 MiB, env
                              * FC_WORKSPACE_BYTES); rounded up to 16 bytes */
 } fcConfig_t;
 #define FC_CONFIG_INITIALIZER                                                           \

@@ -348,7 +348,7 @@ size_t lamportMaxBytes(int nranks) {
   return nranks <= 4 ? kLamportSlotBytes : (256u << 10);
 }
 
-// Crossovers measured on 4 x H200 with the default 128 MiB workspace (docs/perf.md):
+// Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf.md):
 // below them the SM pull kernels win (no per-transfer start-up, fewer barriers).
 // Other world sizes are unmeasured and use the same byte sizes.
 size_t ceAllReduceMinBytes(int) { return 64u << 20; }

@@ -31,7 +31,11 @@ enum class FusedAlgo { Auto, Fused, Unfused };
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
   uint64_t timeoutMs = 120000;
-  uint64_t workspaceBytes = 128ull << 20;  // 2 channels: 256 MiB per GPU
+  // 2 channels: 260 MiB per GPU. 130 rather than 128 MiB: a copy-engine slot (half
+  // the workspace) then holds three 1/3 blocks of a 64 MiB-per-rank reduce-scatter
+  // (a 256 MiB one at 4 ranks, or a 256 MiB all-reduce's first half). With 128 MiB
+  // those need 4 passes, the last one of 2 elements, for ~20 us of fixed cost.
+  uint64_t workspaceBytes = 130ull << 20;
   int maxCtas = kMaxBlocks;
   int channels = 2;
   bool blocking = true;
