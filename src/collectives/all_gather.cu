@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kThreads)
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
   const size_t ctas = size_t(dc.maxCtas);
-  const size_t wsOff = dc.workspaceOffset + size_t(channel) * dc.workspaceBytes;
+  const size_t wsOff = channelWorkspaceOffset(dc, channel);
   const size_t regionElems = regionBytes / sizeof(T);
   T* myWs = reinterpret_cast<T*>(dc.base + size_t(rank) * dc.stride + wsOff);
   const bool vecIn = dev::aligned16(in);

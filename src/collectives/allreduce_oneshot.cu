@@ -69,9 +69,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
   auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceOneShotKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
-  const SymSource src = stage ? SymSource{dc.base, dc.stride,
-                                          dc.workspaceOffset + size_t(channel) * dc.workspaceBytes}
-                              : *symmetricIn;
+  const SymSource src = stage ? SymSource{dc.base, dc.stride, channelWorkspaceOffset(dc, channel)} : *symmetricIn;
   const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel,
                       static_cast<const T*>(in), static_cast<T*>(out), count, src, stage, sig);

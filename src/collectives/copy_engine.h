@@ -31,7 +31,7 @@ constexpr int kSlots = 2;
 inline size_t slotBytes(const DeviceComm& dc) { return dc.workspaceBytes / kSlots / 256 * 256; }
 
 inline char* slot(const DeviceComm& dc, int rank, int channel, size_t pass) {
-  return dc.base + size_t(rank) * dc.stride + dc.workspaceOffset + size_t(channel) * dc.workspaceBytes +
+  return dc.base + size_t(rank) * dc.stride + channelWorkspaceOffset(dc, channel) +
          (pass % kSlots) * slotBytes(dc);
 }
 

@@ -94,6 +94,14 @@ struct DeviceComm {
   ErrorRecord* error;       // device pointer of the host-mapped record
 };
 
+// Heap offset of channel c's workspace (the same on every rank; see the layout above).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint64_t channelWorkspaceOffset(const DeviceComm& dc, int channel) {
+  return dc.workspaceOffset + uint64_t(channel) * dc.workspaceBytes;
+}
+
 // Where a kernel reads every rank's copy of a buffer: base + rank*stride + offset
 // (a symmetric heap: the communicator's own, or one from fcMemAlloc).
 struct SymSource {

@@ -124,16 +124,17 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                          a.datatype, stream, true));
   }
   FC_CHECK(pull(W - 1));  // under the GEMM of our own block
-  // With W >= 3 the pull of step 1 (buffer 0) has landed: our GEMM adds it in place.
-  MatmulOp own{rowsOf(rank), ms, a.B, a.N, a.K, a.transB, a.datatype, buf + blockElems};
+  // W >= 3: the pull of step 1 (buffer 0) has landed, and our GEMM adds it in place.
+  // W = 2: nothing has landed yet; our block goes after the one pull.
+  float* ownSum = W >= 3 ? buf : buf + blockElems;
+  MatmulOp own{rowsOf(rank), ms, a.B, a.N, a.K, a.transB, a.datatype, ownSum};
   own.dFp32 = true;
-  if (W >= 3) own.D = buf, own.C = buf;
+  if (W >= 3) own.C = buf;
   FC_CHECK(gemm.matmul(own, stream));
   FC_CHECK(copies.waitMark(stream, size_t(W - 1)));
   // The blocks not yet added: 2..W-1 after our own + 1 in buffer 0, or the one pull
   // (W = 2). The sum reads only local memory, so it goes before the final barrier,
   // whose wait for the slowest rank's last pull it may then hide.
-  const float* ownSum = static_cast<const float*>(own.D);
   const float* rest = W >= 3 ? buf + blockElems : buf;
   FC_CHECK(launchReducePartials(ownSum, rest, blockElems, W >= 3 ? W - 2 : 1, a.C, blockElems, a.datatype, stream));
   FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
