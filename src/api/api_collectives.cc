@@ -128,28 +128,36 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   const int W = comm->nranks;
   // The copy-engine all-reduce splits the buffer into W equal slices.
   const bool ceFits = W > 1 && count % size_t(W) == 0;
-  enum { OneShot, TwoShot, CopyEngine } algo;
+  enum { OneShot, TwoShot, LamportTwoShot, CopyEngine } algo;
   switch (comm->params.allReduceAlgo) {
     case fc::AllReduceAlgo::OneShot:
       algo = OneShot;
       FC_CHECK(checkOneShotFits(c));
       break;
     case fc::AllReduceAlgo::TwoShot: algo = TwoShot; break;
+    case fc::AllReduceAlgo::LamportTwoShot: algo = LamportTwoShot; break;
     case fc::AllReduceAlgo::CopyEngine: algo = ceFits ? CopyEngine : TwoShot; break;
     default:
       algo = bytes <= fc::oneShotMaxBytes(W) &&
                      (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes)
                  ? OneShot
+             : bytes <= fc::lamportTwoShotMaxBytes(W)         ? LamportTwoShot
              : ceFits && bytes >= fc::ceAllReduceMinBytes(W) ? CopyEngine
                                                              : TwoShot;
   }
   FC_CHECK(checkOverlap(c));
   FC_CHECK(checkLaunch(c, stream));
   FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes,
-           algo == OneShot ? "one-shot" : algo == TwoShot ? "two-shot" : "copy engine",
+           algo == OneShot          ? "one-shot"
+           : algo == TwoShot        ? "two-shot"
+           : algo == LamportTwoShot ? "Lamport two-shot"
+                                    : "copy engine",
            c.zeroCopy ? ", zero-copy" : "");
   switch (algo) {
     case OneShot: return launchOneShot(c, stream);
+    case LamportTwoShot:
+      return fc::launchAllReduceLamportTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
+                                               stream);
     case CopyEngine:
       return fc::launchAllReduceCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], sendbuff,
                                    recvbuff, count, datatype, stream);

@@ -21,31 +21,15 @@
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
+#include "collectives/lamport.cuh"
 #include "collectives/launch.h"
 #include "core/result.h"
-#include "device/sync.cuh"
 
 namespace fc {
 namespace {
 
 using dev::kChunkBytes;
 using dev::kThreads;
-
-__device__ __forceinline__ dev::Pack loadVolatilePack(const dev::Pack* p) {
-  dev::Pack v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
-__device__ __forceinline__ bool packReady(const dev::Pack& v) {
-  return v.x != kLamportEmpty && v.y != kLamportEmpty && v.z != kLamportEmpty && v.w != kLamportEmpty;
-}
-
-// An all-ones word is a NaN (two for 16-bit types): make it another NaN.
-__device__ __forceinline__ uint32_t notEmpty(uint32_t w) { return w == kLamportEmpty ? 0x7fffffffu : w; }
 
 template <typename T, int NR>
 __global__ void __launch_bounds__(kThreads)
@@ -57,36 +41,18 @@ __global__ void __launch_bounds__(kThreads)
   const size_t ctas = size_t(dc.maxCtas);
   const uint32_t nchunks = uint32_t((count + kChunkElems - 1) / kChunkElems);
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
+  dev::LamportRun run(dc, channel);
 
-  // {buffer index, chunks used in buffer 0, 1, 2}, private to this rank's CTA.
-  uint32_t* state = reinterpret_cast<uint32_t*>(dc.base + size_t(rank) * dc.stride + kLamportStateOffset) +
-                    (size_t(channel) * kMaxBlocks + blockIdx.x) * 4;
-  const uint32_t buf = state[0];
-  const uint32_t stale = (buf + 2) % 3, staleChunks = state[1 + stale];
-  const size_t channelOff = dc.lamportOffset + size_t(channel) * lamportChannelBytes(W);
-  // Slot `sender` of buffer `b` on rank `owner`.
-  auto slot = [&](int owner, uint32_t b, int sender) {
-    return dc.base + size_t(owner) * dc.stride + channelOff +
-           (size_t(b) * size_t(W) + size_t(sender)) * kLamportSlotBytes;
-  };
-
-  // 1. Push our packs into our slot of every rank's current buffer.
+  // 1. Push our packs into our slot of every rank's current buffer (set 0).
   for (size_t c = blockIdx.x; c < nchunks; c += ctas) {
     const size_t i = c * kChunkElems + size_t(threadIdx.x) * E;
     if (i >= count) continue;
-    dev::Pack v;
-    if (vecIn && i + E <= count) {
-      v = *reinterpret_cast<const dev::Pack*>(in + i);
-    } else {  // tail or misaligned: elements past the end read as zero
-      T* e = reinterpret_cast<T*>(&v);
-      for (int k = 0; k < E; ++k) e[k] = i + k < count ? in[i + k] : T(0.f);
-    }
-    v = dev::Pack{notEmpty(v.x), notEmpty(v.y), notEmpty(v.z), notEmpty(v.w)};
+    const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, i, count, vecIn));
     const size_t off = i * sizeof(T);
 #pragma unroll 8
     for (int j = 0; j < W; ++j) {
       const int r = (rank + j) % W;
-      *reinterpret_cast<dev::Pack*>(slot(r, buf, rank) + off) = v;
+      *reinterpret_cast<dev::Pack*>(run.slot(r, run.buf, 0, rank) + off) = v;
     }
   }
 
@@ -105,51 +71,22 @@ __global__ void __launch_bounds__(kThreads)
       dev::Pack v[NR];
 #pragma unroll
       for (int j = 0; j < NR; ++j) {
-        p[j] = reinterpret_cast<const dev::Pack*>(slot(rank, buf, (rank + j) % NR) + off);
-        v[j] = loadVolatilePack(p[j]);
+        p[j] = reinterpret_cast<const dev::Pack*>(run.slot(rank, run.buf, 0, (rank + j) % NR) + off);
+        v[j] = dev::loadVolatilePack(p[j]);
       }
-      bool ready = true;
-#pragma unroll
-      for (int j = 0; j < NR; ++j) ready = ready && packReady(v[j]);
-      if (!ready) {
-        dev::WaitExits exits;
-        for (uint32_t spin = 1; !ready; ++spin) {
-          // Back off between rounds: tens of thousands of threads re-polling at full
-          // rate compete with the incoming remote writes for the same L2.
-          __nanosleep(100);
-          ready = true;
-#pragma unroll
-          for (int j = 0; j < NR; ++j) {
-            if (!packReady(v[j])) v[j] = loadVolatilePack(p[j]);
-            ready = ready && packReady(v[j]);
-          }
-          if (!ready && (spin & 1023u) == 0u) {
-            int missing = 0;
-#pragma unroll
-            for (int j = 0; j < NR; ++j)
-              if (!packReady(v[j])) missing = (rank + j) % NR;
-            if (exits.giveUp(dc, Op::AllReduceOneShot, missing, channel, buf, 0)) {
-              failed = 1;
-              break;
-            }
-          }
-        }
+      if (!dev::pollPacks<NR>(dc, Op::AllReduceOneShot, channel, run.buf, p, v,
+                              [&](int j) { return (rank + j) % NR; })) {
+        failed = 1;
+        break;
       }
 #pragma unroll
       for (int j = 0; j < NR; ++j) dev::accumulate<T>(acc, v[j]);
     } else {
       for (int j = 0; j < W && !failed; ++j) {
         const int s = (rank + j) % W;
-        const dev::Pack* p = reinterpret_cast<const dev::Pack*>(slot(rank, buf, s) + off);
-        dev::Pack v = loadVolatilePack(p);
-        if (!packReady(v)) {
-          dev::WaitExits exits;
-          for (uint32_t spin = 1; !packReady(v = loadVolatilePack(p)); ++spin, __nanosleep(100))
-            if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceOneShot, s, channel, buf, 0)) {
-              failed = 1;
-              break;
-            }
-        }
+        const dev::Pack* p = reinterpret_cast<const dev::Pack*>(run.slot(rank, run.buf, 0, s) + off);
+        dev::Pack v = dev::loadVolatilePack(p);
+        failed = !dev::pollPack(dc, Op::AllReduceOneShot, channel, run.buf, p, v, s);
         dev::accumulate<T>(acc, v);
       }
     }
@@ -157,17 +94,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (__syncthreads_or(failed)) return;
 
-  // 3. Reset the buffer of our previous run (every sender's slot, every chunk that
-  //    run used) for the run after next; then advance.
-  const dev::Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
-  for (size_t c = blockIdx.x; c < staleChunks; c += ctas) {
-    const size_t off = c * kChunkBytes + size_t(threadIdx.x) * dev::kPackBytes;
-    for (int s = 0; s < W; ++s) *reinterpret_cast<dev::Pack*>(slot(rank, stale, s) + off) = empty;
-  }
-  if (threadIdx.x == 0) {
-    state[1 + buf] = nchunks;
-    state[0] = (buf + 1) % 3;
-  }
+  // 3. Reset the buffer of our previous run for the run after next; then advance.
+  run.resetStale();
+  run.advance(nchunks | dev::kOwnSlotUsed, 0);
+  if (threadIdx.x == 0) run.save();
 }
 
 template <typename T>

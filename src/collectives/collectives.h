@@ -25,6 +25,12 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   cudaStream_t stream);
 
+// Lamport two-shot all-reduce (push the slices, poll the data; no flags); any count
+// (passes of nranks push slots).
+fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
+                                         void* recvbuff, size_t count, fcDataType_t datatype,
+                                         cudaStream_t stream);
+
 // Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
 // any count: sizes beyond the workspace run in passes.
 fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -191,15 +192,19 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   auto moveName = [](MoveAlgo a) {
     return a == MoveAlgo::Sm ? "forced SM" : a == MoveAlgo::CopyEngine ? "forced copy engine" : "auto";
   };
-  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes or the workspace, copy engine from "
-          "%zu bytes when count %% nranks == 0, else two-shot); fcReduceScatter %s (copy engine from "
+  const bool lamport2 = lamportTwoShotMaxBytes(nranks) == SIZE_MAX;
+  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes%s); fcReduceScatter %s (copy engine from "
           "%zu bytes of input, else SM pull); fcAllGather %s (copy engine from %zu bytes of output, "
           "else SM pull)",
           params.allReduceAlgo == AllReduceAlgo::OneShot      ? "forced one-shot"
           : params.allReduceAlgo == AllReduceAlgo::TwoShot    ? "forced two-shot"
+          : params.allReduceAlgo == AllReduceAlgo::LamportTwoShot ? "forced Lamport two-shot"
           : params.allReduceAlgo == AllReduceAlgo::CopyEngine ? "forced copy engine"
                                                               : "auto",
-          oneShotMaxBytes(nranks), ceAllReduceMinBytes(nranks), moveName(params.reduceScatterAlgo),
+          oneShotMaxBytes(nranks),
+          lamport2 ? ", then the Lamport two-shot"
+                   : " or the workspace, then the SM two-shot; copy engine from 64 MiB when count % nranks == 0",
+          moveName(params.reduceScatterAlgo),
           ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
   return fcSuccess;
 }
@@ -268,14 +273,20 @@ fcResult_t commCheckAsync(fcComm* comm) {
              "communicator is unusable, destroy it",
              e->channel, e->rank, mine, e->peer, theirs);
   } else {
+    char waited[96];
+    if (e->dataWait)
+      snprintf(waited, sizeof waited, "for rank %d's data in Lamport push buffer %u", e->peer, e->expected);
+    else
+      snprintf(waited, sizeof waited, "for rank %d to reach epoch %u, last saw %u", e->peer, e->expected,
+               e->seen);
     snprintf(msg, sizeof msg,
-             "%s on rank %d %s (block %d, channel %d): waited for rank %d to reach epoch %u, last "
-             "saw %u; the communicator is unusable, destroy it",
+             "%s on rank %d %s (block %d, channel %d): waited %s; the communicator is unusable, "
+             "destroy it",
              opName(e->op), e->rank,
              why == GiveUp::Abort       ? "was aborted (fcCommAbort)"
              : why == GiveUp::PeerAbort ? "gave up because that rank aborted or gave up"
                                         : "timed out (FC_TIMEOUT_MS)",
-             e->block, e->channel, e->peer, e->expected, e->seen);
+             e->block, e->channel, waited);
   }
   comm->asyncMessage = msg;
   const fcResult_t res = why == GiveUp::Timeout    ? fcTimeout
@@ -341,6 +352,13 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
   return false;
 }
 
+size_t lamportTwoShotMaxBytes(int nranks) {
+  // Measured on H200 at 2 and 4 ranks (docs/perf.md): above the one-shot it beat the
+  // SM two-shot, the barrier one-shot, the copy engine and NCCL at every size to
+  // 256 MiB. More than 4 ranks are unmeasured: there the older choices stay.
+  return nranks <= 4 ? SIZE_MAX : 0;
+}
+
 size_t lamportMaxBytes(int nranks) {
   // Measured on H200 (docs/perf.md): with backed-off polling the Lamport one-shot is
   // the fastest path up to its 1 MiB slots at 2 and 4 ranks (6.3 / 12.9 us at 1 MiB).
@@ -351,16 +369,16 @@ size_t lamportMaxBytes(int nranks) {
 // Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf.md):
 // below them the SM pull kernels win (no per-transfer start-up, fewer barriers).
 // Other world sizes are unmeasured and use the same byte sizes.
-size_t ceAllReduceMinBytes(int) { return 64u << 20; }
+size_t ceAllReduceMinBytes(int) { return 64u << 20; }  // where no Lamport two-shot runs
 size_t ceReduceScatterMinBytes(int) { return 32u << 20; }
 size_t ceAllGatherMinBytes(int) { return 64u << 20; }
 
 size_t oneShotMaxBytes(int nranks) {
-  // Crossovers measured on H200 (docs/perf.md): the one-shot reads W-1 remote copies,
-  // the two-shot 2(W-1)/W of the data but pays two more barriers. At 2 ranks both move
-  // the same bytes, so the one-shot wins over the SM two-shot at every size, and over
-  // the copy-engine one up to 64 MiB (255.9 vs 257.4 us; 128 MiB: 505.6 vs 473.3).
-  return nranks <= 2 ? (64u << 20) : nranks <= 4 ? (1u << 20) : (512u << 10);
+  // Crossovers with the Lamport two-shot measured on H200 (docs/perf.md): 4 ranks,
+  // 256 KiB 6.3 vs 7.5 us, 512 KiB 8.5 vs 8.0; 2 ranks, 512 KiB 6.0 vs 6.4, 1 MiB 7.6
+  // vs 7.2. At 8 ranks (unmeasured, no Lamport two-shot) the one-shot reads W-1
+  // remote copies, the SM two-shot 2(W-1)/W of the data with two more barriers.
+  return nranks <= 2 ? (512u << 10) : nranks <= 4 ? (256u << 10) : (512u << 10);
 }
 
 }  // namespace fc

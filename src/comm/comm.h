@@ -22,7 +22,9 @@
 
 namespace fc {
 
-enum class AllReduceAlgo { Auto, OneShot, TwoShot, CopyEngine };
+// All-reduce: the one-shot (FC_ALLREDUCE_ALGO=oneshot forces its barrier variant),
+// the SM two-shot with barriers, the Lamport two-shot, the copy-engine two-shot.
+enum class AllReduceAlgo { Auto, OneShot, TwoShot, LamportTwoShot, CopyEngine };
 // Reduce-scatter and all-gather: SM pull kernels or copy-engine transfers.
 enum class MoveAlgo { Auto, Sm, CopyEngine };
 // Fused GEMM ops: overlapped, or communication then GEMM.
@@ -103,6 +105,10 @@ size_t oneShotMaxBytes(int nranks);
 
 // The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
 size_t lamportMaxBytes(int nranks);
+
+// The auto choice takes the Lamport two-shot above the one-shot, up to this many
+// bytes (0: never).
+size_t lamportTwoShotMaxBytes(int nranks);
 
 // The auto choice moves data by copy engine from these sizes on (bytes of the
 // all-reduce buffer, the reduce-scatter input, the all-gather output).

@@ -35,7 +35,8 @@ fcResult_t choiceFromEnv(const char* name, const std::pair<const char*, E> (&cho
 
 constexpr std::pair<const char*, AllReduceAlgo> kAllReduceAlgos[] = {
     {"auto", AllReduceAlgo::Auto}, {"oneshot", AllReduceAlgo::OneShot},
-    {"twoshot", AllReduceAlgo::TwoShot}, {"ce", AllReduceAlgo::CopyEngine}};
+    {"twoshot", AllReduceAlgo::TwoShot}, {"twoshot-lamport", AllReduceAlgo::LamportTwoShot},
+    {"ce", AllReduceAlgo::CopyEngine}};
 constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}};
 constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {

@@ -7,9 +7,10 @@
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
-//   [kLamportStateOffset, +16 KiB)  lamport[channel][block]: {buffer index, chunks per buffer}
-//   [kSignalBytes, +lamport bytes)  push buffers of the Lamport one-shot:
-//                                   [channel][buffer 3][sender rank][kLamportSlotBytes]
+//   [kLamportStateOffset, +32 KiB)  lamport[channel][block]: {buffer index, chunks per
+//                                   buffer and set} (collectives/lamport.cuh)
+//   [kSignalBytes, +lamport bytes)  push buffers of the Lamport all-reduces:
+//                                   [channel][buffer 3][set 2][sender rank][kLamportSlotBytes]
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
@@ -26,16 +27,27 @@ constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
 constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
-constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * 4 * sizeof(uint32_t);
+constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * 8 * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
 static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal region too small");
 
-// The Lamport one-shot's payload limit per rank, and its push area per channel:
-// three buffers (a call uses one, clears the one the call before used, and the
-// third may already be filled by a peer that is one call ahead) of one slot per rank.
+// The Lamport one-shot's payload limit per rank (the two-shot's per slice), and the
+// push area per channel: three buffers (a call uses one, clears the one the call
+// before used, and the third may already be filled by a peer that is one call
+// ahead), each of two sets (the two-shot's reduce-scatter and all-gather pushes) of
+// one slot per rank.
 constexpr size_t kLamportSlotBytes = 1024 * 1024;
-constexpr size_t lamportChannelBytes(int nranks) { return 3 * size_t(nranks) * kLamportSlotBytes; }
+constexpr size_t lamportChannelBytes(int nranks) { return 3 * 2 * size_t(nranks) * kLamportSlotBytes; }
+// Elements per slice of a Lamport two-shot pass of `count` elements: count/nranks
+// rounded up to whole 16-byte packs.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline size_t lamportTwoShotSlice(size_t count, int nranks, size_t elemBytes) {
+  const size_t perPack = 16 / elemBytes, w = size_t(nranks);
+  return ((count + w - 1) / w + perPack - 1) / perPack * perPack;
+}
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;
@@ -79,6 +91,7 @@ struct ErrorRecord {
   uint32_t expected;  // epoch it waited for (Mismatch: this rank's op signature)
   uint32_t seen;      // epoch it last saw (Mismatch: the peer's op signature)
   uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
+  uint32_t dataWait;  // 1: the wait polled pushed data (Lamport; expected = push buffer)
 };
 
 struct DeviceComm {

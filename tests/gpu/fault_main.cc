@@ -6,6 +6,8 @@
 //   kill     rank 2 SIGKILLs itself in a loop of 1000: the others get fcTimeout
 //   kill-ce  the same in a loop of copy-engine reduce-scatters (their waits are the
 //            barrier kernels between the transfers)
+//   kill-lamport2  the same in a loop of Lamport two-shot all-reduces of two passes
+//            (their waits poll the pushed data)
 //   abort    rank 3 calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
 //            rank fails fast (the op signature in the flags differs)
@@ -71,10 +73,12 @@ uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 // count: 1 << 19 floats (2 MiB, above the Lamport limit) takes the barrier one-shot,
 // whose flags carry op signatures; 1 << 14 (64 KiB) the Lamport one-shot (no flags:
 // its waits poll the data).
-// reduceScatter: issue fcReduceScatter(buf, buf + rank * count/W, count/W) instead.
+// op: fcAllReduceOneShot(buf, buf, count), fcAllReduce(buf, buf, count) or
+// fcReduceScatter(buf, buf + rank * count/W, count/W).
+enum class FaultOp { OneShot, AllReduce, ReduceScatter };
 template <typename Fault>
 int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19,
-              bool reduceScatter = false) {
+              FaultOp op = FaultOp::OneShot) {
   float* buf;
   CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
   CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
@@ -86,9 +90,13 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
   fcResult_t firstError = fcSuccess;
   for (int k = 0; k < calls && firstError == fcSuccess; ++k) {
     if (!fault(k, s)) continue;
-    firstError = reduceScatter
-                     ? fcReduceScatter(buf, buf + size_t(g_rank) * rc, rc, fcFloat32, fcSum, comm, s)
-                     : fcAllReduceOneShot(buf, buf, count, fcFloat32, fcSum, comm, s);
+    switch (op) {
+      case FaultOp::OneShot: firstError = fcAllReduceOneShot(buf, buf, count, fcFloat32, fcSum, comm, s); break;
+      case FaultOp::AllReduce: firstError = fcAllReduce(buf, buf, count, fcFloat32, fcSum, comm, s); break;
+      case FaultOp::ReduceScatter:
+        firstError = fcReduceScatter(buf, buf + size_t(g_rank) * rc, rc, fcFloat32, fcSum, comm, s);
+        break;
+    }
   }
   const cudaError_t syncErr = cudaStreamSynchronize(s);
   fcResult_t async = fcInternalError;
@@ -223,6 +231,7 @@ int main(int argc, char** argv) {
   if (scenario == "cycles") return cycles(id);
 
   if (scenario == "kill-ce") setenv("FC_REDUCE_SCATTER_ALGO", "ce", 1);
+  if (scenario == "kill-lamport2") setenv("FC_ALLREDUCE_ALGO", "twoshot-lamport", 1);
   fcComm_t comm;
   CHECK_FC(fcCommInitRank(&comm, g_nranks, id, g_rank));
   int rc = 2;
@@ -231,8 +240,12 @@ int main(int argc, char** argv) {
     // finishes; its peers' last call finds nobody and times out.
     rc = faultLoop(comm, 20, [](int k, cudaStream_t) { return !(g_rank == 1 && k == 5); },
                    g_rank != 1);
-  } else if (scenario == "kill" || scenario == "kill-ce") {
-    const bool ce = scenario == "kill-ce";
+  } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2") {
+    // 64 KiB: the Lamport one-shot; 4 MiB of input: the copy-engine reduce-scatter;
+    // 8 MiB: two passes of the Lamport two-shot at 4 ranks.
+    const FaultOp op = scenario == "kill"      ? FaultOp::OneShot
+                       : scenario == "kill-ce" ? FaultOp::ReduceScatter
+                                               : FaultOp::AllReduce;
     rc = faultLoop(comm, 1000,
                    [](int k, cudaStream_t s) {
                      if (g_rank == 2 && k == 50) {
@@ -241,7 +254,7 @@ int main(int argc, char** argv) {
                      }
                      return true;
                    },
-                   true, ce ? 1 << 20 : 1 << 14, ce);
+                   true, op == FaultOp::OneShot ? 1 << 14 : op == FaultOp::ReduceScatter ? 1 << 20 : 1 << 21, op);
   } else if (scenario == "mismatch") {
     const auto t0 = Clock::now();
     rc = faultLoop(comm, 20,

@@ -1,6 +1,7 @@
 // fcAllReduceOneShot on real GPUs: exact sums for every dtype, many sizes (odd
 // counts, misaligned pointers), in and out of place, poisoned outputs, 10,000
-// back-to-back calls, CUDA-graph capture and replay, and argument rejection.
+// back-to-back calls, CUDA-graph capture and replay, and argument rejection; and the
+// rounding of every all-reduce algorithm.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -117,47 +118,57 @@ TEST_CASE("one-shot all-reduce: exact sums over dtypes, sizes, placement and ali
   }
 }
 
-TEST_CASE("one-shot all-reduce: random inputs are summed in fp32 and rounded once") {
+TEST_CASE("all-reduce: random inputs are summed in fp32 and rounded once, every algorithm") {
   const GpuEnv& env = gpuEnv();
-  const size_t count = 100003;
-  for (fcDataType_t t : kTypes) {
-    const size_t es = fcTypeSize(t);
-    const uint64_t seed = nextSeed();
-    // Every rank draws every rank's normal inputs (rounded to t) from the same seeds.
-    std::vector<std::vector<char>> inputs(size_t(env.nranks));
-    for (int r = 0; r < env.nranks; ++r) {
-      std::mt19937_64 rng(seed + uint64_t(r));
-      std::normal_distribution<float> normal(0.f, 1.f);
-      inputs[size_t(r)].resize(count * es);
-      for (size_t i = 0; i < count; ++i) fcStore(inputs[size_t(r)].data(), t, i, normal(rng));
-    }
-    DevBuf in(count * es), out(count * es);
-    CUDA_REQUIRE(cudaMemcpy(in.p, inputs[size_t(env.rank)].data(), count * es, cudaMemcpyHostToDevice));
-    poison(out.p, out.bytes);  // synchronises the device: the upload has landed too
-    FC_REQUIRE(fcAllReduceOneShot(in.p, out.p, count, t, fcSum, env.comm, nullptr));
-    CUDA_REQUIRE(cudaDeviceSynchronize());
-    std::vector<char> got = download(out.p, count * es);
-    // One rounding of an (almost) exact sum: at most half an ulp of the output type,
-    // plus fp32 accumulation error. A bf16/fp16 accumulator would exceed this.
-    const double unit = t == fcFloat32 ? 0x1p-23 : t == fcFloat16 ? 0x1p-10 : 0x1p-7;
-    const double tiny = t == fcFloat16 ? 0x1p-24 : 1e-30;
-    size_t bad = 0;
-    double worst = 0;
-    for (size_t i = 0; i < count; ++i) {
-      double ref = 0, mag = 0;
+  // fcAllReduceOneShot, then fcAllReduce at sizes its auto choice gives to the Lamport
+  // two-shot (at 2 and 4 ranks; one pass, then two), or the forced algorithm.
+  struct Call {
+    bool oneShot;
+    size_t count;
+  };
+  for (const Call call : {Call{true, 100003}, Call{false, 700001}, Call{false, 3000001}}) {
+    for (fcDataType_t t : kTypes) {
+      const size_t count = call.count;
+      const size_t es = fcTypeSize(t);
+      const uint64_t seed = nextSeed();
+      // Every rank draws every rank's normal inputs (rounded to t) from the same seeds.
+      std::vector<std::vector<char>> inputs(size_t(env.nranks));
       for (int r = 0; r < env.nranks; ++r) {
-        double x = fcLoad(inputs[size_t(r)].data(), t, i);
-        ref += x;
-        mag += std::fabs(x);
+        std::mt19937_64 rng(seed + uint64_t(r));
+        std::normal_distribution<float> normal(0.f, 1.f);
+        inputs[size_t(r)].resize(count * es);
+        for (size_t i = 0; i < count; ++i) fcStore(inputs[size_t(r)].data(), t, i, normal(rng));
       }
-      const double ulp = std::max(tiny, std::ldexp(unit, std::ilogb(std::max(std::fabs(ref), 1e-30))));
-      const double tol = 0.5 * ulp + env.nranks * 0x1p-24 * mag;
-      const double err = std::fabs(double(fcLoad(got.data(), t, i)) - ref);
-      worst = std::max(worst, err / ulp);
-      if (!(err <= tol)) ++bad;
+      DevBuf in(count * es), out(count * es);
+      CUDA_REQUIRE(cudaMemcpy(in.p, inputs[size_t(env.rank)].data(), count * es, cudaMemcpyHostToDevice));
+      poison(out.p, out.bytes);  // synchronises the device: the upload has landed too
+      if (call.oneShot) FC_REQUIRE(fcAllReduceOneShot(in.p, out.p, count, t, fcSum, env.comm, nullptr));
+      else FC_REQUIRE(fcAllReduce(in.p, out.p, count, t, fcSum, env.comm, nullptr));
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      std::vector<char> got = download(out.p, count * es);
+      // One rounding of an (almost) exact sum: at most half an ulp of the output type,
+      // plus fp32 accumulation error. A bf16/fp16 accumulator would exceed this.
+      const double unit = t == fcFloat32 ? 0x1p-23 : t == fcFloat16 ? 0x1p-10 : 0x1p-7;
+      const double tiny = t == fcFloat16 ? 0x1p-24 : 1e-30;
+      size_t bad = 0;
+      double worst = 0;
+      for (size_t i = 0; i < count; ++i) {
+        double ref = 0, mag = 0;
+        for (int r = 0; r < env.nranks; ++r) {
+          double x = fcLoad(inputs[size_t(r)].data(), t, i);
+          ref += x;
+          mag += std::fabs(x);
+        }
+        const double ulp = std::max(tiny, std::ldexp(unit, std::ilogb(std::max(std::fabs(ref), 1e-30))));
+        const double tol = 0.5 * ulp + env.nranks * 0x1p-24 * mag;
+        const double err = std::fabs(double(fcLoad(got.data(), t, i)) - ref);
+        worst = std::max(worst, err / ulp);
+        if (!(err <= tol)) ++bad;
+      }
+      INFO((call.oneShot ? "fcAllReduceOneShot" : "fcAllReduce")
+           << ", count " << count << ", dtype " << fcTypeName(t) << ": worst error " << worst << " ulp");
+      CHECK(bad == 0);
     }
-    INFO("dtype " << fcTypeName(t) << ": worst error " << worst << " ulp");
-    CHECK(bad == 0);
   }
 }
 

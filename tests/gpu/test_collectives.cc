@@ -70,10 +70,12 @@ TEST_CASE("fcAllReduce: exact sums, one-shot and two-shot sizes, multi-pass, in 
   const size_t ws = GpuEnv::kWorkspaceBytes;
   for (fcDataType_t t : kTypes) {
     const size_t es = fcTypeSize(t);
-    // Small (one-shot), just past the one-shot limit, odd, 2.5 workspaces (passes),
-    // and the same as a multiple of the world size (the copy-engine all-reduce).
+    // Small (one-shot), just past the one-shot limits, just under one full pass of the
+    // Lamport two-shot (4 MiB at 4 ranks), odd, 2.5 workspaces (passes), and the same
+    // as a multiple of the world size (the copy-engine all-reduce where it runs).
     const std::vector<size_t> counts = {1, 3, 1000, 65537, (256u << 10) / es + 1, (1u << 20) / es + 7,
-                                        3 * 1000 * 1000 + 1, (5 * ws / 2) / es, (5 * ws / 2) / es + 3};
+                                        (4u << 20) / es - 3, 3 * 1000 * 1000 + 1, (5 * ws / 2) / es,
+                                        (5 * ws / 2) / es + 3};
     const size_t maxCount = counts.back();
     Dev in((maxCount + 8) * es), out((maxCount + 8) * es);
     for (size_t count : counts)
@@ -173,10 +175,11 @@ struct MixedOps {
   MixedOps(size_t n, int W) {
     const size_t counts[] = {8, 1000, 24 * 1024, 3000, 4096};
     for (size_t k = 0; k < n; ++k) {
-      // Every 20th op an all-reduce big enough for the two-shot (> 256 KiB at 4 ranks).
+      // Every 20th op a bigger all-reduce: every 100th one of 1.06 MB (the Lamport
+      // two-shot at 2 and 4 ranks), the others of 280 KB (the one-shot at 2 ranks).
       const bool big = k % 20 == 19;
       const int kind = big ? 0 : int(k % 3);
-      const size_t c = big ? 140000 : counts[k % 5];
+      const size_t c = !big ? counts[k % 5] : k % 100 == 99 ? 530000 : 140000;
       const size_t inN = kind == 1 ? W * c : c, outN = kind == 2 ? W * c : c;
       ops.push_back({kind, c, inTotal, outTotal});
       inTotal += (inN + 7) / 8 * 8;  // 16-byte aligned slices for bf16

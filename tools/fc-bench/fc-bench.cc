@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   CLI::App app{"fc-bench: libfusedcomm benchmarks (run one process per GPU under tools/fcrun)"};
   app.require_subcommand(1);
   Options o;
-  CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|ce|auto)");
+  CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|twoshot-lamport|ce|auto)");
   CLI::App* rs = app.add_subcommand("reducescatter", "fcReduceScatter; size = the whole input");
   CLI::App* ag = app.add_subcommand("allgather", "fcAllGather; size = the whole output");
   CLI::App* agmm = app.add_subcommand("agmm", "fcAllGatherMatmul vs the GEMM alone and all-gather + GEMM");
@@ -187,8 +187,8 @@ int main(int argc, char** argv) {
     sub->add_flag("--json", o.json, "JSON lines instead of the table");
   }
   CLI::Option* algoOpt[] = {
-      ar->add_option("-A,--algo", o.algo, "oneshot | twoshot | ce | auto (sets FC_ALLREDUCE_ALGO)")
-          ->check(CLI::IsMember({"oneshot", "twoshot", "ce", "auto"})),
+      ar->add_option("-A,--algo", o.algo, "oneshot | twoshot | twoshot-lamport | ce | auto (sets FC_ALLREDUCE_ALGO)")
+          ->check(CLI::IsMember({"oneshot", "twoshot", "twoshot-lamport", "ce", "auto"})),
       rs->add_option("-A,--algo", o.algo, "sm | ce | auto (sets FC_REDUCE_SCATTER_ALGO)")
           ->check(CLI::IsMember({"sm", "ce", "auto"})),
       ag->add_option("-A,--algo", o.algo, "sm | ce | auto (sets FC_ALLGATHER_ALGO)")
