@@ -3,11 +3,12 @@
 // A two-shot (reduce-scatter, then all-gather of the reduced slices: 2(W-1)/W of the
 // buffer per rank over NVLink instead of the one-shot's W-1 times it) without a
 // single flag or barrier, on the Lamport push buffers of collectives/lamport.cuh:
-//   1. every rank pushes slice s of its input into its slot of rank s's set 0;
-//   2. rank r polls its set 0 for every peer's piece of slice r, adds its own input,
+//   1. every rank pushes slice s of its input into its slot of rank s's
+//      reduce-scatter set (set 0 of this kind);
+//   2. rank r polls that set for every peer's piece of slice r, adds its own input,
 //      rounds once, stores the result into its recvbuff and pushes it into its slot
-//      of every peer's set 1;
-//   3. rank r polls its set 1 for every peer's reduced slice and stores them.
+//      of every peer's all-gather set (set 1);
+//   3. rank r polls its all-gather set for every peer's reduced slice and stores them.
 // The data is its own flag, so the only waits are for data that is on its way: no
 // round trip of a barrier (three per pass in the SM two-shot) and no staging copy.
 // The price is the reset: a run rewrites, with all-ones, the 2(W-1) slots its
@@ -31,37 +32,37 @@
 namespace fc {
 namespace {
 
-using dev::kChunkBytes;
 using dev::kThreads;
 
 // One pass: the all-reduce of in[0, count) into out, as slices of `slice` elements
 // (a whole number of packs, at most a slot). Returns true when a wait gave up.
+using Run = dev::LamportRun<dev::LamportKind::TwoShot>;
+
 template <typename T, int NR>
-__device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, const dev::LamportRun& run,
+__device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, const Run& run,
                                             const T* in, T* out, size_t count, size_t slice, bool vecIn,
                                             bool vecOut) {
-  constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
-  const size_t ctas = size_t(dc.maxCtas);
-  const size_t sliceChunks = (slice + kChunkElems - 1) / kChunkElems;
+  const size_t packs = slice / E;  // per slice
   // Elements of slice s that exist: [s*slice, s*slice + sliceLen(s)).
   auto sliceLen = [&](int s) -> size_t {
     const size_t begin = size_t(s) * slice;
     return begin >= count ? 0 : (count - begin < slice ? count - begin : slice);
   };
+  auto slotPacks = [&](int owner, int set, int sender) { return run.slot(owner, run.buf, set, sender); };
 
   // 1. Reduce-scatter pushes: slice s of our input into our slot of rank s's set 0
   //    (past the end of the input: zeros, so that every polled pack gets written).
-  for (size_t c = blockIdx.x; c < sliceChunks; c += ctas) {
-    const size_t i = c * kChunkElems + size_t(threadIdx.x) * E;
-    if (i >= slice) continue;
+  for (size_t k = threadIdx.x;; k += blockDim.x) {
+    const size_t pk = run.ownedPack(k);
+    if (pk >= packs) break;
 #pragma unroll 8
     for (int j = 1; j < W; ++j) {
       const int s = (rank + j) % W;
-      const dev::Pack v = dev::notEmpty(dev::loadInputPack(in + size_t(s) * slice, i, sliceLen(s), vecIn));
-      *reinterpret_cast<dev::Pack*>(run.slot(s, run.buf, 0, rank) + i * sizeof(T)) = v;
+      const dev::Pack v = dev::loadInputPack(in + size_t(s) * slice, pk * E, sliceLen(s), vecIn);
+      slotPacks(s, 0, rank)[pk] = dev::notEmpty(v);
     }
   }
 
@@ -70,32 +71,32 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
 
   // 2. Reduce our slice: our own input plus every peer's piece; store it and push it
   //    into our slot of every peer's set 1.
-  for (size_t c = blockIdx.x; c < sliceChunks; c += ctas) {
-    const size_t i = c * kChunkElems + size_t(threadIdx.x) * E;
-    if (i >= slice) continue;
-    const size_t off = i * sizeof(T);
+  const T* mine = in + size_t(rank) * slice;
+  for (size_t k = threadIdx.x;; k += blockDim.x) {
+    const size_t pk = run.ownedPack(k);
+    if (pk >= packs) break;
     float acc[E];
 #pragma unroll
-    for (int k = 0; k < E; ++k) acc[k] = 0.f;
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
     if constexpr (NR > 0) {
       const dev::Pack* p[NR - 1];
       dev::Pack v[NR - 1];
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) {
-        p[j] = reinterpret_cast<const dev::Pack*>(run.slot(rank, run.buf, 0, (rank + 1 + j) % NR) + off);
+        p[j] = slotPacks(rank, 0, (rank + 1 + j) % NR) + pk;
         v[j] = dev::loadVolatilePack(p[j]);
       }
-      dev::accumulate<T>(acc, dev::loadInputPack(in + size_t(rank) * slice, i, sliceLen(rank), vecIn));
+      dev::accumulate<T>(acc, dev::loadInputPack(mine, pk * E, sliceLen(rank), vecIn));
       if (!dev::pollPacks<NR - 1>(dc, Op::AllReduceTwoShot, channel, run.buf, p, v,
                                   [&](int j) { return (rank + 1 + j) % NR; }))
         return true;
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) dev::accumulate<T>(acc, v[j]);
     } else {
-      dev::accumulate<T>(acc, dev::loadInputPack(in + size_t(rank) * slice, i, sliceLen(rank), vecIn));
+      dev::accumulate<T>(acc, dev::loadInputPack(mine, pk * E, sliceLen(rank), vecIn));
       for (int j = 1; j < W; ++j) {
         const int s = (rank + j) % W;
-        const dev::Pack* p = reinterpret_cast<const dev::Pack*>(run.slot(rank, run.buf, 0, s) + off);
+        const dev::Pack* p = slotPacks(rank, 0, s) + pk;
         dev::Pack v = dev::loadVolatilePack(p);
         if (!dev::pollPack(dc, Op::AllReduceTwoShot, channel, run.buf, p, v, s)) return true;
         dev::accumulate<T>(acc, v);
@@ -104,22 +105,20 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
     // Every rank stores the same bits (an all-ones word becomes the same other NaN).
     const dev::Pack r = dev::notEmpty(dev::toPack<T>(acc));
 #pragma unroll 8
-    for (int j = 1; j < W; ++j)
-      *reinterpret_cast<dev::Pack*>(run.slot((rank + j) % W, run.buf, 1, rank) + off) = r;
-    dev::storePack(out + size_t(rank) * slice, i, sliceLen(rank), r, vecOut);
+    for (int j = 1; j < W; ++j) slotPacks((rank + j) % W, 1, rank)[pk] = r;
+    dev::storePack(out + size_t(rank) * slice, pk * E, sliceLen(rank), r, vecOut);
   }
 
   // 3. All-gather: every peer's reduced slice from our set 1.
-  for (size_t c = blockIdx.x; c < sliceChunks; c += ctas) {
-    const size_t i = c * kChunkElems + size_t(threadIdx.x) * E;
-    if (i >= slice) continue;
-    const size_t off = i * sizeof(T);
+  for (size_t k = threadIdx.x;; k += blockDim.x) {
+    const size_t pk = run.ownedPack(k);
+    if (pk >= packs) break;
     if constexpr (NR > 0) {
       const dev::Pack* p[NR - 1];
       dev::Pack v[NR - 1];
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) {
-        p[j] = reinterpret_cast<const dev::Pack*>(run.slot(rank, run.buf, 1, (rank + 1 + j) % NR) + off);
+        p[j] = slotPacks(rank, 1, (rank + 1 + j) % NR) + pk;
         v[j] = dev::loadVolatilePack(p[j]);
       }
       if (!dev::pollPacks<NR - 1>(dc, Op::AllReduceTwoShot, channel, run.buf, p, v,
@@ -128,19 +127,27 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) {
         const int s = (rank + 1 + j) % NR;
-        dev::storePack(out + size_t(s) * slice, i, sliceLen(s), v[j], vecOut);
+        dev::storePack(out + size_t(s) * slice, pk * E, sliceLen(s), v[j], vecOut);
       }
     } else {
       for (int j = 1; j < W; ++j) {
         const int s = (rank + j) % W;
-        const dev::Pack* p = reinterpret_cast<const dev::Pack*>(run.slot(rank, run.buf, 1, s) + off);
+        const dev::Pack* p = slotPacks(rank, 1, s) + pk;
         dev::Pack v = dev::loadVolatilePack(p);
         if (!dev::pollPack(dc, Op::AllReduceTwoShot, channel, run.buf, p, v, s)) return true;
-        dev::storePack(out + size_t(s) * slice, i, sliceLen(s), v, vecOut);
+        dev::storePack(out + size_t(s) * slice, pk * E, sliceLen(s), v, vecOut);
       }
     }
   }
   return false;
+}
+
+// Chunks of a slot that a pass of `count` elements uses.
+template <typename T>
+__host__ __device__ size_t passChunks(size_t count, int nranks) {
+  constexpr size_t P = dev::LamportTraits<dev::LamportKind::TwoShot>::kChunkPacks;
+  const size_t packs = lamportTwoShotSlice(count, nranks, sizeof(T)) / dev::PackTraits<T>::kElems;
+  return (packs + P - 1) / P;
 }
 
 // Passes of up to nranks slots' worth of elements (passElems), each a run of the
@@ -155,20 +162,20 @@ __global__ void __launch_bounds__(kThreads)
   // Passes start at multiples of passElems, a whole number of packs, and every slice
   // is one too: all are as aligned as the buffers.
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
-  dev::LamportRun run(dc, channel);
+  Run run(dc, channel);
   for (size_t first = 0; first < count; first += passElems) {
     const size_t n = count - first < passElems ? count - first : passElems;
-    const size_t slice = lamportTwoShotSlice(n, W, sizeof(T));
     if (first > 0)
       // The previous pass's reset stores (to our buffers) must be performed before
       // this pass's pushes: a peer that sees them may write the reset slots next.
       // (Between kernels, the kernel boundary orders them.)
       __threadfence();
-    const bool failed = twoShotPass<T, NR>(dc, channel, run, in + first, out + first, n, slice, vecIn, vecOut);
+    const bool failed = twoShotPass<T, NR>(dc, channel, run, in + first, out + first, n,
+                                           lamportTwoShotSlice(n, W, sizeof(T)), vecIn, vecOut);
     if (__syncthreads_or(failed)) return;
-    const uint32_t chunks = uint32_t((slice * sizeof(T) + kChunkBytes - 1) / kChunkBytes);
-    // Our own slot of set 0 stays unused (our own piece is read from the input).
-    run.advance(chunks, chunks);
+    const uint32_t chunks = uint32_t(passChunks<T>(n, W));
+    const uint32_t used[2] = {chunks, chunks};
+    run.advance(used);
   }
   if (threadIdx.x == 0) run.save();
 }
@@ -177,16 +184,15 @@ template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count,
                   cudaStream_t stream) {
   const size_t passElems = size_t(dc.nranks) * (kLamportSlotBytes / sizeof(T));
-  const size_t first = count < passElems ? count : passElems;
-  const size_t sliceChunks = (lamportTwoShotSlice(first, dc.nranks, sizeof(T)) * sizeof(T) + kChunkBytes - 1) /
-                             kChunkBytes;
-  // Every CTA that ever ran keeps state; the same count gives the same grid on
+  // Every CTA that ever ran keeps state; the same count gives the same shape on
   // every rank, so the per-CTA buffer sequences stay equal across ranks.
-  const unsigned grid = unsigned(sliceChunks < size_t(dc.maxCtas) ? sliceChunks : size_t(dc.maxCtas));
+  const dev::LamportShape shape =
+      dev::lamportShape(passChunks<T>(count < passElems ? count : passElems, dc.nranks),
+                        dev::LamportTraits<dev::LamportKind::TwoShot>::kChunkPacks, dc.maxCtas);
   auto kernel = byWorldSize(dc.nranks, [](auto nr) {
     return allReduceLamportTwoShotKernel<T, decltype(nr)::value>;
   });
-  return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel,
+  return launchKernel(kernel, dim3(shape.grid), dim3(shape.threads), stream, dc, channel,
                       static_cast<const T*>(in), static_cast<T*>(out), count, passElems);
 }
 

@@ -7,10 +7,10 @@
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
-//   [kLamportStateOffset, +32 KiB)  lamport[channel][block]: {buffer index, chunks per
-//                                   buffer and set} (collectives/lamport.cuh)
+//   [kLamportStateOffset, +64 KiB)  lamport[channel][block][16]: per Lamport kind, {buffer
+//                                   index, chunks per buffer and set} (collectives/lamport.cuh)
 //   [kSignalBytes, +lamport bytes)  push buffers of the Lamport all-reduces:
-//                                   [channel][buffer 3][set 2][sender rank][kLamportSlotBytes]
+//                                   [channel][buffer 3][set 3][sender rank][kLamportSlotBytes]
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
@@ -27,18 +27,20 @@ constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
 constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
-constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * 8 * sizeof(uint32_t);
+constexpr size_t kLamportStateWords = 16;  // per (channel, CTA): 8 per Lamport kind
+constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
 static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal region too small");
 
-// The Lamport one-shot's payload limit per rank (the two-shot's per slice), and the
-// push area per channel: three buffers (a call uses one, clears the one the call
+// The Lamport one-shot's payload limit per rank (the two-shot's slice per pass), and
+// the push area per channel: three buffers (a call uses one, clears the one the call
 // before used, and the third may already be filled by a peer that is one call
-// ahead), each of two sets (the two-shot's reduce-scatter and all-gather pushes) of
-// one slot per rank.
+// ahead), each of three sets (the one-shot's; the two-shot's reduce-scatter and
+// all-gather pushes) of one slot per rank.
 constexpr size_t kLamportSlotBytes = 1024 * 1024;
-constexpr size_t lamportChannelBytes(int nranks) { return 3 * 2 * size_t(nranks) * kLamportSlotBytes; }
+constexpr size_t kLamportSets = 3;
+constexpr size_t lamportChannelBytes(int nranks) { return 3 * kLamportSets * size_t(nranks) * kLamportSlotBytes; }
 // Elements per slice of a Lamport two-shot pass of `count` elements: count/nranks
 // rounded up to whole 16-byte packs.
 #ifdef __CUDACC__
