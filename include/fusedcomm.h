@@ -221,7 +221,7 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  * "One-Shot All-Reduce"), in two protocols:
  *   - up to 1 MiB per rank at <= 4 ranks (256 KiB beyond; FC_LAMPORT_MAX_BYTES), a
  *     Lamport protocol after TensorRT-LLM's: every rank pushes its input into every
- *     rank's push buffer and polls the data itself (no flags, no barriers);
+ *     peer's push buffer and polls the data itself (no flags, no barriers);
  *   - larger (or FC_ALLREDUCE_ALGO=oneshot): each rank copies its input into its
  *     symmetric workspace (skipped for an fcMemAlloc sendbuff), all ranks meet at a
  *     barrier of signal pads, each rank reads every peer's copy with 16-byte loads in
@@ -235,15 +235,19 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
                               cudaStream_t stream);
 
 /* All-reduce with the algorithm chosen by size and world size: the one-shot above for
- * small buffers (up to 64 MiB at 2 ranks when it fits the workspace, 1 MiB at 4,
- * 512 KiB at 8; a symmetric input always fits), otherwise a two-shot: every rank
- * reduces 1/nranks of the buffer from all ranks (a reduce-scatter) and the reduced
- * slices are then gathered by everybody (an all-gather), moving 2(n-1)/n of the
- * buffer per rank over NVLink instead of n-1 times it. The two-shot runs as one SM
- * kernel, or from 64 MiB on, when count is a multiple of nranks, as fcReduceScatter
- * then fcAllGather by copy engine (below). FC_ALLREDUCE_ALGO=oneshot | twoshot | ce |
- * auto (default) forces a choice for communicators created afterwards (ce falls back
- * to twoshot when count is not a multiple of nranks).
+ * small buffers (up to 512 KiB at 2 ranks, 256 KiB at 4, 512 KiB at 8; a symmetric
+ * input always fits), otherwise a two-shot: every rank reduces 1/nranks of the buffer
+ * from all ranks (a reduce-scatter) and the reduced slices are then gathered by
+ * everybody (an all-gather), moving 2(n-1)/n of the buffer per rank over NVLink
+ * instead of n-1 times it. At up to 4 ranks the two-shot is a Lamport protocol (every
+ * rank pushes its slices into the owners' push buffers, the owners push the reduced
+ * slices back; readers poll the data itself: no flags, no barriers), in passes of
+ * nranks MiB. At more ranks it runs as one SM kernel with barriers, or from 64 MiB on,
+ * when count is a multiple of nranks, as fcReduceScatter then fcAllGather by copy
+ * engine (below). FC_ALLREDUCE_ALGO=oneshot (the barrier one-shot) | twoshot (the SM
+ * two-shot) | twoshot-lamport | ce | auto (default) forces a choice for communicators
+ * created afterwards (ce falls back to twoshot when count is not a multiple of
+ * nranks).
  * Arguments, dtypes, accumulation (fp32, one rounding), in-place use, stream and
  * graph semantics as fcAllReduceOneShot; any count (sizes beyond the workspace are
  * processed in passes). Same errors, except that the two-shot has no workspace
