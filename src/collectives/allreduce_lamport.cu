@@ -73,18 +73,23 @@ __global__ void __launch_bounds__(kThreads)
         p[j] = run.slot(rank, run.buf, 0, (rank + 1 + j) % NR) + pk;
         v[j] = dev::loadVolatilePack(p[j]);
       }
-      dev::accumulate<T>(acc, dev::loadInputPack(in, i, count, vecIn));
+      dev::Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+      all[0] = dev::loadInputPack(in, i, count, vecIn);
       if (!dev::pollPacks<NR - 1>(dc, Op::AllReduceOneShot, channel, run.buf, p, v,
                                   [&](int j) { return (rank + 1 + j) % NR; })) {
         failed = 1;
         break;
       }
 #pragma unroll
-      for (int j = 0; j < NR - 1; ++j) dev::accumulate<T>(acc, v[j]);
+      for (int j = 0; j < NR - 1; ++j) all[j + 1] = v[j];
+      // In rank order, as on every other rank: all ranks store the same bits.
+      dev::accumulateInRankOrder<T, NR>(acc, all, rank);
     } else {
-      dev::accumulate<T>(acc, dev::loadInputPack(in, i, count, vecIn));
-      for (int j = 1; j < W && !failed; ++j) {
-        const int s = (rank + j) % W;
+      for (int s = 0; s < W && !failed; ++s) {  // rank order, as on every other rank
+        if (s == rank) {
+          dev::accumulate<T>(acc, dev::loadInputPack(in, i, count, vecIn));
+          continue;
+        }
         const dev::Pack* p = run.slot(rank, run.buf, 0, s) + pk;
         dev::Pack v = dev::loadVolatilePack(p);
         failed = !dev::pollPack(dc, Op::AllReduceOneShot, channel, run.buf, p, v, s);

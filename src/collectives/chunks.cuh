@@ -58,9 +58,28 @@ __device__ __forceinline__ void storePack(T* out, size_t i, size_t last, const P
   }
 }
 
+// acc += the packs of ranks 0, 1, ..., NR-1 in that order, where v[j] holds rank
+// (first + j) % NR's. Loads go out rank-rotated (so that ranks do not all hit rank 0
+// first), but fp32 addition is not associative: adding in one fixed order makes
+// every rank that sums the same packs (the one-shots) get the same bits.
+template <typename T, int NR>
+__device__ __forceinline__ void accumulateInRankOrder(float (&acc)[PackTraits<T>::kElems],
+                                                      const Pack (&v)[NR], int first) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) {
+    const int j = (r - first + NR) % NR;
+    Pack x = v[0];
+#pragma unroll
+    for (int t = 1; t < NR; ++t)
+      if (t == j) x = v[t];  // selects, not a dynamically indexed (local-memory) array
+    accumulate<T>(acc, x);
+  }
+}
+
 // The sum over all ranks of the pack at byte offset `off` of each rank's copy of a
-// symmetric buffer (base + r*stride + off), in fp32, rounded once to T. Loads go out
-// rank-rotated (starting with our own) and all before the first add (NR > 0).
+// symmetric buffer (base + r*stride + off), in fp32 in rank order, rounded once to T.
+// Loads go out rank-rotated (starting with our own) and all before the first add
+// (NR > 0).
 template <typename T, int NR>
 __device__ __forceinline__ Pack sumPack(const char* base, uint64_t stride, size_t off, int rank,
                                         int nranks) {
@@ -75,13 +94,10 @@ __device__ __forceinline__ Pack sumPack(const char* base, uint64_t stride, size_
       const int r = (rank + j) % NR;
       v[j] = *reinterpret_cast<const Pack*>(base + size_t(r) * stride + off);
     }
-#pragma unroll
-    for (int j = 0; j < NR; ++j) accumulate<T>(acc, v[j]);
+    accumulateInRankOrder<T, NR>(acc, v, rank);
   } else {
-    for (int j = 0; j < nranks; ++j) {
-      const int r = (rank + j) % nranks;
+    for (int r = 0; r < nranks; ++r)
       accumulate<T>(acc, *reinterpret_cast<const Pack*>(base + size_t(r) * stride + off));
-    }
   }
   return toPack<T>(acc);
 }

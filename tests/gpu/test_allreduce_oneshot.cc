@@ -118,7 +118,7 @@ TEST_CASE("one-shot all-reduce: exact sums over dtypes, sizes, placement and ali
   }
 }
 
-TEST_CASE("all-reduce: random inputs are summed in fp32 and rounded once, every algorithm") {
+TEST_CASE("all-reduce: random inputs are summed in fp32, rounded once, the same on every rank, every algorithm") {
   const GpuEnv& env = gpuEnv();
   // fcAllReduceOneShot, then fcAllReduce at sizes its auto choice gives to the Lamport
   // two-shot (at 2 and 4 ranks; one pass, then two), or the forced algorithm.
@@ -168,6 +168,15 @@ TEST_CASE("all-reduce: random inputs are summed in fp32 and rounded once, every 
       INFO((call.oneShot ? "fcAllReduceOneShot" : "fcAllReduce")
            << ", count " << count << ", dtype " << fcTypeName(t) << ": worst error " << worst << " ulp");
       CHECK(bad == 0);
+      // Every rank got the same bits (the one-shots sum on every rank: in one order).
+      DevBuf all(size_t(env.nranks) * count * es);
+      FC_REQUIRE(fcAllGather(out.p, all.p, count, t, env.comm, nullptr));
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      const std::vector<char> gathered = download(all.p, all.bytes);
+      int differing = 0;
+      for (int r = 0; r < env.nranks; ++r)
+        differing += memcmp(gathered.data() + size_t(r) * count * es, got.data(), count * es) != 0;
+      CHECK(differing == 0);
     }
   }
 }
