@@ -66,22 +66,16 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < E; ++e) acc[e] = 0.f;
     if constexpr (NR > 0) {
       // All peers' loads in flight at once; re-poll only the packs still missing.
-      const dev::Pack* p[NR - 1];
-      dev::Pack v[NR - 1];
-#pragma unroll
-      for (int j = 0; j < NR - 1; ++j) {
-        p[j] = run.slot(rank, run.buf, 0, (rank + 1 + j) % NR) + pk;
-        v[j] = dev::loadVolatilePack(p[j]);
-      }
+      dev::PeerPacks<NR - 1> peers;
+      run.lookAtPeers<NR>(0, pk, peers);
       dev::Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
       all[0] = dev::loadInputPack(in, i, count, vecIn);
-      if (!dev::pollPacks<NR - 1>(dc, Op::AllReduceOneShot, channel, run.buf, p, v,
-                                  [&](int j) { return (rank + 1 + j) % NR; })) {
+      if (!run.waitForPeers(Op::AllReduceOneShot, channel, peers)) {
         failed = 1;
         break;
       }
 #pragma unroll
-      for (int j = 0; j < NR - 1; ++j) all[j + 1] = v[j];
+      for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
       // In rank order, as on every other rank: all ranks store the same bits.
       dev::accumulateInRankOrder<T, NR>(acc, all, rank);
     } else {

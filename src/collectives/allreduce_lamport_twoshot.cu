@@ -79,19 +79,12 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[e] = 0.f;
     if constexpr (NR > 0) {
-      const dev::Pack* p[NR - 1];
-      dev::Pack v[NR - 1];
-#pragma unroll
-      for (int j = 0; j < NR - 1; ++j) {
-        p[j] = slotPacks(rank, 0, (rank + 1 + j) % NR) + pk;
-        v[j] = dev::loadVolatilePack(p[j]);
-      }
+      dev::PeerPacks<NR - 1> peers;
+      run.lookAtPeers<NR>(0, pk, peers);
       dev::accumulate<T>(acc, dev::loadInputPack(mine, pk * E, sliceLen(rank), vecIn));
-      if (!dev::pollPacks<NR - 1>(dc, Op::AllReduceTwoShot, channel, run.buf, p, v,
-                                  [&](int j) { return (rank + 1 + j) % NR; }))
-        return true;
+      if (!run.waitForPeers(Op::AllReduceTwoShot, channel, peers)) return true;
 #pragma unroll
-      for (int j = 0; j < NR - 1; ++j) dev::accumulate<T>(acc, v[j]);
+      for (int j = 0; j < NR - 1; ++j) dev::accumulate<T>(acc, peers.v[j]);
     } else {
       dev::accumulate<T>(acc, dev::loadInputPack(mine, pk * E, sliceLen(rank), vecIn));
       for (int j = 1; j < W; ++j) {
@@ -114,20 +107,13 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
     if constexpr (NR > 0) {
-      const dev::Pack* p[NR - 1];
-      dev::Pack v[NR - 1];
-#pragma unroll
-      for (int j = 0; j < NR - 1; ++j) {
-        p[j] = slotPacks(rank, 1, (rank + 1 + j) % NR) + pk;
-        v[j] = dev::loadVolatilePack(p[j]);
-      }
-      if (!dev::pollPacks<NR - 1>(dc, Op::AllReduceTwoShot, channel, run.buf, p, v,
-                                  [&](int j) { return (rank + 1 + j) % NR; }))
-        return true;
+      dev::PeerPacks<NR - 1> peers;
+      run.lookAtPeers<NR>(1, pk, peers);
+      if (!run.waitForPeers(Op::AllReduceTwoShot, channel, peers)) return true;
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) {
         const int s = (rank + 1 + j) % NR;
-        dev::storePack(out + size_t(s) * slice, pk * E, sliceLen(s), v[j], vecOut);
+        dev::storePack(out + size_t(s) * slice, pk * E, sliceLen(s), peers.v[j], vecOut);
       }
     } else {
       for (int j = 1; j < W; ++j) {
