@@ -1,4 +1,4 @@
-// Lamport two-shot all-reduce: fcAllReduce above the one-shot (at 3-4 ranks).
+// Lamport two-shot all-reduce: fcAllReduce above the one-shot (at up to 4 ranks).
 //
 // A two-shot (reduce-scatter, then all-gather of the reduced slices: 2(W-1)/W of the
 // buffer per rank over NVLink instead of the one-shot's W-1 times it) without a
@@ -34,10 +34,10 @@ namespace {
 
 using dev::kThreads;
 
-// One pass: the all-reduce of in[0, count) into out, as slices of `slice` elements
-// (a whole number of packs, at most a slot). Returns true when a wait gave up.
 using Run = dev::LamportRun<dev::LamportKind::TwoShot>;
 
+// One pass: the all-reduce of in[0, count) into out, as slices of `slice` elements
+// (a whole number of packs, at most a slot). Returns true when a wait gave up.
 template <typename T, int NR>
 __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, const Run& run,
                                             const T* in, T* out, size_t count, size_t slice, bool vecIn,
