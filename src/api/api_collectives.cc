@@ -141,7 +141,7 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
       algo = bytes <= fc::oneShotMaxBytes(W) &&
                      (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes)
                  ? OneShot
-             : bytes <= fc::lamportTwoShotMaxBytes(W)         ? LamportTwoShot
+             : fc::lamportTwoShotAuto(W)                     ? LamportTwoShot
              : ceFits && bytes >= fc::ceAllReduceMinBytes(W) ? CopyEngine
                                                              : TwoShot;
   }

@@ -36,6 +36,13 @@ using dev::kThreads;
 
 using Run = dev::LamportRun<dev::LamportKind::TwoShot>;
 
+// Elements per slice of a pass of `count` elements: count/nranks rounded up to whole
+// 16-byte packs.
+__host__ __device__ inline size_t lamportTwoShotSlice(size_t count, int nranks, size_t elemBytes) {
+  const size_t perPack = size_t(dev::kPackBytes) / elemBytes, w = size_t(nranks);
+  return ((count + w - 1) / w + perPack - 1) / perPack * perPack;
+}
+
 // One pass: the all-reduce of in[0, count) into out, as slices of `slice` elements
 // (a whole number of packs, at most a slot). Returns true when a wait gave up.
 template <typename T, int NR>

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -192,7 +191,6 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   auto moveName = [](MoveAlgo a) {
     return a == MoveAlgo::Sm ? "forced SM" : a == MoveAlgo::CopyEngine ? "forced copy engine" : "auto";
   };
-  const bool lamport2 = lamportTwoShotMaxBytes(nranks) == SIZE_MAX;
   FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes%s); fcReduceScatter %s (copy engine from "
           "%zu bytes of input, else SM pull); fcAllGather %s (copy engine from %zu bytes of output, "
           "else SM pull)",
@@ -202,7 +200,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
           : params.allReduceAlgo == AllReduceAlgo::CopyEngine ? "forced copy engine"
                                                               : "auto",
           oneShotMaxBytes(nranks),
-          lamport2 ? ", then the Lamport two-shot"
+          lamportTwoShotAuto(nranks) ? ", then the Lamport two-shot"
                    : " or the workspace, then the SM two-shot; copy engine from 64 MiB when count % nranks == 0",
           moveName(params.reduceScatterAlgo),
           ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
@@ -352,11 +350,11 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
   return false;
 }
 
-size_t lamportTwoShotMaxBytes(int nranks) {
+bool lamportTwoShotAuto(int nranks) {
   // Measured on H200 at 2 and 4 ranks (docs/perf.md): above the one-shot it beat the
   // SM two-shot, the barrier one-shot, the copy engine and NCCL at every size to
   // 256 MiB. More than 4 ranks are unmeasured: there the older choices stay.
-  return nranks <= 4 ? SIZE_MAX : 0;
+  return nranks <= 4;
 }
 
 size_t lamportMaxBytes(int nranks) {

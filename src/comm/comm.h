@@ -106,9 +106,8 @@ size_t oneShotMaxBytes(int nranks);
 // The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
 size_t lamportMaxBytes(int nranks);
 
-// The auto choice takes the Lamport two-shot above the one-shot, up to this many
-// bytes (0: never).
-size_t lamportTwoShotMaxBytes(int nranks);
+// Whether the auto choice takes the Lamport two-shot for everything above the one-shot.
+bool lamportTwoShotAuto(int nranks);
 
 // The auto choice moves data by copy engine from these sizes on (bytes of the
 // all-reduce buffer, the reduce-scatter input, the all-gather output).

@@ -41,15 +41,6 @@ static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal 
 constexpr size_t kLamportSlotBytes = 1024 * 1024;
 constexpr size_t kLamportSets = 3;
 constexpr size_t lamportChannelBytes(int nranks) { return 3 * kLamportSets * size_t(nranks) * kLamportSlotBytes; }
-// Elements per slice of a Lamport two-shot pass of `count` elements: count/nranks
-// rounded up to whole 16-byte packs.
-#ifdef __CUDACC__
-__host__ __device__
-#endif
-inline size_t lamportTwoShotSlice(size_t count, int nranks, size_t elemBytes) {
-  const size_t perPack = 16 / elemBytes, w = size_t(nranks);
-  return ((count + w - 1) / w + perPack - 1) / perPack * perPack;
-}
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;
