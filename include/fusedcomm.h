@@ -361,9 +361,10 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * computed for it at that step while the next GEMM runs; the local block last, its
  * GEMM adding the first pulled block in its epilogue; then one SM pass sums the rest
  * and rounds. Blocks larger than half the workspace (fp32: M/nranks * N * 4 bytes)
- * or too small to fill two GEMM waves take an unfused path: when all products fit
- * 32 MiB, one batched GEMM writes each block straight into its owner's workspace and
- * the owner sums them; else one GEMM, an fp32 reduce-scatter, one rounding.
+ * run this over chunks of their rows, as few as fit. Blocks (or chunks) too small to
+ * fill two GEMM waves take an unfused path: when all products fit 32 MiB, one
+ * batched GEMM writes each block straight into its owner's workspace and the owner
+ * sums them; else one GEMM, an fp32 reduce-scatter, one rounding.
  * FC_MMRS_ALGO=fused | unfused | auto overrides. Temporary fp32 buffers come from the
  * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
  * Asynchronous on stream; CUDA-graph capturable; safe back to back and concurrently

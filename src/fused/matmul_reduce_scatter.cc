@@ -20,6 +20,8 @@
 //   S: wait for Q; C = round(own + the pulled partials not yet added), fp32 sums
 //   S: final barrier (nobody reads our slots any more)
 // Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
+// A block whose fp32 partial is larger than a slot runs all of this over chunks of
+// rows (the same rows of every block), as few as fit a slot, one after the other.
 //
 // Scatter (small products, or when fused is not worth it): one batched GEMM (batch
 // d = block d, B shared) writes block d, in fp32, straight into rank d's workspace
@@ -68,66 +70,40 @@ fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& ge
   return fcSuccess;
 }
 
-}  // namespace
-
-fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
-                                     const MatmulReduceScatterArgs& a, FusedChoice choice, cudaStream_t stream) {
+// The fused pipeline over rows [r0, r0 + rows) of every block (all of them, or one
+// chunk when a block's fp32 partial is larger than a workspace slot). buf: W-1
+// fp32 blocks of `rows` rows (2 when W = 2).
+fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                     const MatmulReduceScatterArgs& a, uint32_t sig, size_t r0, size_t rows, float* buf,
+                     cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
-  const size_t es = dataTypeSize(a.datatype);
-  const size_t ms = a.M / size_t(W), blockElems = ms * a.N, partBytes = blockElems * sizeof(float);
-  if (W == 1) return gemm.matmul(a.A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
-
-  const bool fusedFits = partBytes <= ce::slotBytes(dc);
-  const bool scatterFits = size_t(W) * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
-  const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
-  const Path path = choice == FusedChoice::Fused     ? (fusedFits ? Path::Fused : fallback)
-                    : choice == FusedChoice::Unfused ? fallback
-                    : fusedFits && overlapPays(ms, a.N) ? Path::Fused
-                                                        : fallback;
-  FC_TRACE("fcMatmulReduceScatter: M %zu N %zu K %zu: %s", a.M, a.N, a.K, pathName(path));
-  if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
-
-  const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), a.M);
-  auto rowsOf = [&](int d) { return static_cast<const char*>(a.A) + size_t(d) * ms * a.K * es; };
+  const size_t es = dataTypeSize(a.datatype), ms = a.M / size_t(W);
+  const size_t elems = rows * a.N, bytes = elems * sizeof(float);
+  auto rowsOf = [&](int d) { return static_cast<const char*>(a.A) + (size_t(d) * ms + r0) * a.K * es; };
   auto slotOf = [&](int r, int t) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, size_t(t))); };
-
-  if (path == Path::Scatter) {
-    // Entry barrier: peers are about to write into our workspace.
-    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
-    MatmulOp op{a.A, ms, a.B, a.N, a.K, a.transB, a.datatype, slotOf(0, 0) + size_t(rank) * blockElems};
-    op.dFp32 = true;
-    op.batch = W;
-    op.strideA = ms * a.K;
-    op.strideD = dc.stride / sizeof(float);  // rank d's workspace: rank 0's + d * stride
-    FC_CHECK(gemm.matmul(op, stream));
-    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
-    const float* mine = slotOf(rank, 0);
-    return launchReducePartials(mine, mine + blockElems, blockElems, W - 1, a.C, blockElems, a.datatype, stream);
-  }
-
-  float* buf = nullptr;  // the W-1 pulled blocks (W = 2: then our own)
-  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf), size_t(W >= 3 ? W - 1 : 2) * partBytes, stream));
-  FC_CHECK(gemm.matmul(rowsOf((rank + 1) % W), ms, a.B, slotOf(rank, 1), a.N, a.K, a.transB, a.datatype, stream,
-                       true));
+  auto gemmInto = [&](int t) {  // step t's GEMM: block rank+t into slot t % 2
+    return gemm.matmul(rowsOf((rank + t) % W), rows, a.B, slotOf(rank, t), a.N, a.K, a.transB, a.datatype, stream,
+                       true);
+  };
+  FC_CHECK(gemmInto(1));
   // Step t's communication: once our pull of step t-1 is done and every rank's block
   // of step t is in its slot (barrier t), pull ours from rank-t into buffer t-1.
   auto pull = [&](int t) -> fcResult_t {
     if (t >= 2) FC_CHECK(copies.waitMark(stream, size_t(t - 1)));
     FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
     FC_CHECK(copies.after(stream, size_t(t)));
-    FC_CHECK(ce::copy(buf + size_t(t - 1) * blockElems, slotOf((rank - t + W) % W, t), partBytes, copies.stream()));
+    FC_CHECK(ce::copy(buf + size_t(t - 1) * elems, slotOf((rank - t + W) % W, t), bytes, copies.stream()));
     return copies.mark(size_t(t));
   };
   for (int t = 1; t + 1 < W; ++t) {
     FC_CHECK(pull(t));
-    FC_CHECK(gemm.matmul(rowsOf((rank + t + 1) % W), ms, a.B, slotOf(rank, t + 1), a.N, a.K, a.transB,
-                         a.datatype, stream, true));
+    FC_CHECK(gemmInto(t + 1));
   }
   FC_CHECK(pull(W - 1));  // under the GEMM of our own block
   // W >= 3: the pull of step 1 (buffer 0) has landed, and our GEMM adds it in place.
   // W = 2: nothing has landed yet; our block goes after the one pull.
-  float* ownSum = W >= 3 ? buf : buf + blockElems;
-  MatmulOp own{rowsOf(rank), ms, a.B, a.N, a.K, a.transB, a.datatype, ownSum};
+  float* ownSum = W >= 3 ? buf : buf + elems;
+  MatmulOp own{rowsOf(rank), rows, a.B, a.N, a.K, a.transB, a.datatype, ownSum};
   own.dFp32 = true;
   if (W >= 3) own.C = buf;
   FC_CHECK(gemm.matmul(own, stream));
@@ -135,11 +111,61 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
   // The blocks not yet added: 2..W-1 after our own + 1 in buffer 0, or the one pull
   // (W = 2). The sum reads only local memory, so it goes before the final barrier,
   // whose wait for the slowest rank's last pull it may then hide.
-  const float* rest = W >= 3 ? buf + blockElems : buf;
-  FC_CHECK(launchReducePartials(ownSum, rest, blockElems, W >= 3 ? W - 2 : 1, a.C, blockElems, a.datatype, stream));
-  FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
-  // Final barrier: nobody pulls from our slots any more when the call completes.
+  const float* rest = W >= 3 ? buf + elems : buf;
+  FC_CHECK(launchReducePartials(ownSum, rest, elems, W >= 3 ? W - 2 : 1, static_cast<char*>(a.C) + r0 * a.N * es,
+                                elems, a.datatype, stream));
+  // Final barrier: nobody pulls from our slots any more (the next chunk or call may
+  // rewrite them).
   return launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
+}
+
+}  // namespace
+
+fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                                     const MatmulReduceScatterArgs& a, FusedChoice choice, cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t ms = a.M / size_t(W), blockElems = ms * a.N, partBytes = blockElems * sizeof(float);
+  if (W == 1) return gemm.matmul(a.A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
+
+  // The fused pipeline runs over chunks of rows of every block, as few as fit a
+  // workspace slot, of equal size (the last one smaller).
+  const size_t slotRows = ce::slotBytes(dc) / (a.N * sizeof(float));
+  const size_t chunks = slotRows == 0 ? 0 : (ms + slotRows - 1) / slotRows;
+  const size_t chunkRows = chunks == 0 ? 0 : (ms + chunks - 1) / chunks;
+  const bool fusedFits = chunks > 0;
+  const bool scatterFits = size_t(W) * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
+  const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
+  const Path path = choice == FusedChoice::Fused     ? (fusedFits ? Path::Fused : fallback)
+                    : choice == FusedChoice::Unfused ? fallback
+                    : fusedFits && overlapPays(chunkRows, a.N) ? Path::Fused
+                                                               : fallback;
+  FC_TRACE("fcMatmulReduceScatter: M %zu N %zu K %zu: %s (%zu chunks of rows)", a.M, a.N, a.K, pathName(path),
+           path == Path::Fused ? chunks : size_t(1));
+  if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
+
+  const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), a.M);
+  if (path == Path::Scatter) {
+    // Entry barrier: peers are about to write into our workspace.
+    auto slotOf = [&](int r) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, 0)); };
+    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
+    MatmulOp op{a.A, ms, a.B, a.N, a.K, a.transB, a.datatype, slotOf(0) + size_t(rank) * blockElems};
+    op.dFp32 = true;
+    op.batch = W;
+    op.strideA = ms * a.K;
+    op.strideD = dc.stride / sizeof(float);  // rank d's workspace: rank 0's + d * stride
+    FC_CHECK(gemm.matmul(op, stream));
+    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
+    const float* mine = slotOf(rank);
+    return launchReducePartials(mine, mine + blockElems, blockElems, W - 1, a.C, blockElems, a.datatype, stream);
+  }
+
+  float* buf = nullptr;
+  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf),
+                                size_t(W >= 3 ? W - 1 : 2) * chunkRows * a.N * sizeof(float), stream));
+  for (size_t r0 = 0; r0 < ms; r0 += chunkRows)
+    FC_CHECK(fusedRows(dc, channel, copies, gemm, a, sig, r0, std::min(chunkRows, ms - r0), buf, stream));
+  FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
+  return fcSuccess;
 }
 
 }  // namespace fc

@@ -265,7 +265,9 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
     size_t ms, N, K;
   };
   // Tiny with blocks of 210 elements (no 16-byte loads), tiny, mid-size, and one whose
-  // fp32 products exceed the copy-engine crossover (32 MiB).
+  // fp32 products exceed the copy-engine crossover (32 MiB); with the fused path
+  // forced (tools/gpu-check), its 1024-row blocks run in 5 chunks of rows (205 x 4 +
+  // 204) at the tests' 8 MiB workspace.
   const Shape shapes[] = {{3, 70, 40}, {8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}};
   cudaStream_t s = env.streams[1];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})

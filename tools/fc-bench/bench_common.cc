@@ -62,6 +62,10 @@ bool initNccl(Ctx& c, std::string* why) {
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
+  // One call outside capture first, as an application's warm-up would: one-time
+  // work (cuBLASLt's and NCCL's setup) happens there, not in the graph.
+  op();
+  CUDA_OK(cudaStreamSynchronize(c.stream));
   CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
   for (int i = 0; i < o.iters; ++i) op();
   CUDA_OK(cudaStreamEndCapture(c.stream, &graph));

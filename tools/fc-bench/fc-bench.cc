@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   CLI::App* agmm = app.add_subcommand("agmm", "fcAllGatherMatmul vs the GEMM alone and all-gather + GEMM");
   CLI::App* mmrs = app.add_subcommand("mmrs", "fcMatmulReduceScatter vs the GEMM alone and GEMM + reduce-scatter");
   std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
-  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;512,8192,8192";
+  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;16384,8192,8192;512,8192,8192";
   std::string transB = "both";
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
