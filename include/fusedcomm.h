@@ -28,12 +28,40 @@
  * They may be captured into a CUDA graph and the graph replayed any number of times:
  * no host-side state is baked into a captured launch (synchronisation epochs live
  * in device memory). All ranks must issue the same collectives, with the same
- * counts and datatypes, in the same order on each stream.
+ * counts and datatypes (and, for the fused ops, shapes), in the same order.
  *
- * Streams: each stream that carries a communicator's operations gets its own channel
- * (signal slots and workspace), assigned in order of first use, so every rank must
- * first use its streams in the same order. Operations on different streams may then
- * run concurrently. A communicator has config.channels channels (default 2).
+ * Streams and ordering (NCCL's contract, with NCCL's implicit launch order built in):
+ *   - Any stream of the communicator's device, any number of them, created at any
+ *     time: the default stream, a new stream per call, the side stream of a graph
+ *     capture, streams of several threads used one after another. Nothing is kept
+ *     per stream, and no configuration is needed.
+ *   - A communicator's operations run in the order they were issued on this rank,
+ *     whatever streams carry them. An operation issued on another stream than the
+ *     previous one first waits (cudaStreamWaitEvent, on the GPU) for the previous
+ *     one to finish. So two operations issued on different streams with no
+ *     dependency between them do not run concurrently: they run in issue order,
+ *     which never deadlocks as long as every rank issues the same sequence. Work of
+ *     the caller's on those streams is not delayed beyond that.
+ *   - Operations issued eagerly form one sequence; operations captured into CUDA
+ *     graphs form another, in capture order within each capture (the order holds
+ *     across the capture's forked streams too). The two sequences use separate
+ *     resources (config.channels = 2, the default), so a graph replay may run while
+ *     eager operations run. The replays themselves are ordered by the caller, as
+ *     with NCCL: every rank must replay its graphs in the same order, never two
+ *     graphs of one communicator at once. With config.channels = 1 both sequences
+ *     share one set of resources (half the memory), and graph replays must also be
+ *     ordered against eager operations.
+ *   - Ranks that break these rules (different operations, counts, dtypes or shapes
+ *     at the same point) get fcInvalidUsage from fcCommGetAsyncError naming both
+ *     ranks' calls where the op signatures differ, or fcTimeout once FC_TIMEOUT_MS
+ *     passes: never a hang.
+ *
+ * Memory: a communicator holds, per channel (two by default), a workspace
+ * (FC_WORKSPACE_BYTES, default 130 MiB), the Lamport push buffers (9 * nranks MiB),
+ * a 32 MiB cuBLASLt workspace and the fused ops' scratch, which grows to the largest
+ * need of a fused op called so far (FC_SCRATCH_BYTES sets its size at init). None of
+ * it grows with the number of streams, and no operation allocates memory once
+ * scratch has its size.
  *
  * Errors: every function returns an fcResult_t. On failure, fcGetLastError()
  * returns a message naming what was wrong; outputs are not touched when the
@@ -52,7 +80,7 @@ extern "C" {
 #endif
 
 #define FC_MAJOR 0
-#define FC_MINOR 1
+#define FC_MINOR 2
 #define FC_PATCH 0
 /* FC_VERSION_CODE == what fcGetVersion returns for this header. */
 #define FC_VERSION_CODE (FC_MAJOR * 10000 + FC_MINOR * 100 + FC_PATCH)
@@ -148,17 +176,27 @@ typedef struct {
                            * at once with a handle; poll fcCommGetAsyncError until it is not
                            * fcInProgress (fcSuccess, or the init error) before using it. */
   int maxCtas;            /* most CTAs one communication kernel may use, 1..128 (default 128) */
-  int channels;           /* streams that may carry this communicator's operations, 1..8
-                           * (default 2, env FC_CHANNELS); each gets its own signal slots
-                           * and workspace */
+  int channels;           /* 2 (default, env FC_CHANNELS): eager and captured operations on
+                           * separate signal slots, Lamport buffers, workspace and scratch;
+                           * 1: shared (half the memory; then graph replays must be
+                           * ordered against eager operations by the caller). 3..8 are
+                           * accepted and mean 2 (before 0.2 a channel was per stream). */
   long long timeoutMs;    /* bootstrap and device wait deadline in ms (default 120000, env
                            * FC_TIMEOUT_MS) */
   long long workspaceBytes; /* symmetric workspace per channel per rank (default 130 MiB, env
                              * FC_WORKSPACE_BYTES); rounded up to 16 bytes */
+  long long scratchBytes; /* since 0.2: device memory per channel for the fused ops'
+                           * intermediate results, allocated at init (default 0, env
+                           * FC_SCRATCH_BYTES; rounded up to a power of two, at least 2 MiB).
+                           * An eager fused op that needs more grows it, once per new
+                           * largest need; a captured one cannot (fcInvalidUsage, naming
+                           * the size to set). fcAllGatherMatmul without Agathered needs
+                           * M*K*sizeof(datatype); fcMatmulReduceScatter up to
+                           * max(2, nranks-1) * 65 MiB (at the default workspace). */
 } fcConfig_t;
 #define FC_CONFIG_INITIALIZER                                                           \
   { sizeof(fcConfig_t), FC_CONFIG_MAGIC, FC_VERSION_CODE, FC_CONFIG_UNSET, FC_CONFIG_UNSET, \
-    FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET }
+    FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET }
 
 /* fcCommInitRank with options (config may be NULL: all defaults). Every rank must pass
  * the same maxCtas, channels and workspaceBytes (checked: fcInvalidUsage otherwise).

@@ -17,7 +17,7 @@ struct Call {
   size_t elem = 0;           // sizeof(dtype)
   bool zeroCopy = false;     // sendbuff is symmetric: peers read it where it is
   fc::SymSource src{};
-  int channel = 0;
+  fc::OpLane lane{};
 };
 
 // Argument checks shared by every collective (nothing is launched or written on
@@ -62,7 +62,7 @@ void detectZeroCopy(Call& c, bool extraAlignment) {
                fc::commSymmetricSource(c.comm, c.send, bytes, &c.src) && c.src.offset % 16 == 0;
 }
 
-fcResult_t checkLaunch(Call& c, cudaStream_t stream) { return fc::checkStream(c.comm, c.fn, stream, &c.channel); }
+fcResult_t beginOp(Call& c, cudaStream_t stream) { return fc::commOpBegin(c.comm, c.fn, stream, &c.lane); }
 
 // The staged one-shot needs the whole (16-byte padded) input in the workspace.
 fcResult_t checkOneShotFits(const Call& c) {
@@ -94,8 +94,8 @@ fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
                                                            : fc::lamportMaxBytes(c.comm->nranks);
   if (bytes <= lamportMax &&
       c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
-    return fc::launchAllReduceLamport(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype, stream);
-  return fc::launchAllReduceOneShot(c.comm->dev, c.channel, c.send, c.recv, c.sendElems, c.dtype,
+    return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype, stream);
+  return fc::launchAllReduceOneShot(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                     zeroCopySource(c), stream);
 }
 
@@ -112,8 +112,8 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
   detectZeroCopy(c, true);
   FC_CHECK(checkOneShotFits(c));
   FC_CHECK(checkOverlap(c));
-  FC_CHECK(checkLaunch(c, stream));
-  return launchOneShot(c, stream);
+  FC_CHECK(beginOp(c, stream));
+  return fc::commOpEnd(comm, c.lane, stream, launchOneShot(c, stream));
 }
 
 FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
@@ -146,25 +146,28 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
                                                              : TwoShot;
   }
   FC_CHECK(checkOverlap(c));
-  FC_CHECK(checkLaunch(c, stream));
+  FC_CHECK(beginOp(c, stream));
   FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes,
            algo == OneShot          ? "one-shot"
            : algo == TwoShot        ? "two-shot"
            : algo == LamportTwoShot ? "Lamport two-shot"
                                     : "copy engine",
            c.zeroCopy ? ", zero-copy" : "");
-  switch (algo) {
-    case OneShot: return launchOneShot(c, stream);
-    case LamportTwoShot:
-      return fc::launchAllReduceLamportTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
-                                               stream);
-    case CopyEngine:
-      return fc::launchAllReduceCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], sendbuff,
-                                   recvbuff, count, datatype, stream);
-    default:
-      return fc::launchAllReduceTwoShot(comm->dev, c.channel, sendbuff, recvbuff, count, datatype,
-                                        zeroCopySource(c), stream);
-  }
+  auto launch = [&]() -> fcResult_t {
+    switch (algo) {
+      case OneShot: return launchOneShot(c, stream);
+      case LamportTwoShot:
+        return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, sendbuff, recvbuff, count, datatype,
+                                                 stream);
+      case CopyEngine:
+        return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
+                                     recvbuff, count, datatype, stream);
+      default:
+        return fc::launchAllReduceTwoShot(comm->dev, c.lane.channel, sendbuff, recvbuff, count, datatype,
+                                          zeroCopySource(c), stream);
+    }
+  };
+  return fc::commOpEnd(comm, c.lane, stream, launch());
 }
 
 FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -184,15 +187,18 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
   if (noop) return fcSuccess;
   FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, recvcount * c.elem % 16 == 0);  // every block's start must be 16-byte aligned
-  FC_CHECK(checkLaunch(c, stream));
+  FC_CHECK(beginOp(c, stream));
+  fcResult_t res;
   if (useCopyEngine(comm, comm->params.reduceScatterAlgo, W * recvcount * c.elem,
                     fc::ceReduceScatterMinBytes(comm->nranks))) {
     FC_TRACE("fcReduceScatter: %zu bytes in, copy engine", W * recvcount * c.elem);
-    return fc::launchReduceScatterCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)],
-                                     sendbuff, recvbuff, recvcount, datatype, stream);
+    res = fc::launchReduceScatterCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
+                                    recvbuff, recvcount, datatype, stream);
+  } else {
+    res = fc::launchReduceScatter(comm->dev, c.lane.channel, sendbuff, recvbuff, recvcount, datatype,
+                                  zeroCopySource(c), stream);
   }
-  return fc::launchReduceScatter(comm->dev, c.channel, sendbuff, recvbuff, recvcount, datatype,
-                                 zeroCopySource(c), stream);
+  return fc::commOpEnd(comm, c.lane, stream, res);
 }
 
 FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -211,22 +217,25 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
   if (noop) return fcSuccess;
   FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, true);
-  FC_CHECK(checkLaunch(c, stream));
+  FC_CHECK(beginOp(c, stream));
+  fcResult_t res;
   if (useCopyEngine(comm, comm->params.allGatherAlgo, W * sendcount * c.elem,
                     fc::ceAllGatherMinBytes(comm->nranks))) {
     FC_TRACE("fcAllGather: %zu bytes out, copy engine%s", W * sendcount * c.elem,
              c.zeroCopy ? ", zero-copy" : "");
-    return fc::launchAllGatherCe(comm->dev, c.channel, *comm->copies[size_t(c.channel)], sendbuff,
-                                 recvbuff, sendcount, datatype, zeroCopySource(c), stream);
+    res = fc::launchAllGatherCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
+                                recvbuff, sendcount, datatype, zeroCopySource(c), stream);
+  } else {
+    res = fc::launchAllGather(comm->dev, c.lane.channel, sendbuff, recvbuff, sendcount, datatype,
+                              zeroCopySource(c), stream);
   }
-  return fc::launchAllGather(comm->dev, c.channel, sendbuff, recvbuff, sendcount, datatype,
-                             zeroCopySource(c), stream);
+  return fc::commOpEnd(comm, c.lane, stream, res);
 }
 
 FC_API fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream) {
   fc::clearError();
   FC_CHECK(fc::checkComm(comm, "fcBarrier"));
   Call c{"fcBarrier", comm, nullptr, 0, nullptr, 0, nullptr, fcFloat32};
-  FC_CHECK(checkLaunch(c, stream));
-  return fc::launchBarrier(comm->dev, c.channel, stream);
+  FC_CHECK(beginOp(c, stream));
+  return fc::commOpEnd(comm, c.lane, stream, fc::launchBarrier(comm->dev, c.lane.channel, stream));
 }

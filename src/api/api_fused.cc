@@ -60,15 +60,18 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
                         "%s: C, B and Agathered must not overlap each other or A (except A == Agathered + "
                         "rank*M/nranks*K, the in-place form)",
                         fn);
-  int channel = 0;
-  FC_CHECK(fc::checkStream(comm, fn, stream, &channel));
+  fc::OpLane lane;
+  FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   fc::SymSource src{};
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
   const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
-  const fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype};
-  const size_t c = size_t(channel);
-  return fc::launchAllGatherMatmul(comm->dev, channel, *comm->copies[c], *comm->gemms[c], args,
-                                   zeroCopy ? &src : nullptr, choice, stream);
+  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr};
+  fcResult_t res = fc::commScratch(comm, fn, lane, fc::allGatherMatmulScratch(comm->dev, args), &args.scratch);
+  const size_t c = size_t(lane.channel);
+  if (res == fcSuccess)
+    res = fc::launchAllGatherMatmul(comm->dev, lane.channel, *comm->copies[c], *comm->gemms[c], args,
+                                    zeroCopy ? &src : nullptr, choice, stream);
+  return fc::commOpEnd(comm, lane, stream, res);
 }
 
 FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
@@ -82,10 +85,15 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   const size_t cBytes = M / W * N * es;
   if (overlaps(C, cBytes, A, M * K * es) || overlaps(C, cBytes, B, K * N * es))
     return fc::setError(fcInvalidArgument, "%s: C must not overlap A or B", fn);
-  int channel = 0;
-  FC_CHECK(fc::checkStream(comm, fn, stream, &channel));
-  const fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype};
-  const size_t c = size_t(channel);
-  return fc::launchMatmulReduceScatter(comm->dev, channel, *comm->copies[c], *comm->gemms[c], args,
-                                       fusedChoice(comm->params.matmulReduceScatterAlgo), stream);
+  fc::OpLane lane;
+  FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
+  const fc::FusedChoice choice = fusedChoice(comm->params.matmulReduceScatterAlgo);
+  fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype, nullptr};
+  fcResult_t res =
+      fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);
+  const size_t c = size_t(lane.channel);
+  if (res == fcSuccess)
+    res = fc::launchMatmulReduceScatter(comm->dev, lane.channel, *comm->copies[c], *comm->gemms[c], args, choice,
+                                        stream);
+  return fc::commOpEnd(comm, lane, stream, res);
 }

@@ -163,7 +163,11 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     FC_CHECK(comm->copies.back()->init());
     comm->gemms.push_back(std::make_unique<Gemm>());
     FC_CHECK(comm->gemms.back()->init());
+    comm->scratch.push_back(std::make_unique<Scratch>());
+    if (params.scratchBytes > 0) FC_CHECK(comm->scratch.back()->grow(params.scratchBytes));
   }
+  for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
+    FC_CUDA_CHECK(cudaEventCreateWithFlags(&last->done, cudaEventDisableTiming));
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
@@ -179,10 +183,11 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   // No rank may signal a peer before that peer has mapped everybody: meet once more.
   FC_CHECK(comm->bootstrap->barrier());
 
-  FC_INFO("libfusedcomm %d.%d.%d: rank %d/%d on cuda device %d (%s); %d channels x %llu bytes "
-          "of workspace, max %d CTAs, timeout %llu ms; heap %d x %zu bytes at %p",
+  FC_INFO("libfusedcomm %d.%d.%d: rank %d/%d on cuda device %d (%s); %d channels (%s) x %llu bytes "
+          "of workspace, %llu of scratch, max %d CTAs, timeout %llu ms; heap %d x %zu bytes at %p",
           FC_MAJOR, FC_MINOR, FC_PATCH, rank, nranks, comm->cudaDev, mine.busId, params.channels,
-          (unsigned long long)params.workspaceBytes, params.maxCtas,
+          params.channels > 1 ? "eager, captured" : "eager and captured ops share it",
+          (unsigned long long)params.workspaceBytes, (unsigned long long)params.scratchBytes, params.maxCtas,
           (unsigned long long)params.timeoutMs, nranks, comm->heap->stride(),
           (void*)comm->heap->base());
   for (int r = 0; r < nranks; ++r)
@@ -234,8 +239,11 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
       res = setError(fcUnhandledCudaError, "fcCommDestroy: cudaDeviceSynchronize: %s",
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
+    for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
+      if (last->done) cudaEventDestroy(last->done);
     comm->copies.clear();
     comm->gemms.clear();
+    comm->scratch.clear();
     comm->userHeaps.clear();
     comm->heap.reset();
     if (comm->errorHost) cudaFreeHost(comm->errorHost);
@@ -292,23 +300,6 @@ fcResult_t commCheckAsync(fcComm* comm) {
                                                   : fcRemoteError;
   comm->asyncError.store(res, std::memory_order_release);
   return setError(res, "%s", msg);
-}
-
-fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel) {
-  for (size_t c = 0; c < comm->streams.size(); ++c)
-    if (comm->streams[c] == stream) {
-      *channel = int(c);
-      return fcSuccess;
-    }
-  if (comm->streams.size() >= size_t(comm->params.channels))
-    return setError(fcInvalidUsage,
-                    "this communicator already carries operations on %d streams, its channel "
-                    "count: raise config.channels / FC_CHANNELS (max %d), or use fewer streams",
-                    comm->params.channels, kMaxChannels);
-  comm->streams.push_back(stream);
-  *channel = int(comm->streams.size() - 1);
-  FC_INFO("stream %p gets channel %d", (void*)stream, *channel);
-  return fcSuccess;
 }
 
 fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr) {

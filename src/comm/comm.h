@@ -1,7 +1,7 @@
 // The communicator: who we are (rank, world, device), the bootstrap connections,
-// the symmetric heap with its signal pads and per-channel workspaces, the streams
-// mapped to channels, and the host-mapped error record that device spin-waits
-// write when they give up.
+// the symmetric heap with its signal pads and per-channel workspaces, the per-channel
+// copy queues, GEMM handles and scratch, the issue order of its operations, and the
+// host-mapped error record that device spin-waits write when they give up.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "comm/scratch.h"
 #include "core/copy_queue.h"
 #include "gemm/gemm.h"
 #include "device/device_comm.h"
@@ -39,7 +40,10 @@ struct CommParams {
   // those need 4 passes, the last one of 2 elements (11 us more at 256 MiB).
   uint64_t workspaceBytes = 130ull << 20;
   int maxCtas = kMaxBlocks;
+  // 2: eager ops on channel 0, captured ones on channel 1 (ops.cc); 1: both on one
+  // (half the memory; graph replays must then be ordered against eager ops).
   int channels = 2;
+  uint64_t scratchBytes = 0;  // FC_SCRATCH_BYTES: initial scratch per channel
   bool blocking = true;
   AllReduceAlgo allReduceAlgo = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
   uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
@@ -50,8 +54,16 @@ struct CommParams {
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
-// FC_WORKSPACE_BYTES, FC_CHANNELS) and the defaults; validate the struct header.
+// FC_WORKSPACE_BYTES, FC_CHANNELS, FC_SCRATCH_BYTES, the FC_*_ALGO choices) and the
+// defaults; validate the struct header.
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* params);
+
+// Where an op runs (ops.cc): its channel, and the capture it is part of, if any.
+struct OpLane {
+  int channel = 0;
+  bool capturing = false;
+  unsigned long long captureId = 0;
+};
 
 }  // namespace fc
 
@@ -66,12 +78,22 @@ struct fcComm {
   std::unique_ptr<fc::SymmetricHeap> heap;
   fc::ErrorRecord* errorHost = nullptr;  // cudaHostAlloc'd, mapped
   fc::DeviceComm dev{};                  // kernel argument
-  std::vector<cudaStream_t> streams;     // streams[c] carries channel c
-  // copies[c]: channel c's internal stream for copy-engine transfers
+  // Per channel c (a channel runs one op at a time; the two channels may run at once):
+  // copies[c]: the internal stream for copy-engine transfers
   std::vector<std::unique_ptr<fc::CopyQueue>> copies;
-  // gemms[c]: channel c's cuBLASLt handle, workspace and plans (a workspace must not
-  // be shared by GEMMs that may run at once, i.e. on two streams)
+  // gemms[c]: the cuBLASLt handle, workspace and plans
   std::vector<std::unique_ptr<fc::Gemm>> gemms;
+  // scratch[c]: the fused ops' private device memory
+  std::vector<std::unique_ptr<fc::Scratch>> scratch;
+  // The last op of the eager sequence and of the current capture (ops.cc): its
+  // stream, the capture it belonged to, and an event recorded after it.
+  struct LastOp {
+    cudaStream_t stream = nullptr;
+    unsigned long long captureId = 0;
+    bool issued = false;
+    cudaEvent_t done = nullptr;
+  };
+  LastOp lastEager, lastCaptured;
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 
@@ -97,8 +119,19 @@ fcResult_t commDestroy(fcComm* comm, bool abort);
 // (init failure, device timeout or abort) with its message as the last error.
 fcResult_t commCheckAsync(fcComm* comm);
 
-// The channel of `stream`: streams get channels in order of first use.
-fcResult_t commChannel(fcComm* comm, cudaStream_t stream, int* channel);
+// The checks every op makes before it enqueues anything: the communicator is
+// healthy, the current device and the stream's are its own. Then *lane, and on
+// `stream` a wait for the previous op of the lane's sequence when that one ran on
+// another stream (ops.cc: ops run in issue order).
+fcResult_t commOpBegin(fcComm* comm, const char* fn, cudaStream_t stream, OpLane* lane);
+
+// After the op's work is enqueued on `stream` (`res`: how that went, returned
+// unless it was fcSuccess): mark its end for the next op of its sequence.
+fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcResult_t res);
+
+// *p = scratch of at least `bytes` for an op of `lane` (fcInvalidUsage naming the
+// setting when it would have to grow during capture).
+fcResult_t commScratch(fcComm* comm, const char* fn, const OpLane& lane, size_t bytes, void** p);
 
 // fcAllReduce's auto choice: one-shot up to this many bytes, two-shot beyond.
 size_t oneShotMaxBytes(int nranks);

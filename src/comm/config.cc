@@ -49,6 +49,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(envU64("FC_WORKSPACE_BYTES", p->workspaceBytes, &p->workspaceBytes));
   FC_CHECK(envU64("FC_CHANNELS", uint64_t(p->channels), &channels));
   p->channels = channels > 64 ? 65 : int(channels);
+  FC_CHECK(envU64("FC_SCRATCH_BYTES", p->scratchBytes, &p->scratchBytes));
   FC_CHECK(envU64("FC_LAMPORT_MAX_BYTES", 0, &p->lamportMaxBytes));
   if (p->lamportMaxBytes > kLamportSlotBytes)
     return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the push slot (%zu bytes)",
@@ -87,6 +88,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
                         config->workspaceBytes);
       p->workspaceBytes = uint64_t(config->workspaceBytes);
     }
+    if (config->size >= offsetof(fcConfig_t, scratchBytes) + sizeof(long long) &&
+        config->scratchBytes != FC_CONFIG_UNSET) {
+      if (config->scratchBytes < 0)
+        return setError(fcInvalidArgument, "config.scratchBytes must be >= 0, not %lld", config->scratchBytes);
+      p->scratchBytes = uint64_t(config->scratchBytes);
+    }
   }
   if (p->timeoutMs == 0) return setError(fcInvalidArgument, "FC_TIMEOUT_MS must be > 0");
   if (p->workspaceBytes == 0) return setError(fcInvalidArgument, "FC_WORKSPACE_BYTES must be > 0");
@@ -96,9 +103,16 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->workspaceBytes = (p->workspaceBytes + 15) / 16 * 16;
   if (p->maxCtas < 1 || p->maxCtas > kMaxBlocks)
     return setError(fcInvalidArgument, "maxCtas %d is not in [1, %d]", p->maxCtas, kMaxBlocks);
-  if (p->channels < 1 || p->channels > kMaxChannels)
+  // Up to 8 channels were meaningful before 0.2 (one per stream). Now a channel
+  // carries a sequence of ops (comm/ops.cc), the eager one or the captured one, so
+  // values above kMaxChannels are accepted and give kMaxChannels.
+  constexpr int kMaxConfigChannels = 8;
+  if (p->channels < 1 || p->channels > kMaxConfigChannels)
     return setError(fcInvalidArgument, "channels (FC_CHANNELS) %d is not in [1, %d]", p->channels,
-                    kMaxChannels);
+                    kMaxConfigChannels);
+  if (p->channels > kMaxChannels) p->channels = kMaxChannels;
+  if (p->scratchBytes > (1ull << 40))
+    return setError(fcInvalidArgument, "scratch of %llu bytes is over 1 TiB", (unsigned long long)p->scratchBytes);
   return fcSuccess;
 }
 

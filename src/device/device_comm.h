@@ -20,7 +20,9 @@
 namespace fc {
 
 constexpr int kMaxRanks = 16;      // NVSwitch nodes have at most 8 GPUs; headroom
-constexpr int kMaxChannels = 8;    // independent signal slot sets (streams)
+// Channels: independent sets of signal slots, Lamport buffers and workspace. One
+// carries the ops issued eagerly, the other those captured into graphs (comm/ops.cc).
+constexpr int kMaxChannels = 2;
 constexpr int kMaxBlocks = 128;    // CTAs a collective kernel may use per channel
 constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * sizeof(uint64_t);
 constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32_t);

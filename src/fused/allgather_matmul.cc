@@ -7,7 +7,7 @@
 //   Q: (Agathered) our own shard into its rows, mark W
 //   S: GEMM of our own rows, straight from A: runs while Q pulls
 //   S: for each group of the GEMM plan: wait for its last mark, GEMM its rows
-//   S: wait for Q, final barrier (no peer reads our slot any more), free the buffer
+//   S: wait for Q, final barrier (no peer reads our slot any more)
 // Pulls in rotated order land in increasing row order (mod M), so shards t..t' form
 // one contiguous block of rows unless they wrap past the last rank: such runs are
 // merged into one GEMM when the cost model expects them all to have landed when the
@@ -15,6 +15,8 @@
 //
 // Unfused (small shards, or shards larger than a workspace slot): all-gather
 // (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
+//
+// The gathered buffer is Agathered, or else the channel's scratch (comm/scratch.h).
 #include <algorithm>
 #include <vector>
 
@@ -69,6 +71,10 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
 
 }  // namespace
 
+size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
+  return a.Agathered == nullptr && dc.nranks > 1 ? a.M * a.K * dataTypeSize(a.datatype) : 0;
+}
+
 bool overlapPays(size_t shardRows, size_t N) {
   const size_t tiles = ((shardRows + 127) / 128) * ((N + 127) / 128);
   return tiles >= 2 * 132;
@@ -84,15 +90,8 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   char* C = static_cast<char*>(a.C);
   const size_t cRowBytes = a.N * es;
 
-  // Where the gathered rows go: Agathered, or a temporary buffer (stream-ordered, so
-  // it is capturable and reused from the pool across calls).
-  char* gathered = static_cast<char*>(a.Agathered);
-  if (gathered == nullptr && W > 1)
-    FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&gathered), a.M * rowBytes, stream));
-  auto release = [&]() -> fcResult_t {
-    if (a.Agathered == nullptr && W > 1) FC_CUDA_CHECK(cudaFreeAsync(gathered, stream));
-    return fcSuccess;
-  };
+    // Where the gathered rows go: Agathered, or the channel's scratch.
+  char* gathered = static_cast<char*>(a.Agathered ? a.Agathered : a.scratch);
 
   if (W == 1) {
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
@@ -105,10 +104,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
                                                       : fits && overlapPays(shardRows, a.N);
   FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s", a.M, a.N, a.K, fused ? "fused" : "unfused",
            zeroCopy ? ", zero-copy" : "");
-  if (!fused) {
-    FC_CHECK(unfused(dc, channel, copies, gemm, a, symA, gathered, stream));
-    return release();
-  }
+  if (!fused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
   const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), a.M);
   auto source = [&](int r) -> const char* {
@@ -136,8 +132,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
                          a.transB, a.datatype, stream));
   }
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-  return release();
+  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
 }
 
 }  // namespace fc

@@ -14,6 +14,8 @@
 
 namespace fc {
 
+enum class FusedChoice { Auto, Fused, Unfused };
+
 struct AllGatherMatmulArgs {
   const void* A;    // [M/W, K] shard
   const void* B;    // [K, N] (fcOpN) or [N, K] (fcOpT)
@@ -22,15 +24,18 @@ struct AllGatherMatmulArgs {
   size_t M, N, K;
   fcOperation_t transB;
   fcDataType_t datatype;
+  void* scratch;    // allGatherMatmulScratch bytes of the channel's scratch
 };
 
-enum class FusedChoice { Auto, Fused, Unfused };
 
 // Overlapping communication with per-block GEMMs pays when every block's GEMM
 // (shardRows x N) fills at least two waves of 128x128 tiles on a 132-SM GPU; below
 // that the per-block GEMMs run partly empty and the unfused path is faster
 // (measured: docs/perf.md).
 bool overlapPays(size_t shardRows, size_t N);
+
+// Bytes of scratch launchAllGatherMatmul needs: the gathered A when no Agathered is given.
+size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a);
 
 // C = allgather(A) x op(B); see fcAllGatherMatmul. symmetricA: where every rank's A
 // lies in symmetric memory (zero-copy), or NULL.
@@ -45,7 +50,11 @@ struct MatmulReduceScatterArgs {
   size_t M, N, K;
   fcOperation_t transB;
   fcDataType_t datatype;
+  void* scratch;  // matmulReduceScatterScratch bytes of the channel's scratch
 };
+
+// Bytes of scratch launchMatmulReduceScatter needs with `choice`: fp32 partials.
+size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice);
 
 // C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
 // fcMatmulReduceScatter.

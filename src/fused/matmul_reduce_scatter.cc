@@ -31,8 +31,11 @@
 // stores to peer memory do not overlap the GEMM's math, so at large sizes the GEMM
 // slows down by about the NVLink time of its output (measured: docs/perf.md).
 //
-// Staged (the rest): one fp32 GEMM into a temporary buffer, fcReduceScatter's
+// Staged (the rest): one fp32 GEMM into the channel's scratch, fcReduceScatter's
 // algorithm on the fp32 partials, rounding.
+//
+// The fused path's pulled partials live in the channel's scratch too
+// (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
 #include <algorithm>
 
 #include "collectives/collectives.h"
@@ -53,21 +56,51 @@ constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
 
 const char* pathName(Path p) { return p == Path::Fused ? "fused" : p == Path::Scatter ? "scatter" : "staged"; }
 
+// Where the staged path's block sum starts in scratch: after the M x N fp32 partials.
+size_t stagedSumOffset(size_t M, size_t N) { return (M * N * sizeof(float) + 255) / 256 * 256; }
+
+// The path, its chunks of rows (fused) and the scratch it needs.
+struct Plan {
+  Path path;
+  size_t chunks, chunkRows;
+  size_t scratchBytes;
+};
+
+Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice) {
+  const size_t W = size_t(dc.nranks);
+  const size_t ms = a.M / W, blockElems = ms * a.N, partBytes = blockElems * sizeof(float);
+  Plan p{};
+  // The fused pipeline runs over chunks of rows of every block, as few as fit a
+  // workspace slot, of equal size (the last one smaller).
+  const size_t slotRows = ce::slotBytes(dc) / (a.N * sizeof(float));
+  p.chunks = slotRows == 0 ? 0 : (ms + slotRows - 1) / slotRows;
+  p.chunkRows = p.chunks == 0 ? 0 : (ms + p.chunks - 1) / p.chunks;
+  const bool fusedFits = p.chunks > 0;
+  const bool scatterFits = W * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
+  const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
+  p.path = choice == FusedChoice::Fused     ? (fusedFits ? Path::Fused : fallback)
+           : choice == FusedChoice::Unfused ? fallback
+           : fusedFits && overlapPays(p.chunkRows, a.N) ? Path::Fused
+                                                        : fallback;
+  if (W == 1) p.scratchBytes = 0;
+  // Fused: the pulled partials of a chunk (W-1 blocks; 2 at W = 2, see fusedRows).
+  else if (p.path == Path::Fused) p.scratchBytes = (W >= 3 ? W - 1 : 2) * p.chunkRows * a.N * sizeof(float);
+  // Staged: every block's partial, then (16-byte aligned) our block's sum.
+  else if (p.path == Path::Staged) p.scratchBytes = stagedSumOffset(a.M, a.N) + partBytes;
+  return p;
+}
+
 fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm, const MatmulReduceScatterArgs& a,
                   cudaStream_t stream) {
   const size_t blockElems = a.M / size_t(dc.nranks) * a.N, partials = a.M * a.N * sizeof(float);
-  float *all = nullptr, *sum = nullptr;
-  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&all), partials, stream));
-  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&sum), blockElems * sizeof(float), stream));
+  float* all = static_cast<float*>(a.scratch);
+  float* sum = reinterpret_cast<float*>(static_cast<char*>(a.scratch) + stagedSumOffset(a.M, a.N));
   FC_CHECK(gemm.matmul(a.A, a.M, a.B, all, a.N, a.K, a.transB, a.datatype, stream, true));
   if (partials < kSmReduceScatterMaxBytes)
     FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, fcFloat32, nullptr, stream));
   else
     FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, fcFloat32, stream));
-  FC_CHECK(launchReducePartials(sum, nullptr, blockElems, 0, a.C, blockElems, a.datatype, stream));
-  FC_CUDA_CHECK(cudaFreeAsync(all, stream));
-  FC_CUDA_CHECK(cudaFreeAsync(sum, stream));
-  return fcSuccess;
+  return launchReducePartials(sum, nullptr, blockElems, 0, a.C, blockElems, a.datatype, stream);
 }
 
 // The fused pipeline over rows [r0, r0 + rows) of every block (all of them, or one
@@ -121,26 +154,20 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
 
 }  // namespace
 
+size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice) {
+  return planOf(dc, a, choice).scratchBytes;
+}
+
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                      const MatmulReduceScatterArgs& a, FusedChoice choice, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
-  const size_t ms = a.M / size_t(W), blockElems = ms * a.N, partBytes = blockElems * sizeof(float);
+  const size_t ms = a.M / size_t(W), blockElems = ms * a.N;
   if (W == 1) return gemm.matmul(a.A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 
-  // The fused pipeline runs over chunks of rows of every block, as few as fit a
-  // workspace slot, of equal size (the last one smaller).
-  const size_t slotRows = ce::slotBytes(dc) / (a.N * sizeof(float));
-  const size_t chunks = slotRows == 0 ? 0 : (ms + slotRows - 1) / slotRows;
-  const size_t chunkRows = chunks == 0 ? 0 : (ms + chunks - 1) / chunks;
-  const bool fusedFits = chunks > 0;
-  const bool scatterFits = size_t(W) * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
-  const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
-  const Path path = choice == FusedChoice::Fused     ? (fusedFits ? Path::Fused : fallback)
-                    : choice == FusedChoice::Unfused ? fallback
-                    : fusedFits && overlapPays(chunkRows, a.N) ? Path::Fused
-                                                               : fallback;
+  const Plan plan = planOf(dc, a, choice);
+  const Path path = plan.path;
   FC_TRACE("fcMatmulReduceScatter: M %zu N %zu K %zu: %s (%zu chunks of rows)", a.M, a.N, a.K, pathName(path),
-           path == Path::Fused ? chunks : size_t(1));
+           path == Path::Fused ? plan.chunks : size_t(1));
   if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
 
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), a.M);
@@ -159,12 +186,9 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
     return launchReducePartials(mine, mine + blockElems, blockElems, W - 1, a.C, blockElems, a.datatype, stream);
   }
 
-  float* buf = nullptr;
-  FC_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buf),
-                                size_t(W >= 3 ? W - 1 : 2) * chunkRows * a.N * sizeof(float), stream));
-  for (size_t r0 = 0; r0 < ms; r0 += chunkRows)
-    FC_CHECK(fusedRows(dc, channel, copies, gemm, a, sig, r0, std::min(chunkRows, ms - r0), buf, stream));
-  FC_CUDA_CHECK(cudaFreeAsync(buf, stream));
+  float* buf = static_cast<float*>(a.scratch);
+  for (size_t r0 = 0; r0 < ms; r0 += plan.chunkRows)
+    FC_CHECK(fusedRows(dc, channel, copies, gemm, a, sig, r0, std::min(plan.chunkRows, ms - r0), buf, stream));
   return fcSuccess;
 }
 

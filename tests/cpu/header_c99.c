@@ -45,7 +45,8 @@ FC_PROBE_ASSERT(config_max_ctas, offsetof(fcConfig_t, maxCtas) == 20);
 FC_PROBE_ASSERT(config_channels, offsetof(fcConfig_t, channels) == 24);
 FC_PROBE_ASSERT(config_timeout, offsetof(fcConfig_t, timeoutMs) == 32);
 FC_PROBE_ASSERT(config_workspace, offsetof(fcConfig_t, workspaceBytes) == 40);
-FC_PROBE_ASSERT(config_sizeof, sizeof(fcConfig_t) == 48);
+FC_PROBE_ASSERT(config_scratch, offsetof(fcConfig_t, scratchBytes) == 48);
+FC_PROBE_ASSERT(config_sizeof, sizeof(fcConfig_t) == 56);
 
 /* Every public function, bound to a pointer of its declared type. */
 struct fc_probe_api {

@@ -6,7 +6,9 @@
 #include <type_traits>
 
 static_assert(sizeof(fcUniqueId) == FC_UNIQUE_ID_BYTES, "fcUniqueId size");
-static_assert(sizeof(fcConfig_t) == 48 && offsetof(fcConfig_t, workspaceBytes) == 40, "fcConfig_t layout");
+static_assert(sizeof(fcConfig_t) == 56 && offsetof(fcConfig_t, workspaceBytes) == 40 &&
+                  offsetof(fcConfig_t, scratchBytes) == 48,
+              "fcConfig_t layout");
 static_assert(fcNumResults == 10 && fcBfloat16 == 9 && fcOpT == 1, "enum values");
 static_assert(std::is_same<decltype(&fcAllGatherMatmul),
                            fcResult_t (*)(const void*, const void*, void*, void*, size_t, size_t, size_t,

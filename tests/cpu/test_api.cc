@@ -472,9 +472,29 @@ TEST_CASE("fcCommInitRankConfig validates the config before touching the GPU", "
   c = base;
   c.workspaceBytes = -5;
   rejected(c, "workspaceBytes");
+  c = base;
+  c.scratchBytes = -2;  // -1 is FC_CONFIG_UNSET
+  rejected(c, "scratchBytes");
+  c = base;
+  c.scratchBytes = 1ll << 41;
+  rejected(c, "scratch");
   {
     ScopedEnv env("FC_CHANNELS", "0");
     rejected(base, "channels");
+  }
+  {
+    ScopedEnv env("FC_SCRATCH_BYTES", "lots");
+    rejected(base, "FC_SCRATCH_BYTES");
+  }
+  // A caller built against 0.1's header (no scratchBytes) passes a shorter struct:
+  // the field is not read (here it holds garbage that would be rejected).
+  c = base;
+  c.size = offsetof(fcConfig_t, scratchBytes);
+  c.scratchBytes = -7;
+  if (!cudaDriverPresent()) {
+    comm = sentinelComm();
+    CHECK(fcCommInitRankConfig(&comm, 2, id, 0, &c) == fcUnhandledCudaError);
+    CHECK(comm == nullptr);
   }
   // A valid config gets as far as the (missing) driver.
   if (!cudaDriverPresent()) {

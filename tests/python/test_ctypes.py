@@ -16,7 +16,7 @@ class CtypesTest(unittest.TestCase):
         cls.lib = fusedcomm.Library(os.environ.get("FC_LIBRARY"))
 
     def test_version(self):
-        self.assertEqual(self.lib.version(), 100)  # 0.1.0: FC_MAJOR*10000 + FC_MINOR*100 + FC_PATCH
+        self.assertEqual(self.lib.version(), 200)  # 0.2.0: FC_MAJOR*10000 + FC_MINOR*100 + FC_PATCH
 
     def test_error_strings(self):
         names = [self.lib.error_string(code) for code in range(fusedcomm.NUM_RESULTS)]
