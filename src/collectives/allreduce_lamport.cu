@@ -19,6 +19,9 @@
 //   which no peer can start before our run j+1 has started, i.e. after this kernel.
 // The buffer index and the chunk counts per buffer live in device memory (graph
 // replays continue the sequence).
+//
+// Mismatched calls (another count, dtype, or the two-shot on a peer) are caught by
+// the call warp's headers (lamport.cuh, LamportCall), off the data path.
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
@@ -32,66 +35,72 @@ namespace {
 using dev::kThreads;
 
 template <typename T, int NR>
-__global__ void __launch_bounds__(kThreads)
-    allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count) {
+__global__ void __launch_bounds__(dev::kLamportMaxThreads)
+    allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
   const size_t packs = (count + E - 1) / E;
+  const unsigned threads = dev::lamportDataThreads();
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
   dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel);
+  dev::LamportCall call(dc, channel, sig, count);
 
-  // 1. Push our packs into our slot of every peer's current buffer (set 0).
-  for (size_t k = threadIdx.x;; k += blockDim.x) {
-    const size_t pk = run.ownedPack(k);
-    if (pk >= packs) break;
-    const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
-#pragma unroll 8
-    for (int j = 1; j < W; ++j)
-      run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
-  }
-
-  // Reset our previous run's buffer (every chunk it used) for the run after next,
-  // while the pushes are on their way.
-  run.resetStale();
-
-  // 2. Poll our buffer for every peer's packs; add them to our own input; store.
   int failed = 0;
-  for (size_t k = threadIdx.x; !failed; k += blockDim.x) {
-    const size_t pk = run.ownedPack(k);
-    if (pk >= packs) break;
-    const size_t i = pk * E;
-    float acc[E];
-#pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] = 0.f;
-    if constexpr (NR > 0) {
-      // All peers' loads in flight at once; re-poll only the packs still missing.
-      dev::PeerPacks<NR - 1> peers;
-      run.lookAtPeers<NR>(0, pk, peers);
-      dev::Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
-      all[0] = dev::loadInputPack(in, i, count, vecIn);
-      if (!run.waitForPeers(Op::AllReduceOneShot, channel, peers)) {
-        failed = 1;
-        break;
-      }
-#pragma unroll
-      for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
-      // In rank order, as on every other rank: all ranks store the same bits.
-      dev::accumulateInRankOrder<T, NR>(acc, all, rank);
-    } else {
-      for (int s = 0; s < W && !failed; ++s) {  // rank order, as on every other rank
-        if (s == rank) {
-          dev::accumulate<T>(acc, dev::loadInputPack(in, i, count, vecIn));
-          continue;
-        }
-        const dev::Pack* p = run.slot(rank, run.buf, 0, s) + pk;
-        dev::Pack v = dev::loadVolatilePack(p);
-        failed = !dev::pollPack(dc, Op::AllReduceOneShot, channel, run.buf, p, v, s);
-        dev::accumulate<T>(acc, v);
-      }
-      if (failed) break;
+  if (call.isCallWarp()) {
+    failed = !call.run(Op::AllReduceOneShot, channel);
+  } else {
+    // 1. Push our packs into our slot of every peer's current buffer (set 0).
+    for (size_t k = threadIdx.x;; k += threads) {
+      const size_t pk = run.ownedPack(k);
+      if (pk >= packs) break;
+      const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
+#pragma unroll 8
+      for (int j = 1; j < W; ++j)
+        run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
     }
-    dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
+
+    // Reset our previous run's buffer (every chunk it used) for the run after next,
+    // while the pushes are on their way.
+    run.resetStale();
+
+    // 2. Poll our buffer for every peer's packs; add them to our own input; store.
+    for (size_t k = threadIdx.x; !failed; k += threads) {
+      const size_t pk = run.ownedPack(k);
+      if (pk >= packs) break;
+      const size_t i = pk * E;
+      float acc[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = 0.f;
+      if constexpr (NR > 0) {
+        // All peers' loads in flight at once; re-poll only the packs still missing.
+        dev::PeerPacks<NR - 1> peers;
+        run.lookAtPeers<NR>(0, pk, peers);
+        dev::Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+        all[0] = dev::loadInputPack(in, i, count, vecIn);
+        if (!run.waitForPeers(Op::AllReduceOneShot, channel, peers)) {
+          failed = 1;
+          break;
+        }
+#pragma unroll
+        for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
+        // In rank order, as on every other rank: all ranks store the same bits.
+        dev::accumulateInRankOrder<T, NR>(acc, all, rank);
+      } else {
+        for (int s = 0; s < W && !failed; ++s) {  // rank order, as on every other rank
+          if (s == rank) {
+            dev::accumulate<T>(acc, dev::loadInputPack(in, i, count, vecIn));
+            continue;
+          }
+          const dev::Pack* p = run.slot(rank, run.buf, 0, s) + pk;
+          dev::Pack v = dev::loadVolatilePack(p);
+          failed = !dev::pollPack(dc, Op::AllReduceOneShot, channel, run.buf, p, v, s);
+          dev::accumulate<T>(acc, v);
+        }
+        if (failed) break;
+      }
+      dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
+    }
   }
   if (__syncthreads_or(failed)) return;
   const uint32_t used[1] = {uint32_t((packs + run.kChunkPacks - 1) / run.kChunkPacks)};
@@ -100,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count,
+fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
                   cudaStream_t stream) {
   constexpr size_t E = dev::PackTraits<T>::kElems;
   constexpr size_t P = dev::LamportTraits<dev::LamportKind::OneShot>::kChunkPacks;
@@ -110,7 +119,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
   auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value>; });
   return launchKernel(kernel, dim3(shape.grid), dim3(shape.threads), stream, dc, channel,
-                      static_cast<const T*>(in), static_cast<T*>(out), count);
+                      static_cast<const T*>(in), static_cast<T*>(out), count, sig);
 }
 
 }  // namespace
@@ -118,8 +127,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
                                   cudaStream_t stream) {
+  const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, stream);
   });
 }
 

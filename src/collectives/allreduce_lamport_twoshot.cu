@@ -21,7 +21,8 @@
 // run j+1 needs our run-(j+1) reduce-scatter pushes to finish, so no peer is ever
 // more than one run ahead, and the buffer our previous run used is free to reset.
 // Chunk c of a slice is CTA c % maxCtas's in every phase and on every rank, so CTAs
-// only ever wait for the same CTA of their peers.
+// only ever wait for the same CTA of their peers. Mismatched calls are caught by the
+// call warp's headers (lamport.cuh, LamportCall).
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
@@ -44,7 +45,8 @@ __host__ __device__ inline size_t lamportTwoShotSlice(size_t count, int nranks, 
 }
 
 // One pass: the all-reduce of in[0, count) into out, as slices of `slice` elements
-// (a whole number of packs, at most a slot). Returns true when a wait gave up.
+// (a whole number of packs, at most a slot), by the data threads. Returns true when
+// a wait gave up.
 template <typename T, int NR>
 __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, const Run& run,
                                             const T* in, T* out, size_t count, size_t slice, bool vecIn,
@@ -60,9 +62,11 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
   };
   auto slotPacks = [&](int owner, int set, int sender) { return run.slot(owner, run.buf, set, sender); };
 
+  const unsigned threads = dev::lamportDataThreads();
+
   // 1. Reduce-scatter pushes: slice s of our input into our slot of rank s's set 0
   //    (past the end of the input: zeros, so that every polled pack gets written).
-  for (size_t k = threadIdx.x;; k += blockDim.x) {
+  for (size_t k = threadIdx.x;; k += threads) {
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
 #pragma unroll 8
@@ -79,7 +83,7 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
   // 2. Reduce our slice: our own input plus every peer's piece; store it and push it
   //    into our slot of every peer's set 1.
   const T* mine = in + size_t(rank) * slice;
-  for (size_t k = threadIdx.x;; k += blockDim.x) {
+  for (size_t k = threadIdx.x;; k += threads) {
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
     float acc[E];
@@ -110,7 +114,7 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
   }
 
   // 3. All-gather: every peer's reduced slice from our set 1.
-  for (size_t k = threadIdx.x;; k += blockDim.x) {
+  for (size_t k = threadIdx.x;; k += threads) {
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
     if constexpr (NR > 0) {
@@ -148,23 +152,30 @@ __host__ __device__ size_t passChunks(size_t count, int nranks) {
 // chunks when the last pass is short), so the per-CTA buffer sequences stay equal
 // on all ranks.
 template <typename T, int NR>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceLamportTwoShotKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count,
-                                  size_t passElems) {
+                                  size_t passElems, uint32_t sig) {
   const int W = NR > 0 ? NR : dc.nranks;
   // Passes start at multiples of passElems, a whole number of packs, and every slice
   // is one too: all are as aligned as the buffers.
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
   Run run(dc, channel);
+  // The call warp checks the call (once per kernel) while the data threads run the
+  // first pass, then joins the CTA-wide steps between passes.
+  dev::LamportCall call(dc, channel, sig, count);
+  const bool callFailed = call.isCallWarp() && !call.run(Op::AllReduceTwoShot, channel);
   for (size_t first = 0; first < count; first += passElems) {
     const size_t n = count - first < passElems ? count - first : passElems;
-    if (first > 0)
-      // The previous pass's reset stores (to our buffers) must be performed before
-      // this pass's pushes: a peer that sees them may write the reset slots next.
-      // (Between kernels, the kernel boundary orders them.)
-      __threadfence();
-    const bool failed = twoShotPass<T, NR>(dc, channel, run, in + first, out + first, n,
-                                           lamportTwoShotSlice(n, W, sizeof(T)), vecIn, vecOut);
+    bool failed = callFailed;
+    if (!call.isCallWarp()) {
+      if (first > 0)
+        // The previous pass's reset stores (to our buffers) must be performed before
+        // this pass's pushes: a peer that sees them may write the reset slots next.
+        // (Between kernels, the kernel boundary orders them.)
+        __threadfence();
+      failed = twoShotPass<T, NR>(dc, channel, run, in + first, out + first, n,
+                                  lamportTwoShotSlice(n, W, sizeof(T)), vecIn, vecOut);
+    }
     // Measured: without this CTA-wide step between passes (a thread only ever touches
     // its own packs, so it is not needed for correctness) the threads drift apart and
     // 64-256 MiB took 13-17 % longer (1335 vs 1180 us at 256 MiB).
@@ -177,7 +188,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <typename T>
-fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count,
+fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
                   cudaStream_t stream) {
   const size_t passElems = size_t(dc.nranks) * (kLamportSlotBytes / sizeof(T));
   // Every CTA that ever ran keeps state; the same count gives the same shape on
@@ -189,7 +200,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
     return allReduceLamportTwoShotKernel<T, decltype(nr)::value>;
   });
   return launchKernel(kernel, dim3(shape.grid), dim3(shape.threads), stream, dc, channel,
-                      static_cast<const T*>(in), static_cast<T*>(out), count, passElems);
+                      static_cast<const T*>(in), static_cast<T*>(out), count, passElems, sig);
 }
 
 }  // namespace
@@ -197,8 +208,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                          void* recvbuff, size_t count, fcDataType_t datatype,
                                          cudaStream_t stream) {
+  const uint32_t sig = opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport two-shot all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, stream);
   });
 }
 

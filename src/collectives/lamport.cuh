@@ -39,10 +39,17 @@ struct LamportTraits {
   static constexpr int kStateWord = K == LamportKind::OneShot ? 0 : 8;  // of the CTA's 16
 };
 static_assert(kLamportSets == 3, "device_comm.h's layout has three sets per buffer");
+// The call headers' buffer index: the last word of the one-shot's 8 (it uses 4).
+constexpr int kCallStateWord = 7;
+
+// Every Lamport CTA has, after its data threads, one warp that checks the call
+// (LamportCall): it never touches data, so the data path does not wait for it.
+constexpr int kCallWarpThreads = 32;
+constexpr int kLamportMaxThreads = kThreads + kCallWarpThreads;
 
 // CTAs and threads for a call whose largest run uses `chunks` chunks of `chunkPacks`
-// packs: one CTA per chunk up to maxCtas, each with the threads for its chunks (at
-// most kThreads).
+// packs: one CTA per chunk up to maxCtas, each with the data threads for its chunks
+// (at most kThreads) and the call warp.
 struct LamportShape {
   unsigned grid, threads;
 };
@@ -50,8 +57,11 @@ inline LamportShape lamportShape(size_t chunks, int chunkPacks, int maxCtas) {
   const size_t grid = chunks < size_t(maxCtas) ? (chunks > 0 ? chunks : 1) : size_t(maxCtas);
   const size_t perCta = (chunks + grid - 1) / grid;
   const size_t threads = perCta * size_t(chunkPacks);
-  return {unsigned(grid), unsigned(threads < size_t(kThreads) ? threads : size_t(kThreads))};
+  return {unsigned(grid), unsigned(threads < size_t(kThreads) ? threads : size_t(kThreads)) + kCallWarpThreads};
 }
+
+// The data threads of this CTA (all but the call warp).
+__device__ __forceinline__ unsigned lamportDataThreads() { return blockDim.x - kCallWarpThreads; }
 
 __device__ __forceinline__ Pack loadVolatilePack(const Pack* p) {
   Pack v;
@@ -173,8 +183,8 @@ struct LamportRun {
 
   // The pack index (in a slot) of this CTA's k-th owned pack: chunk
   // blockIdx.x + (k / kChunkPacks) * maxCtas, pack k % kChunkPacks. It grows with k,
-  // so walks stop at the first index past the end:
-  //   for (size_t k = threadIdx.x;; k += blockDim.x) {
+  // so walks (by the data threads) stop at the first index past the end:
+  //   for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
   //     const size_t pk = run.ownedPack(k); if (pk >= packs) break; ... }
   __device__ size_t ownedPack(size_t k) const {
     const size_t c = blockIdx.x + (k / kChunkPacks) * size_t(dc.maxCtas);
@@ -199,7 +209,8 @@ struct LamportRun {
   }
 
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
-  // buffers: this CTA's chunks of every peer's slot, as many as that run used.
+  // buffers: this CTA's chunks of every peer's slot, as many as that run used. The
+  // data threads call it.
   // Buffer (buf + 2) % 3 was fully read in that run, and no peer writes it again
   // before our next run has started (see the protocol in design.md).
   __device__ void resetStale() const {
@@ -208,7 +219,7 @@ struct LamportRun {
 #pragma unroll
     for (int set = 0; set < kSets; ++set) {
       const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
-      for (size_t k = threadIdx.x;; k += blockDim.x) {
+      for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
         const size_t pk = ownedPack(k);
         if (pk >= packs) break;
         for (int s = 0; s < dc.nranks; ++s)
@@ -230,6 +241,70 @@ struct LamportRun {
     state[0] = buf;
 #pragma unroll
     for (int k = 0; k < 3 * kSets; ++k) state[1 + k] = used[k];
+  }
+};
+
+// Call headers: mismatched calls on the barrier-free path.
+//
+// The Lamport kernels exchange no flags, so nothing else would notice ranks calling
+// with different counts, dtypes or kinds (one-shot / two-shot) at the same point:
+// they would add whatever lies in the push buffers, or wait for packs that never
+// come. So the call warp of CTA b pushes a header - the op signature and the whole
+// count - to CTA b of every peer, checks the header every peer's CTA b pushed to
+// it, and records a Mismatch naming both calls when they differ. The data threads
+// never wait for it: a mismatch that leaves them waiting for data ends their wait
+// through the error guard it sets (WaitExits), within ~0.1 ms. CTA 0 runs in every
+// call, so every mismatch between two ranks is seen by both.
+//
+// The headers are their own instance of the protocol, shared by both kinds: three
+// buffers used in turn by a CTA's calls (state word kCallStateWord), the one before
+// the previous call's reset by the call warp, the three-buffer argument of the data
+// unchanged (every call of a CTA pushes to and waits for every peer's CTA).
+struct LamportCall {
+  const DeviceComm& dc;
+  size_t headerOff;   // heap offset of this channel's headers
+  uint32_t* state;    // this CTA's header buffer index
+  uint32_t buf;
+  Pack mine;
+
+  __device__ LamportCall(const DeviceComm& d, int channel, uint32_t sig, uint64_t count)
+      : dc(d),
+        headerOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks) + lamportPushBytes(d.nranks)),
+        state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
+              (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + kCallStateWord),
+        buf(*state),
+        // No word of a header is ever all ones (the op is in the signature's top 4 bits).
+        mine{sig, uint32_t(count) & 0x7fffffffu, uint32_t(count >> 31) & 0x7fffffffu, 0x4c414d50u} {}
+
+  __device__ bool isCallWarp() const { return threadIdx.x >= lamportDataThreads(); }
+
+  // Header sent by `sender` to CTA blockIdx.x of `owner`, in buffer b.
+  __device__ Pack* slot(int owner, uint32_t b, int sender) const {
+    return reinterpret_cast<Pack*>(dc.base + size_t(owner) * dc.stride + headerOff) +
+           (size_t(b) * kMaxBlocks + blockIdx.x) * size_t(dc.nranks) + size_t(sender);
+  }
+
+  // The call warp's whole part: lane j < W-1 deals with peer rank+1+j. Push our
+  // header, reset the one that peer sent in our call before last, wait for its
+  // header of this call and compare. Returns false when the wait gave up or the
+  // calls differ (the error is recorded). Lane 0 then moves the buffer on.
+  __device__ bool run(Op op, int channel) {
+    const int lane = int(threadIdx.x - lamportDataThreads());
+    bool ok = true;
+    if (lane < dc.nranks - 1) {
+      const int peer = (dc.rank + 1 + lane) % dc.nranks;
+      *slot(peer, buf, dc.rank) = mine;
+      *slot(dc.rank, (buf + 2) % 3, peer) = Pack{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
+      const Pack* p = slot(dc.rank, buf, peer);
+      Pack theirs = loadVolatilePack(p);
+      ok = pollPack(dc, op, channel, buf, p, theirs, peer);
+      if (ok && (theirs.x != mine.x || theirs.y != mine.y || theirs.z != mine.z)) {
+        recordError(dc, op, GiveUp::Mismatch, peer, channel, mine.x, theirs.x);
+        ok = false;
+      }
+    }
+    if (lane == 0) *state = (buf + 1) % 3;
+    return ok;
   }
 };
 

@@ -42,7 +42,7 @@ uint64_t hostHash() {
 
 const char* opName(uint32_t op) {
   switch (Op(op)) {
-    case Op::AllReduceOneShot: return "fcAllReduceOneShot";
+    case Op::AllReduceOneShot: return "fcAllReduceOneShot or fcAllReduce(one-shot)";
     case Op::Barrier: return "fcBarrier";
     case Op::AllReduceTwoShot: return "fcAllReduce(two-shot)";
     case Op::ReduceScatter: return "fcReduceScatter";
@@ -265,10 +265,14 @@ fcResult_t commCheckAsync(fcComm* comm) {
   const GiveUp why = GiveUp(e->reason);
   char msg[512];
   if (why == GiveUp::Mismatch) {
-    // The signatures: op (4 bits), dtype (4 bits), count mod 2^24.
+    // The signatures: op (4 bits), dtype (4 bits), count mod 2^24 (fused ops: a hash
+    // of the shape).
     auto describe = [](uint32_t sig, char* out, size_t n) {
-      snprintf(out, n, "%s(dtype %u, count %% 2^24 = %u)", opName(sig >> 28), (sig >> 24) & 15u,
-               sig & 0xffffffu);
+      if (isFusedOp(sig >> 28))
+        snprintf(out, n, "%s(dtype %u, shape hash 0x%06x)", opName(sig >> 28), (sig >> 24) & 15u, sig & 0xffffffu);
+      else
+        snprintf(out, n, "%s(dtype %u, count %% 2^24 = %u)", opName(sig >> 28), (sig >> 24) & 15u,
+                 sig & 0xffffffu);
     };
     char mine[96], theirs[96];
     describe(e->expected, mine, sizeof mine);

@@ -7,10 +7,12 @@
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
-//   [kLamportStateOffset, +64 KiB)  lamport[channel][block][16]: per Lamport kind, {buffer
-//                                   index, chunks per buffer and set} (collectives/lamport.cuh)
-//   [kSignalBytes, +lamport bytes)  push buffers of the Lamport all-reduces:
-//                                   [channel][buffer 3][set 3][sender rank][kLamportSlotBytes]
+//   [kLamportStateOffset, +16 KiB)  lamport[channel][block][16]: per Lamport kind, {buffer
+//                                   index, chunks per buffer and set}, and the call header
+//                                   buffer index (collectives/lamport.cuh)
+//   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
+//                                   [buffer 3][set 3][sender rank][kLamportSlotBytes], then
+//                                   their call headers, [buffer 3][block][sender rank][16 B]
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
@@ -39,10 +41,14 @@ static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal 
 // the push area per channel: three buffers (a call uses one, clears the one the call
 // before used, and the third may already be filled by a peer that is one call
 // ahead), each of three sets (the one-shot's; the two-shot's reduce-scatter and
-// all-gather pushes) of one slot per rank.
+// all-gather pushes) of one slot per rank. After them, the call headers of both
+// Lamport kernels (collectives/lamport.cuh, LamportCall): three buffers of one
+// 16-byte pack per (CTA, sender rank).
 constexpr size_t kLamportSlotBytes = 1024 * 1024;
 constexpr size_t kLamportSets = 3;
-constexpr size_t lamportChannelBytes(int nranks) { return 3 * kLamportSets * size_t(nranks) * kLamportSlotBytes; }
+constexpr size_t lamportPushBytes(int nranks) { return 3 * kLamportSets * size_t(nranks) * kLamportSlotBytes; }
+constexpr size_t lamportCallBytes(int nranks) { return 3 * size_t(kMaxBlocks) * size_t(nranks) * 16; }
+constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nranks) + lamportCallBytes(nranks); }
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;
@@ -70,6 +76,17 @@ enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, 
 constexpr uint32_t opSignature(Op op, uint32_t dtype, uint64_t count) {
   return (uint32_t(op) << 28) | ((dtype & 15u) << 24) | uint32_t(count & 0xffffffu);
 }
+
+// The "count" of a fused GEMM op's signature: its whole shape (M, N, K, transB) folded
+// into 24 bits (FNV-1a), so that ranks calling with different shapes are caught.
+constexpr uint64_t shapeKey(uint64_t M, uint64_t N, uint64_t K, uint32_t transB) {
+  uint64_t h = 1469598103934665603ull;
+  const uint64_t parts[4] = {M, N, K, transB};
+  for (uint64_t v : parts)
+    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xffu)) * 1099511628211ull;
+  return (h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu;
+}
+constexpr bool isFusedOp(uint32_t op) { return op == uint32_t(Op::AllGatherMatmul) || op == uint32_t(Op::MatmulReduceScatter); }
 
 // Written by the first device thread that gives up (timeout or abort); lives in
 // host-mapped pinned memory so the host can read it while kernels still run. The

@@ -106,7 +106,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
            zeroCopy ? ", zero-copy" : "");
   if (!fused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
-  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), a.M);
+  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
   auto source = [&](int r) -> const char* {
     return zeroCopy ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
   };

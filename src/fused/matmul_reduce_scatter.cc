@@ -170,7 +170,7 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
            path == Path::Fused ? plan.chunks : size_t(1));
   if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
 
-  const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), a.M);
+  const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
   if (path == Path::Scatter) {
     // Entry barrier: peers are about to write into our workspace.
     auto slotOf = [&](int r) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, 0)); };
