@@ -2,15 +2,25 @@
 // (tests/gpu/run-fault-tests runs them all and checks the outcome). Each rank prints
 // "fault <scenario>: rank R: PASS|FAIL ..." and exits 0 on PASS.
 //
+// Any world size from 2; "the victim" is rank min(2, W-1), the last rank aborts.
 //   skip     rank 1 skips one of 20 all-reduces: the others get fcTimeout
-//   kill     rank 2 SIGKILLs itself in a loop of 1000: the others get fcTimeout
+//   kill     the victim SIGKILLs itself in a loop of 1000: the others get fcTimeout
 //   kill-ce  the same in a loop of copy-engine reduce-scatters (their waits are the
 //            barrier kernels between the transfers)
 //   kill-lamport2  the same in a loop of Lamport two-shot all-reduces of two passes
 //            (their waits poll the pushed data)
-//   abort    rank 3 calls fcCommAbort in a loop of 1000: the others fail fast
+//   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
 //            rank fails fast (the op signature in the flags differs)
+//   mismatch-count   on the barrier-free (Lamport) all-reduce, rank 1 passes 4007
+//            elements where the others pass 4000
+//   mismatch-dtype   the same with fp16 where the others pass fp32
+//   mismatch-kind    rank 1's count (1 MiB) takes the Lamport two-shot where the
+//            others' (64 KiB) take the one-shot
+//   mismatch-mmrs    rank 1 calls fcMatmulReduceScatter with another N
+//            In the mismatch scenarios every rank fails fast: with fcInvalidUsage
+//            naming both calls, or fcRemoteError when a peer's report reached it first;
+//            at least one rank names both calls (run-fault-tests checks).
 //   cycles   N init/destroy cycles (FC_CYCLES, default 1000) leak no fds, device
 //            memory or address-space mappings
 //   initall  fcCommInitAll over every visible GPU in one process (run with -n 1)
@@ -42,6 +52,9 @@ using Clock = std::chrono::steady_clock;
 int g_rank = 0, g_nranks = 1;
 const char* g_scenario = "";
 
+// The rank that dies in the kill scenarios.
+int victim() { return g_nranks > 2 ? 2 : g_nranks - 1; }
+
 int report(bool pass, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 int report(bool pass, const char* fmt, ...) {
   char msg[512];
@@ -68,20 +81,29 @@ int report(bool pass, const char* fmt, ...) {
 
 uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 
-// Issue `calls` all-reduces; `fault(k)` runs before call k and returns false to skip it.
+// What one call of a loop passes (a fault may change it on one rank).
+struct Call {
+  size_t count;
+  fcDataType_t dtype;
+  size_t n;  // fcMatmulReduceScatter's N
+};
+
+// Issue `calls` ops; `fault(k, stream, call)` runs before call k, may change the
+// call's arguments, and returns false to skip it.
 // Returns the communicator's async error after synchronising, and the elapsed time.
 // count: 1 << 19 floats (2 MiB, above the Lamport limit) takes the barrier one-shot,
 // whose flags carry op signatures; 1 << 14 (64 KiB) the Lamport one-shot (no flags:
 // its waits poll the data).
 // op: fcAllReduceOneShot(buf, buf, count), fcAllReduce(buf, buf, count) or
 // fcReduceScatter(buf, buf + rank * count/W, count/W).
-enum class FaultOp { OneShot, AllReduce, ReduceScatter };
+enum class FaultOp { OneShot, AllReduce, ReduceScatter, MatmulReduceScatter };
 template <typename Fault>
 int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19,
               FaultOp op = FaultOp::OneShot) {
   float* buf;
-  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), count * sizeof(float)));
-  CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
+  const size_t bytes = (16 * count + 8192) * sizeof(float);  // room for mismatched calls' larger counts
+  CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&buf), bytes));
+  CHECK_CUDA(cudaMemset(buf, 0, bytes));
   const size_t rc = count / size_t(g_nranks);
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -89,13 +111,24 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
   const auto t0 = Clock::now();
   fcResult_t firstError = fcSuccess;
   for (int k = 0; k < calls && firstError == fcSuccess; ++k) {
-    if (!fault(k, s)) continue;
+    Call call{count, fcFloat32, 64};
+    if (!fault(k, s, call)) continue;
     switch (op) {
-      case FaultOp::OneShot: firstError = fcAllReduceOneShot(buf, buf, count, fcFloat32, fcSum, comm, s); break;
-      case FaultOp::AllReduce: firstError = fcAllReduce(buf, buf, count, fcFloat32, fcSum, comm, s); break;
+      case FaultOp::OneShot:
+        firstError = fcAllReduceOneShot(buf, buf, call.count, call.dtype, fcSum, comm, s);
+        break;
+      case FaultOp::AllReduce: firstError = fcAllReduce(buf, buf, call.count, call.dtype, fcSum, comm, s); break;
       case FaultOp::ReduceScatter:
         firstError = fcReduceScatter(buf, buf + size_t(g_rank) * rc, rc, fcFloat32, fcSum, comm, s);
         break;
+      case FaultOp::MatmulReduceScatter: {
+        // A [M, K] and B [N, K] from the front of buf, C [M/W, N] behind them (bf16).
+        const size_t M = 64 * size_t(g_nranks), K = 64;
+        char* base = reinterpret_cast<char*>(buf);
+        firstError = fcMatmulReduceScatter(base, base + M * K * 2, base + (M + call.n) * K * 2, M, call.n, K,
+                                           fcOpT, fcBfloat16, comm, s);
+        break;
+      }
     }
   }
   const cudaError_t syncErr = cudaStreamSynchronize(s);
@@ -224,7 +257,9 @@ int main(int argc, char** argv) {
     return 77;
   }
   if (argc != 2) {
-    fprintf(stderr, "usage: fc_fault_tests skip|kill|kill-ce|abort|mismatch|cycles|initall (under fcrun)\n");
+    fprintf(stderr,
+            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|abort|mismatch|mismatch-count|mismatch-dtype|"
+            "mismatch-kind|mismatch-mmrs|cycles|initall (under fcrun)\n");
     return 2;
   }
   g_scenario = argv[1];
@@ -245,7 +280,7 @@ int main(int argc, char** argv) {
   if (scenario == "skip") {
     // The skipping rank pairs its later calls with its peers' earlier ones and
     // finishes; its peers' last call finds nobody and times out.
-    rc = faultLoop(comm, 20, [](int k, cudaStream_t) { return !(g_rank == 1 && k == 5); },
+    rc = faultLoop(comm, 20, [](int k, cudaStream_t, Call&) { return !(g_rank == 1 && k == 5); },
                    g_rank != 1);
   } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2") {
     // 64 KiB: the Lamport one-shot; 4 MiB of input: the copy-engine reduce-scatter;
@@ -254,8 +289,8 @@ int main(int argc, char** argv) {
                        : scenario == "kill-ce" ? FaultOp::ReduceScatter
                                                : FaultOp::AllReduce;
     rc = faultLoop(comm, 1000,
-                   [](int k, cudaStream_t s) {
-                     if (g_rank == 2 && k == 50) {
+                   [](int k, cudaStream_t s, Call&) {
+                     if (g_rank == victim() && k == 50) {
                        cudaStreamSynchronize(s);  // die between calls, peers mid-loop
                        raise(SIGKILL);
                      }
@@ -265,7 +300,7 @@ int main(int argc, char** argv) {
   } else if (scenario == "mismatch") {
     const auto t0 = Clock::now();
     rc = faultLoop(comm, 20,
-                   [comm](int k, cudaStream_t s) {
+                   [comm](int k, cudaStream_t s, Call&) {
                      if (g_rank == 1 && k == 5) {
                        fcBarrier(comm, s);
                        return false;
@@ -276,13 +311,31 @@ int main(int argc, char** argv) {
     // Detection is by signature, not by the timeout: it must be much faster.
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (rc == 0 && ms > 0.5 * double(timeoutMs())) rc = report(false, "took %.0f ms", ms);
+  } else if (scenario.rfind("mismatch-", 0) == 0) {
+    // Call 5 differs on rank 1 (calls 0-4 set up the buffers' sequence: the failure
+    // must come from the mismatch, not from a first call).
+    const auto t0 = Clock::now();
+    const std::string what = scenario.substr(9);
+    const FaultOp op = what == "mmrs" ? FaultOp::MatmulReduceScatter : FaultOp::AllReduce;
+    rc = faultLoop(comm, 20,
+                   [what](int k, cudaStream_t, Call& call) {
+                     if (g_rank != 1 || k != 5) return true;
+                     if (what == "count") call.count += 7;
+                     if (what == "dtype") call.dtype = fcFloat16;
+                     if (what == "kind") call.count *= 16;  // 64 KiB -> 1 MiB: above the one-shot's limit
+                     if (what == "mmrs") call.n += 8;
+                     return true;
+                   },
+                   true, what == "kind" ? 1 << 14 : 4000, op);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (rc == 0 && ms > 0.5 * double(timeoutMs())) rc = report(false, "took %.0f ms", ms);
   } else if (scenario == "abort") {
-    if (g_rank == 3) {
-      rc = faultLoop(comm, 50, [](int, cudaStream_t) { return true; }, false);
+    if (g_rank == g_nranks - 1) {
+      rc = faultLoop(comm, 50, [](int, cudaStream_t, Call&) { return true; }, false);
       const fcResult_t r = fcCommAbort(comm);
       return report(rc == 0 && r == fcSuccess, "fcCommAbort: %s", fcGetErrorString(r));
     }
-    rc = faultLoop(comm, 1000, [](int, cudaStream_t) { return true; }, true);
+    rc = faultLoop(comm, 1000, [](int, cudaStream_t, Call&) { return true; }, true);
   } else {
     fprintf(stderr, "unknown scenario %s\n", argv[1]);
   }

@@ -11,20 +11,27 @@
 
 #include "fusedcomm.h"
 
-// Streams: a communicator gives each stream a channel in order of first use, so the
-// suite uses a fixed set: the legacy stream (nullptr) and `streams`, both made in
-// main before any test (the suite's comm has 3 channels).
+// The suite's communicator, its default streams (any other stream works too:
+// test_streams.cc), and its shape.
 struct GpuEnv {
   fcComm_t comm = nullptr;
   cudaStream_t streams[2] = {nullptr, nullptr};
   // The suite's workspace per channel: small, so that multi-pass sizes stay cheap.
   static constexpr size_t kWorkspaceBytes = 8u << 20;
+  // Scratch at init, enough for the fused ops the suite captures before any eager
+  // call of the same size (test_streams.cc tests growth on a communicator of its own).
+  static constexpr size_t kScratchBytes = 64u << 20;
   int rank = 0;
   int nranks = 1;
   int device = 0;
 };
 
 const GpuEnv& gpuEnv();
+
+// A second communicator of the same ranks (collective: every rank calls it at the
+// same point); its unique id travels through the suite's communicator. The config's
+// blocking flag is honoured: *comm may still be initialising (fcInProgress).
+fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config);
 
 #define CUDA_REQUIRE(call)                                                    \
   do {                                                                        \

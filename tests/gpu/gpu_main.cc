@@ -1,7 +1,9 @@
 // Entry point of the GPU suite: skip cleanly (exit 77, meson's "skipped") where
 // there is no GPU, otherwise join the communicator and run Catch2.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include <catch2/catch_session.hpp>
 
@@ -13,6 +15,24 @@ GpuEnv env;
 }
 
 const GpuEnv& gpuEnv() { return env; }
+
+fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config) {
+  // Rank 0's id bytes summed with everybody else's zeros (as fp32, exactly).
+  fcUniqueId id;
+  std::vector<float> bytes(sizeof id.internal, 0.f);
+  if (env.rank == 0) {
+    FC_REQUIRE(fcGetUniqueId(&id));
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = float(uint8_t(id.internal[i]));
+  }
+  float* d;
+  CUDA_REQUIRE(cudaMalloc(reinterpret_cast<void**>(&d), bytes.size() * sizeof(float)));
+  CUDA_REQUIRE(cudaMemcpy(d, bytes.data(), bytes.size() * sizeof(float), cudaMemcpyHostToDevice));
+  FC_REQUIRE(fcAllReduceOneShot(d, d, bytes.size(), fcFloat32, fcSum, env.comm, nullptr));
+  CUDA_REQUIRE(cudaMemcpy(bytes.data(), d, bytes.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_REQUIRE(cudaFree(d));
+  for (size_t i = 0; i < bytes.size(); ++i) id.internal[i] = char(uint8_t(bytes[i]));
+  return fcCommInitRankConfig(comm, env.nranks, id, env.rank, config);
+}
 
 int main(int argc, char** argv) {
   int ndev = 0;
@@ -39,8 +59,8 @@ int main(int argc, char** argv) {
   // A desynchronised test must fail in seconds, not after the default 120 s.
   setenv("FC_TIMEOUT_MS", "30000", 0);
   fcConfig_t config = FC_CONFIG_INITIALIZER;
-  config.channels = 3;  // nullptr + env.streams
   config.workspaceBytes = GpuEnv::kWorkspaceBytes;
+  config.scratchBytes = GpuEnv::kScratchBytes;
   fcResult_t res = fcCommInitRankConfig(&env.comm, env.nranks, id, env.rank, &config);
   if (res != fcSuccess) {
     fprintf(stderr, "fcCommInitRank: %s: %s\n", fcGetErrorString(res), fcGetLastError(nullptr));

@@ -333,10 +333,10 @@ TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad ar
   CHECK(touched == 0);
 }
 
-TEST_CASE("fcAllGatherMatmul and fcMatmulReduceScatter on two streams at once") {
-  // Each channel has its own cuBLASLt workspace, copy queue and workspace slots, so
-  // the two ops may overlap freely; a shared GEMM workspace would mix their split-K
-  // partials. No synchronisation between the streams until both have run 4 times.
+TEST_CASE("fcAllGatherMatmul and fcMatmulReduceScatter alternating on two streams") {
+  // No synchronisation between the streams until both have run 4 times: the library
+  // runs them in issue order (they share the eager channel's cuBLASLt workspace,
+  // copy queue, workspace slots and scratch; overlapping would mix them).
   const GpuEnv& env = gpuEnv();
   const int W = env.nranks;
   const fcDataType_t t = fcBfloat16;
@@ -362,4 +362,58 @@ TEST_CASE("fcAllGatherMatmul and fcMatmulReduceScatter on two streams at once") 
   CHECK(rr == fcSuccess);
   CHECK(checkC(g, download(GC.p, gM * gN * 2)) == 0);
   CHECK(checkMmrs(r, download(RC.p, rms * rN * 2)) == 0);
+}
+
+TEST_CASE("scratch: grows for an eager call, is refused inside a capture naming the setting, and old graphs keep "
+          "working after it grows again") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  if (W == 1) return;  // one rank gathers nothing: no scratch
+  fcComm_t comm2 = nullptr;
+  FC_REQUIRE(makeComm(&comm2, nullptr));  // the default: no scratch at init
+  const size_t ms = 512, N = 1024, K = 256, M = ms * size_t(W), es = 2;
+  const fcDataType_t t = fcBfloat16;
+  Dev A(2 * ms * K * es), B(K * 2 * N * es), C(4 * M * N * es);
+  cudaStream_t s;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto capture = [&](cudaGraph_t* graph) {
+    CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    const fcResult_t r = fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M, N, K, fcOpN, t, comm2, s);
+    const std::string why = fcGetLastError(nullptr);
+    CUDA_REQUIRE(cudaStreamEndCapture(s, graph));  // a refused call leaves the capture valid
+    INFO(why);
+    return r;
+  };
+  auto runAndCheck = [&](cudaGraphExec_t exec) {
+    const Problem p{ms, N, K, fcOpN, t, nextSeed(), nextSeed(), W};
+    std::vector<char> ha = pattern(t, ms * K, p.seedA, env.rank), hb = pattern(t, K * N, p.seedB, 0);
+    CUDA_REQUIRE(cudaMemcpy(A.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemset(C.p, 0xff, M * N * es));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    if (exec) CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    else FC_REQUIRE(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M, N, K, fcOpN, t, comm2, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    return checkC(p, download(C.p, M * N * es));
+  };
+  cudaGraph_t graph;
+  CHECK(capture(&graph) == fcInvalidUsage);
+  CHECK(std::string(fcGetLastError(nullptr)).find("FC_SCRATCH_BYTES") != std::string::npos);
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+  CHECK(runAndCheck(nullptr) == 0);  // eager: scratch grows
+  REQUIRE(capture(&graph) == fcSuccess);
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK(runAndCheck(exec) == 0);
+  // A larger eager call grows scratch again; the graph still uses (and keeps) the old buffer.
+  FC_REQUIRE(fcAllGatherMatmul(A.p, B.p, C.p, nullptr, 2 * M, 2 * N, K, fcOpN, t, comm2, s));
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
+  for (int r = 0; r < 3; ++r) CHECK(runAndCheck(exec) == 0);
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(comm2, &async));
+  CHECK(async == fcSuccess);
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+  CUDA_REQUIRE(cudaStreamDestroy(s));
+  FC_REQUIRE(fcCommDestroy(comm2));
 }

@@ -10,6 +10,8 @@
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
 //   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (inputs are
 //   small integers, so the products are exact and relerr must be 0).
+//   Then eager (--eager 1): the fused op and the unfused one (NCCL's when present)
+//   called eagerly: call + sync, back to back, host time per call (timeEager).
 // Times: median of -r graph replays of -n calls, max over ranks.
 #include <algorithm>
 #include <cmath>
@@ -103,27 +105,32 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       const double gemmUs = maxOverRanks(c, timeGraph(c, o, [&] {
         FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
       }));
-      const double fcUs = maxOverRanks(c, timeGraph(c, o, [&] {
+      auto fcOp = [&] {
         FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
         FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
-      }));
-      double ncclUs = 0;
-      if (haveNccl)
-        ncclUs = maxOverRanks(c, timeGraph(c, o, [&] {
-          if (c.nccl.allGather(A, G, ms * sh.K, int(type), c.ncclComm, c.stream) != 0) exit(1);
-          FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
-        }));
-      const double fusedUs = maxOverRanks(c, timeGraph(c, o, [&] {
-        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, c.comm, c.stream));
-      }));
+      };
+      auto ncclOp = [&] {
+        if (c.nccl.allGather(A, G, ms * sh.K, int(type), c.ncclComm, c.stream) != 0) exit(1);
+        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+      };
+      auto fusedOp = [&] { FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, c.comm, c.stream)); };
+      const double fcUs = maxOverRanks(c, timeGraph(c, o, fcOp));
+      const double ncclUs = haveNccl ? maxOverRanks(c, timeGraph(c, o, ncclOp)) : 0;
+      const double fusedUs = maxOverRanks(c, timeGraph(c, o, fusedOp));
+      EagerTimes fusedEager, unfusedEager;
+      if (o.eager) {
+        fusedEager = timeEager(c, o, fusedOp);
+        unfusedEager = haveNccl ? timeEager(c, o, ncclOp) : timeEager(c, o, fcOp);
+      }
       const bool ok = relerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
         const double unfused = haveNccl ? ncclUs : fcUs;
-        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s\n", sh.M, sh.N, sh.K,
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f\n", sh.M, sh.N, sh.K,
                fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
                unfused / fusedUs, 2.0 * double(sh.M) * double(sh.N) * double(sh.K) / (fusedUs * 1e6), relerr,
-               ok ? "OK" : "FAIL");
+               ok ? "OK" : "FAIL", fusedEager.syncUs, fusedEager.b2bUs, fusedEager.hostUs, unfusedEager.syncUs,
+               unfusedEager.b2bUs);
         fflush(stdout);
       }
     }

@@ -38,7 +38,7 @@ struct Options {
   std::string minBytes = "8", maxBytes = "", dtype = "bf16", algo = "auto";
   double factor = 2;
   int iters = 20, warmup = 5, replays = 20;
-  bool check = true, symmetric = false, nccl = true, csv = false, json = false;
+  bool check = true, symmetric = false, nccl = true, csv = false, json = false, eager = true;
 };
 
 struct Ctx {
@@ -61,6 +61,15 @@ bool initNccl(Ctx& c, std::string* why);
 
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op);
+
+// Eager calls, as a serving loop makes them (us per call, max over ranks):
+//   syncUs  one call then cudaStreamSynchronize, wall time, median of `iters`;
+//   b2bUs   `iters` calls back to back, then one synchronize: wall time per call;
+//   hostUs  the time the host spends issuing one of those back-to-back calls.
+struct EagerTimes {
+  double syncUs = 0, b2bUs = 0, hostUs = 0;
+};
+EagerTimes timeEager(const Ctx& c, const Options& o, const std::function<void()>& op);
 
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);

@@ -1,6 +1,7 @@
 #include "bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 size_t parseBytes(const std::string& s) {
@@ -92,11 +93,39 @@ double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op
   return 1000.0 * ms[ms.size() / 2] / o.iters;
 }
 
+EagerTimes timeEager(const Ctx& c, const Options& o, const std::function<void()>& op) {
+  using Clock = std::chrono::steady_clock;
+  auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
+  // Start together, warmed up.
+  op();
+  FC_OK(fcBarrier(c.comm, c.stream));
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  std::vector<double> one;
+  for (int i = 0; i < o.iters; ++i) {
+    const auto t0 = Clock::now();
+    op();
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    one.push_back(us(Clock::now() - t0));
+  }
+  std::sort(one.begin(), one.end());
+  FC_OK(fcBarrier(c.comm, c.stream));
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.iters; ++i) op();
+  const auto t1 = Clock::now();
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  const auto t2 = Clock::now();
+  EagerTimes t;
+  t.syncUs = maxOverRanks(c, one[one.size() / 2]);
+  t.b2bUs = maxOverRanks(c, us(t2 - t0) / o.iters);
+  t.hostUs = maxOverRanks(c, us(t1 - t0) / o.iters);
+  return t;
+}
 
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
   if (c.rank != 0) return;
   printf("# fc-bench %s: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n", mode,
          c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
   printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
-         "tflops,relerr,check\n");
+         "tflops,relerr,check,fused_eager_us,fused_b2b_us,fused_host_us,unfused_eager_us,unfused_b2b_us\n");
 }

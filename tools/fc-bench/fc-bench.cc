@@ -5,8 +5,11 @@
 //
 // For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
-// replays; time per call = median replay / n, max over ranks. NCCL (dlopened, when
-// available) is timed the same way in the same run. algbw = size / time, where size
+// replays; time per call = median replay / n, max over ranks. Then eager calls
+// (--eager 1, the default): -n times one call + cudaStreamSynchronize (median wall
+// time), -n calls back to back + one synchronize (wall time per call), and the host
+// time spent issuing each of those. NCCL (dlopened, when available) is timed the
+// same ways in the same run. algbw = size / time, where size
 // is the all-reduce buffer, the reduce-scatter input or the all-gather output;
 // busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n (reduce-scatter, all-gather).
 // Rank 0 prints the table (or --csv / --json); exit status non-zero if a check fails.
@@ -65,10 +68,12 @@ int bench(Ctx& c, const Options& o, Mode mode) {
            o.symmetric ? ", sendbuff from fcMemAlloc (zero-copy)" : "",
            haveNccl ? std::to_string(ncclVersion).c_str() : ("not run (" + why + ")").c_str());
     if (o.csv)
-      printf("op,size,count,type,algo,time_us,algbw,busbw,nccl_time_us,nccl_busbw,speedup,maxerr,check\n");
+      printf("op,size,count,type,algo,time_us,algbw,busbw,nccl_time_us,nccl_busbw,speedup,maxerr,check,"
+             "eager_us,b2b_us,host_us,nccl_eager_us,nccl_b2b_us\n");
     else if (!o.json)
-      printf("# %12s %12s %9s %8s %10s %9s %9s %10s %9s %7s %7s %6s\n", "size(B)", "count", "type",
-             "algo", "time(us)", "algbw", "busbw", "nccl(us)", "nccl_bus", "speedup", "maxerr", "check");
+      printf("# %12s %12s %9s %8s %10s %9s %9s %10s %9s %7s %7s %6s %9s %9s %8s %10s %10s\n", "size(B)", "count",
+             "type", "algo", "time(us)", "algbw", "busbw", "nccl(us)", "nccl_bus", "speedup", "maxerr", "check",
+             "eager", "b2b", "host", "nccl_eag", "nccl_b2b");
   }
   for (double b = double(minBytes); b <= double(maxBytes); b *= o.factor) {
     // count: elements per rank of the op's "count" argument (nccl-tests' convention).
@@ -103,7 +108,9 @@ int bench(Ctx& c, const Options& o, Mode mode) {
       }
     }
     const double us = maxOverRanks(c, timeGraph(c, o, ours));
+    const EagerTimes eager = o.eager ? timeEager(c, o, ours) : EagerTimes{};
     double ncclUs = 0;
+    EagerTimes ncclEager;
     if (haveNccl) {
       auto theirs = [&] {
         int r = mode == Mode::AllReduce ? c.nccl.allReduce(in, out, count, int(type), 0, c.ncclComm, c.stream)
@@ -116,6 +123,7 @@ int bench(Ctx& c, const Options& o, Mode mode) {
         }
       };
       ncclUs = maxOverRanks(c, timeGraph(c, o, theirs));
+      if (o.eager) ncclEager = timeEager(c, o, theirs);
     }
     const double worstErr = maxOverRanks(c, err);
     const bool ok = !o.check || worstErr == 0.0;
@@ -127,17 +135,20 @@ int bench(Ctx& c, const Options& o, Mode mode) {
     const char* algo = o.algo.c_str();
     const char* status = o.check ? (ok ? "OK" : "FAIL") : "-";
     if (o.csv)
-      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s\n", modeName(mode), bytes, count,
-             fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status);
+      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f\n", modeName(mode), bytes,
+             count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status, eager.syncUs,
+             eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs);
     else if (o.json)
       printf("{\"op\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\",\"time_us\":%.2f,"
              "\"algbw\":%.2f,\"busbw\":%.2f,\"nccl_time_us\":%.2f,\"nccl_busbw\":%.2f,\"speedup\":%.3f,"
-             "\"maxerr\":%g,\"check\":\"%s\"}\n",
+             "\"maxerr\":%g,\"check\":\"%s\",\"eager_us\":%.2f,\"b2b_us\":%.2f,\"host_us\":%.2f,"
+             "\"nccl_eager_us\":%.2f,\"nccl_b2b_us\":%.2f}\n",
              modeName(mode), bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus,
-             speedup, worstErr, status);
+             speedup, worstErr, status, eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs);
     else
-      printf("  %12zu %12zu %9s %8s %10.2f %9.2f %9.2f %10.2f %9.2f %7.2f %7.2g %6s\n", bytes, count,
-             fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status);
+      printf("  %12zu %12zu %9s %8s %10.2f %9.2f %9.2f %10.2f %9.2f %7.2f %7.2g %6s %9.2f %9.2f %8.2f %10.2f %10.2f\n",
+             bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status,
+             eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs);
     fflush(stdout);
   }
   if (o.symmetric) FC_OK(fcMemFree(c.comm, in));
@@ -171,6 +182,7 @@ int main(int argc, char** argv) {
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
     sub->add_option("--nccl", o.nccl, "time the unfused path with NCCL when libnccl.so.2 loads (1/0)");
+    sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
   }
   for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
@@ -183,6 +195,7 @@ int main(int argc, char** argv) {
     sub->add_option("-c,--check", o.check, "verify results (1/0)");
     sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
     sub->add_option("--nccl", o.nccl, "time NCCL side by side when libnccl.so.2 loads (1/0)");
+    sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
     sub->add_flag("--csv", o.csv, "CSV rows instead of the table");
     sub->add_flag("--json", o.json, "JSON lines instead of the table");
   }

@@ -10,6 +10,8 @@
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
 //   the fused op (2MNK per rank), and relerr: max relative error of 1000 sampled
 //   elements of C against the exact result (integer inputs; must be 0).
+//   Then eager (--eager 1): the fused op and the unfused one (NCCL's when present)
+//   called eagerly: call + sync, back to back, host time per call (timeEager).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -74,26 +76,31 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
       const double relerr = maxOverRanks(c, err);
       auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
       const double gemmUs = maxOverRanks(c, timeGraph(c, o, gemm));
-      const double fcUs = maxOverRanks(c, timeGraph(c, o, [&] {
+      auto fcOp = [&] {
         gemm();
         FC_OK(fcReduceScatter(P, Crs, ms * N, type, fcSum, c.comm, c.stream));
-      }));
-      double ncclUs = 0;
-      if (haveNccl)
-        ncclUs = maxOverRanks(c, timeGraph(c, o, [&] {
-          gemm();
-          if (c.nccl.reduceScatter(P, Crs, ms * N, int(type), 0, c.ncclComm, c.stream) != 0) exit(1);
-        }));
-      const double fusedUs = maxOverRanks(c, timeGraph(c, o, [&] {
-        FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream));
-      }));
+      };
+      auto ncclOp = [&] {
+        gemm();
+        if (c.nccl.reduceScatter(P, Crs, ms * N, int(type), 0, c.ncclComm, c.stream) != 0) exit(1);
+      };
+      auto fusedOp = [&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream)); };
+      const double fcUs = maxOverRanks(c, timeGraph(c, o, fcOp));
+      const double ncclUs = haveNccl ? maxOverRanks(c, timeGraph(c, o, ncclOp)) : 0;
+      const double fusedUs = maxOverRanks(c, timeGraph(c, o, fusedOp));
+      EagerTimes fusedEager, unfusedEager;
+      if (o.eager) {
+        fusedEager = timeEager(c, o, fusedOp);
+        unfusedEager = haveNccl ? timeEager(c, o, ncclOp) : timeEager(c, o, fcOp);
+      }
       const bool ok = relerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
         const double unfused = haveNccl ? ncclUs : fcUs;
-        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s\n", M, N, K, fcTypeName(type),
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f\n", M, N, K, fcTypeName(type),
                op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs, unfused / fusedUs,
-               2.0 * double(M) * double(N) * double(K) / (fusedUs * 1e6), relerr, ok ? "OK" : "FAIL");
+               2.0 * double(M) * double(N) * double(K) / (fusedUs * 1e6), relerr, ok ? "OK" : "FAIL",
+               fusedEager.syncUs, fusedEager.b2bUs, fusedEager.hostUs, unfusedEager.syncUs, unfusedEager.b2bUs);
         fflush(stdout);
       }
     }

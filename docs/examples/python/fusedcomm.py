@@ -23,6 +23,8 @@ FLOAT16, FLOAT32, BFLOAT16 = 6, 7, 9
 SUM = 0
 OP_N, OP_T = 0, 1
 UNIQUE_ID_BYTES = 128
+# FC_VERSION_CODE of the header these declarations follow (fcConfig_t.version)
+VERSION_CODE = 200
 
 
 class UniqueId(ctypes.Structure):
@@ -108,14 +110,30 @@ class Library:
         return uid
 
 
+class Config(ctypes.Structure):
+    """fcConfig_t; Config() is FC_CONFIG_INITIALIZER (every option unset)."""
+
+    UNSET = -1
+    MAGIC = 0xFC0C0F16
+    _fields_ = [("size", _SZ), ("magic", _c.c_uint), ("version", _c.c_uint), ("blocking", _I), ("maxCtas", _I),
+                ("channels", _I), ("timeoutMs", _c.c_longlong), ("workspaceBytes", _c.c_longlong),
+                ("scratchBytes", _c.c_longlong)]
+
+    def __init__(self, **options):
+        super().__init__(ctypes.sizeof(Config), self.MAGIC, VERSION_CODE, *([self.UNSET] * 6))
+        for name, value in options.items():
+            setattr(self, name, value)
+
+
 class Communicator:
     """One rank's communicator: collective creation, methods for every operation,
     destroy() (or a with-block) at the end."""
 
-    def __init__(self, lib, nranks, uid, rank):
+    def __init__(self, lib, nranks, uid, rank, config=None):
         self.lib = lib
         self.handle = _P()
-        lib.check(lib.fcCommInitRank(_c.byref(self.handle), nranks, uid, rank), "fcCommInitRank")
+        cfg = _c.byref(config) if config is not None else None
+        lib.check(lib.fcCommInitRankConfig(_c.byref(self.handle), nranks, uid, rank, cfg), "fcCommInitRankConfig")
 
     @classmethod
     def from_env(cls, lib):
@@ -136,8 +154,27 @@ class Communicator:
         self._check(self.lib.fcCommCount(self.handle, _c.byref(v)), "fcCommCount")
         return v.value
 
+    def async_error(self):
+        """fcCommGetAsyncError: (code, message); message is "" on success."""
+        v = _I()
+        self._check(self.lib.fcCommGetAsyncError(self.handle, _c.byref(v)), "fcCommGetAsyncError")
+        return v.value, (self.lib.fcGetLastError(self.handle).decode() if v.value != SUCCESS else "")
+
+    def mem_alloc(self, nbytes):
+        """fcMemAlloc (collective): the device address of this rank's symmetric buffer."""
+        p = _P()
+        self._check(self.lib.fcMemAlloc(self.handle, _c.byref(p), nbytes), "fcMemAlloc")
+        return p.value
+
+    def mem_free(self, ptr):
+        self._check(self.lib.fcMemFree(self.handle, ptr), "fcMemFree")
+
     def all_reduce(self, send, recv, count, dtype, stream=0):
         self._check(self.lib.fcAllReduce(send, recv, count, dtype, SUM, self.handle, stream), "fcAllReduce")
+
+    def all_reduce_one_shot(self, send, recv, count, dtype, stream=0):
+        self._check(self.lib.fcAllReduceOneShot(send, recv, count, dtype, SUM, self.handle, stream),
+                    "fcAllReduceOneShot")
 
     def reduce_scatter(self, send, recv, recvcount, dtype, stream=0):
         self._check(self.lib.fcReduceScatter(send, recv, recvcount, dtype, SUM, self.handle, stream),
@@ -168,6 +205,23 @@ class Communicator:
 
     def __exit__(self, *exc):
         self.destroy()
+
+
+def symmetric_tensor(comm, numel, dtype):
+    """A torch tensor over fcMemAlloc memory (zero-copy input for every rank's ops).
+    Free it with comm.mem_free(t.data_ptr()) once nothing uses it any more."""
+    import torch
+
+    size = torch.empty((), dtype=dtype).element_size()
+    ptr = comm.mem_alloc(max(1, numel * size))
+    # __cuda_array_interface__ has no bfloat16: describe raw 16/32-bit words, then view.
+    raw = {2: "<u2", 4: "<u4"}[size]
+
+    class _Buffer:
+        __cuda_array_interface__ = {"shape": (numel,), "typestr": raw, "data": (ptr, False), "version": 3}
+
+    words = torch.as_tensor(_Buffer(), device="cuda")
+    return words.view(dtype)
 
 
 def dtype_of(tensor):
