@@ -63,6 +63,7 @@ struct OpLane {
   int channel = 0;
   bool capturing = false;
   unsigned long long captureId = 0;
+  unsigned long long streamId = 0;  // cudaStreamGetId
 };
 
 }  // namespace fc
@@ -86,9 +87,9 @@ struct fcComm {
   // scratch[c]: the fused ops' private device memory
   std::vector<std::unique_ptr<fc::Scratch>> scratch;
   // The last op of the eager sequence and of the current capture (ops.cc): its
-  // stream, the capture it belonged to, and an event recorded after it.
+  // stream's id, the capture it belonged to, and an event recorded after it.
   struct LastOp {
-    cudaStream_t stream = nullptr;
+    unsigned long long streamId = 0;
     unsigned long long captureId = 0;
     bool issued = false;
     cudaEvent_t done = nullptr;

@@ -36,13 +36,21 @@ fcResult_t commOpBegin(fcComm* comm, const char* fn, cudaStream_t stream, OpLane
   if (err != cudaSuccess)
     return setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn, (void*)stream,
                     cudaGetErrorString(err));
+  // Streams are told apart by their id, unique over the context's life: a handle
+  // may be reused by a stream created after another one was destroyed, and that
+  // new stream is not ordered after the old one's work.
+  err = cudaStreamGetId(stream, &lane->streamId);
+  if (err != cudaSuccess)
+    return setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn, (void*)stream,
+                    cudaGetErrorString(err));
   lane->capturing = capture != cudaStreamCaptureStatusNone;
   lane->channel = lane->capturing && comm->params.channels > 1 ? 1 : 0;
   fcComm::LastOp& last = lane->capturing ? comm->lastCaptured : comm->lastEager;
-  if (!lane->capturing && stream != last.stream) {
+  const bool sameStream = last.issued && last.streamId == lane->streamId;
+  if (!lane->capturing && !sameStream) {
     // cudaStreamGetDevice is not allowed on a capturing stream (it would invalidate
     // the capture); a captured graph is launched on a stream of its own device
-    // anyway. A stream seen last time was checked then.
+    // anyway. The stream of the previous op was checked then.
     int streamDev = -1;
     err = cudaStreamGetDevice(stream, &streamDev);
     if (err != cudaSuccess)
@@ -53,9 +61,9 @@ fcResult_t commOpBegin(fcComm* comm, const char* fn, cudaStream_t stream, OpLane
                       streamDev, comm->cudaDev);
   }
   const bool sameSequence = last.issued && (!lane->capturing || last.captureId == captureId);
-  if (sameSequence && stream != last.stream) {
-    FC_TRACE("%s: on stream %p after the previous op on stream %p (channel %d)", fn, (void*)stream,
-             (void*)last.stream, lane->channel);
+  if (sameSequence && !sameStream) {
+    FC_TRACE("%s: on stream %llu after the previous op on stream %llu (channel %d)", fn, lane->streamId,
+             last.streamId, lane->channel);
     FC_CUDA_CHECK(cudaStreamWaitEvent(stream, last.done, 0));
   }
   lane->captureId = captureId;
@@ -66,7 +74,7 @@ fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcRe
   // Also after a failed launch: whatever part of the op was enqueued stays ordered.
   fcComm::LastOp& last = lane.capturing ? comm->lastCaptured : comm->lastEager;
   const cudaError_t err = cudaEventRecord(last.done, stream);
-  last.stream = stream;
+  last.streamId = lane.streamId;
   last.captureId = lane.captureId;
   last.issued = err == cudaSuccess;
   if (res != fcSuccess) return res;
