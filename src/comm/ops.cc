@@ -36,21 +36,27 @@ fcResult_t commOpBegin(fcComm* comm, const char* fn, cudaStream_t stream, OpLane
   if (err != cudaSuccess)
     return setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn, (void*)stream,
                     cudaGetErrorString(err));
-  // Streams are told apart by their id, unique over the context's life: a handle
-  // may be reused by a stream created after another one was destroyed, and that
-  // new stream is not ordered after the old one's work.
-  err = cudaStreamGetId(stream, &lane->streamId);
-  if (err != cudaSuccess)
-    return setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn, (void*)stream,
-                    cudaGetErrorString(err));
   lane->capturing = capture != cudaStreamCaptureStatusNone;
   lane->channel = lane->capturing && comm->params.channels > 1 ? 1 : 0;
   fcComm::LastOp& last = lane->capturing ? comm->lastCaptured : comm->lastEager;
-  const bool sameStream = last.issued && last.streamId == lane->streamId;
+  bool sameStream = false;
+  if (lane->capturing) {
+    // cudaStreamGetId and cudaStreamGetDevice would invalidate the capture. A graph
+    // is launched on a stream of its own device anyway; and a captured op always
+    // waits for the previous one of its capture (a no-op edge on the same stream).
+    lane->streamId = 0;
+  } else {
+    // Streams are told apart by their id, unique over the context's life: a handle
+    // may be reused by a stream created after another one was destroyed, and that
+    // new stream is not ordered after the old one's work.
+    err = cudaStreamGetId(stream, &lane->streamId);
+    if (err != cudaSuccess)
+      return setError(fcInvalidArgument, "%s: stream %p is not a valid stream: %s", fn, (void*)stream,
+                      cudaGetErrorString(err));
+    sameStream = last.issued && last.streamId == lane->streamId;
+  }
   if (!lane->capturing && !sameStream) {
-    // cudaStreamGetDevice is not allowed on a capturing stream (it would invalidate
-    // the capture); a captured graph is launched on a stream of its own device
-    // anyway. The stream of the previous op was checked then.
+    // The stream of the previous op was checked then.
     int streamDev = -1;
     err = cudaStreamGetDevice(stream, &streamDev);
     if (err != cudaSuccess)
@@ -62,8 +68,7 @@ fcResult_t commOpBegin(fcComm* comm, const char* fn, cudaStream_t stream, OpLane
   }
   const bool sameSequence = last.issued && (!lane->capturing || last.captureId == captureId);
   if (sameSequence && !sameStream) {
-    FC_TRACE("%s: on stream %llu after the previous op on stream %llu (channel %d)", fn, lane->streamId,
-             last.streamId, lane->channel);
+    FC_TRACE("%s: after the previous op of channel %d, which ran on another stream", fn, lane->channel);
     FC_CUDA_CHECK(cudaStreamWaitEvent(stream, last.done, 0));
   }
   lane->captureId = captureId;
