@@ -342,9 +342,10 @@ fcResult_t fcMemAlloc(fcComm_t comm, void** ptr, size_t bytes);
 fcResult_t fcMemFree(fcComm_t comm, void* ptr);
 
 /* Device-side barrier: work enqueued on `stream` after it starts only when every rank
- * has enqueued and reached its fcBarrier on the same channel. One small kernel, no
- * host synchronisation; capturable. Errors: fcInvalidArgument (NULL comm),
- * fcInvalidUsage (wrong device, too many streams), asynchronous errors. */
+ * has enqueued and reached its fcBarrier (an eager one meets the peers' eager ones,
+ * a captured one their captured ones). One small kernel, no host synchronisation;
+ * capturable. Errors: fcInvalidArgument (NULL comm), fcInvalidUsage (wrong device),
+ * asynchronous errors. */
 fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
 
 /* All-gather + matmul (tensor-parallel input layer): every rank computes
@@ -369,17 +370,18 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * pay (each shard's GEMM under two waves of 128x128 tiles, or a shard larger than
  * half the workspace) it gathers first and runs one GEMM. FC_AGMM_ALGO=fused |
  * unfused | auto (default) forces a choice for communicators created afterwards.
- * Without Agathered the peers' shards land in a temporary [M, K] buffer from the
- * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
- * Asynchronous on stream; CUDA-graph capturable; safe back to back. Collective: every
- * rank calls it with the same M, N, K, transB and datatype. Fused ops on different
- * streams of one communicator may run concurrently (each stream's channel has its own
- * cuBLASLt workspace and workspace slots).
+ * Without Agathered the peers' shards land in the communicator's scratch (M*K
+ * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
+ * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.
+ * Asynchronous on stream; CUDA-graph capturable; safe back to back; ordered with the
+ * communicator's other ops like every op (see "Streams and ordering"). Collective:
+ * every rank calls it with the same M, N, K, transB and datatype (a different shape
+ * is caught: the signature carries a hash of it).
  * Errors: fcInvalidArgument (NULL comm or pointer, M not a multiple of nranks, a zero
  * or overflowing dimension, dtype not bf16/fp16, bad transB, misaligned or
  * overlapping buffers; nothing is written), fcNotSupported (cuBLASLt has no algorithm
- * for the shape), fcInvalidUsage (wrong device, too many streams), asynchronous
- * errors as fcAllReduce. */
+ * for the shape), fcInvalidUsage (wrong device; scratch too small during capture),
+ * asynchronous errors as fcAllReduce. */
 fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,
                              size_t K, fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
                              cudaStream_t stream);
@@ -403,10 +405,12 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * fill two GEMM waves take an unfused path: when all products fit 32 MiB, one
  * batched GEMM writes each block straight into its owner's workspace and the owner
  * sums them; else one GEMM, an fp32 reduce-scatter, one rounding.
- * FC_MMRS_ALGO=fused | unfused | auto overrides. Temporary fp32 buffers come from the
- * device's default memory pool (cudaMallocAsync / cudaFreeAsync on `stream`).
- * Asynchronous on stream; CUDA-graph capturable; safe back to back and concurrently
- * with fused ops on other streams. Collective.
+ * FC_MMRS_ALGO=fused | unfused | auto overrides. The fp32 partials live in the
+ * communicator's scratch (config.scratchBytes; the fused path needs max(2, nranks-1)
+ * blocks or chunks of rows x N fp32, the fp32 unfused path (M + M/nranks) x N fp32),
+ * grown as for fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe
+ * back to back; ordered with the communicator's other ops. Collective (same M, N, K,
+ * transB, datatype on every rank).
  * Errors: as fcAllGatherMatmul (C must not overlap A or B). */
 fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
                                  fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,

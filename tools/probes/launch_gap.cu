@@ -1,0 +1,115 @@
+// launch-gap: what an eager launch costs on this machine, apart from any library.
+//   1. host time per launch of an empty kernel (128 CTAs x 160 threads, the small
+//      all-reduce's shape), alone and with the runtime calls libfusedcomm makes per
+//      op (capture info, stream id, current device, an event record, a wait);
+//   2. GPU time per kernel of back-to-back kernels that spin for 3 and 7 us, eager
+//      (with and without an event record after each) and as a CUDA graph: the gap
+//      between two eagerly launched kernels against a graph's.
+// Run on the GPU machine: build/tools/probes/launch-gap
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace {
+
+__global__ void empty(int* p) {
+  if (p != nullptr && threadIdx.x == 1000) *p = 1;
+}
+
+__global__ void spin(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (t - t0 < ns);
+}
+
+#define OK(call)                                                                 \
+  do {                                                                           \
+    cudaError_t e_ = (call);                                                     \
+    if (e_ != cudaSuccess) {                                                     \
+      fprintf(stderr, "launch-gap: %s: %s\n", #call, cudaGetErrorString(e_));    \
+      return 1;                                                                  \
+    }                                                                            \
+  } while (0)
+
+}  // namespace
+
+int main() {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("SKIP: no CUDA GPU here\n");
+    return 77;
+  }
+  cudaStream_t s;
+  cudaEvent_t e, a, b;
+  OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  OK(cudaEventCreate(&a));
+  OK(cudaEventCreate(&b));
+  using Clock = std::chrono::steady_clock;
+  const int n = 2000;
+  const char* hostModes[] = {"launch only", "+ event record", "+ capture info, stream id, device, record",
+                             "+ all that, + a wait"};
+  for (int mode = 0; mode < 4; ++mode) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      OK(cudaStreamSynchronize(s));
+      const auto t0 = Clock::now();
+      for (int i = 0; i < n; ++i) {
+        if (mode >= 2) {
+          cudaStreamCaptureStatus st;
+          unsigned long long id;
+          int dev;
+          cudaStreamGetCaptureInfo(s, &st, &id);
+          cudaStreamGetId(s, &id);
+          cudaGetDevice(&dev);
+        }
+        empty<<<128, 160, 0, s>>>(nullptr);
+        if (mode >= 1) cudaEventRecord(e, s);
+        if (mode == 3) cudaStreamWaitEvent(s, e, 0);
+      }
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / n;
+      if (us < best) best = us;
+    }
+    printf("host per launch, %s: %.2f us\n", hostModes[mode], best);
+  }
+  for (unsigned long long ns : {3000ull, 7000ull}) {
+    for (int mode = 0; mode < 3; ++mode) {
+      float best = 1e30f;
+      cudaGraph_t g = nullptr;
+      cudaGraphExec_t x = nullptr;
+      if (mode == 2) {
+        OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < 100; ++i) spin<<<128, 160, 0, s>>>(ns);
+        OK(cudaStreamEndCapture(s, &g));
+        OK(cudaGraphInstantiate(&x, g, 0));
+      }
+      for (int rep = 0; rep < 3; ++rep) {
+        OK(cudaStreamSynchronize(s));
+        OK(cudaEventRecord(a, s));
+        if (mode == 2) {
+          for (int i = 0; i < n / 100; ++i) OK(cudaGraphLaunch(x, s));
+        } else {
+          for (int i = 0; i < n; ++i) {
+            spin<<<128, 160, 0, s>>>(ns);
+            if (mode == 1) cudaEventRecord(e, s);
+          }
+        }
+        OK(cudaEventRecord(b, s));
+        OK(cudaEventSynchronize(b));
+        float ms;
+        OK(cudaEventElapsedTime(&ms, a, b));
+        if (ms < best) best = ms;
+      }
+      if (x) cudaGraphExecDestroy(x);
+      if (g) cudaGraphDestroy(g);
+      const double per = 1000.0 * best / n;
+      printf("GPU per %llu-ns kernel, %s: %.2f us (gap %.2f us)\n", ns,
+             mode == 0 ? "eager" : mode == 1 ? "eager + event record" : "graph", per, per - double(ns) / 1000);
+    }
+  }
+  OK(cudaGetLastError());
+  return 0;
+}
