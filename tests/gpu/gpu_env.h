@@ -7,6 +7,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <cstdint>
+
 #include <catch2/catch_test_macros.hpp>
 
 #include "fusedcomm.h"
@@ -28,6 +31,10 @@ struct GpuEnv {
 
 const GpuEnv& gpuEnv();
 
+// A fresh seed per call, equal on all ranks (they run the same test cases in the
+// same order) and different per run (the unique id is random).
+uint64_t freshSeed();
+
 // A second communicator of the same ranks (collective: every rank calls it at the
 // same point); its unique id travels through the suite's communicator. The config's
 // blocking flag is honoured: *comm may still be initialising (fcInProgress).
@@ -46,3 +53,13 @@ fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config);
     INFO(#call << ": " << fcGetErrorString(r_) << ": " << fcGetLastError(nullptr)); \
     REQUIRE(r_ == fcSuccess);                                                 \
   } while (0)
+
+// A device buffer of the test's lifetime (at least one byte).
+struct DeviceBuffer {
+  explicit DeviceBuffer(size_t bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  char* c() const { return static_cast<char*>(p); }
+  void* p = nullptr;
+};

@@ -7,6 +7,7 @@
 
 #include <catch2/catch_session.hpp>
 
+#include "fc_data.h"
 #include "fc_env.h"
 #include "gpu_env.h"
 
@@ -15,6 +16,15 @@ GpuEnv env;
 }
 
 const GpuEnv& gpuEnv() { return env; }
+
+uint64_t freshSeed() {
+  static uint64_t counter = 0, base = 0;
+  if (base == 0) {
+    const char* id = getenv("FC_UNIQUE_ID");
+    for (const char* p = id ? id : "x"; *p; ++p) base = fcSplitMix(base ^ uint64_t(*p));
+  }
+  return fcSplitMix(base + ++counter);
+}
 
 fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config) {
   // Rank 0's id bytes summed with everybody else's zeros (as fp32, exactly).

@@ -50,18 +50,6 @@ std::vector<char> download(const void* src, size_t bytes) {
   return h;
 }
 
-// A fresh seed per call, equal on all ranks (they run the same sequence) and
-// different per run (the unique id is random).
-uint64_t nextSeed() {
-  static uint64_t counter = 0;
-  static uint64_t base = 0;
-  if (base == 0) {
-    const char* id = getenv("FC_UNIQUE_ID");
-    for (const char* p = id ? id : "x"; *p; ++p) base = fcSplitMix(base ^ uint64_t(*p));
-  }
-  return fcSplitMix(base + ++counter);
-}
-
 size_t workspaceCount(fcDataType_t t) { return GpuEnv::kWorkspaceBytes / fcTypeSize(t); }
 
 const fcDataType_t kTypes[] = {fcBfloat16, fcFloat16, fcFloat32};
@@ -94,7 +82,7 @@ TEST_CASE("one-shot all-reduce: exact sums over dtypes, sizes, placement and ali
       for (int placement = 0; placement < 2; ++placement) {      // 0: out of place, 1: in place
         for (int misaligned = 0; misaligned < 2; ++misaligned) {  // +1 element: the scalar path
           if (misaligned && count == maxCount) continue;          // would not fit the workspace
-          const uint64_t seed = nextSeed();
+          const uint64_t seed = freshSeed();
           char* src = in.c() + misaligned * es;
           char* dst = placement ? src : out.c() + misaligned * es;
           poison(out.p, out.bytes);
@@ -139,7 +127,7 @@ TEST_CASE("all-reduce: random inputs are summed in fp32, rounded once, the same 
         CHECK(fcAllReduce(in.p, out.p, count, t, fcSum, env.comm, nullptr) == fcInvalidArgument);
         continue;
       }
-      const uint64_t seed = nextSeed();
+      const uint64_t seed = freshSeed();
       // Every rank draws every rank's normal inputs (rounded to t) from the same seeds.
       std::vector<std::vector<char>> inputs(size_t(env.nranks));
       for (int r = 0; r < env.nranks; ++r) {
@@ -239,7 +227,7 @@ TEST_CASE("one-shot all-reduce: 10,000 back-to-back calls without host synchroni
   const size_t es = fcTypeSize(t);
   const Slices s(10000, es);
   DevBuf in(s.total * es), out(s.total * es);
-  const uint64_t seed = nextSeed();
+  const uint64_t seed = freshSeed();
   upload(in.p, t, s.total, seed, env.rank);
   poison(out.p, out.bytes);
   cudaStream_t stream = env.streams[1];
@@ -272,7 +260,7 @@ TEST_CASE("one-shot all-reduce: a CUDA graph of 100 calls replayed 10 times") {
     CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
     for (int replay = 0; replay < 10; ++replay) {
       // New inputs each replay: a replay that reused stale data or stale epochs fails.
-      const uint64_t seed = nextSeed();
+      const uint64_t seed = freshSeed();
       upload(in.p, t, s.total, seed, env.rank);
       poison(out.p, out.bytes);
       CUDA_REQUIRE(cudaGraphLaunch(exec, stream));

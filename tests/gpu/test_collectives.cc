@@ -17,13 +17,6 @@ namespace {
 
 const fcDataType_t kTypes[] = {fcBfloat16, fcFloat16, fcFloat32};
 
-struct Dev {
-  explicit Dev(size_t bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
-  ~Dev() { cudaFree(p); }
-  char* c() const { return static_cast<char*>(p); }
-  void* p = nullptr;
-};
-
 void toDevice(void* dst, const std::vector<char>& h) {
   CUDA_REQUIRE(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
 }
@@ -32,14 +25,6 @@ std::vector<char> fromDevice(const void* src, size_t bytes) {
   std::vector<char> h(bytes);
   CUDA_REQUIRE(cudaMemcpy(h.data(), src, bytes, cudaMemcpyDeviceToHost));
   return h;
-}
-
-uint64_t freshSeed() {
-  static uint64_t n = 0;
-  const char* id = getenv("FC_UNIQUE_ID");
-  uint64_t h = 0;
-  for (const char* p = id ? id : "x"; *p; ++p) h = fcSplitMix(h ^ uint64_t(*p));
-  return fcSplitMix(h + 1000 + ++n);
 }
 
 // Elements [first, first+n) of the pattern as a host buffer (indices of the pattern
@@ -72,7 +57,7 @@ TEST_CASE("fcAllReduce: exact sums, one-shot and two-shot sizes, multi-pass, in 
                                         (4u << 20) / es - 3, 3 * 1000 * 1000 + 1, (5 * ws / 2) / es,
                                         (5 * ws / 2) / es + 3};
     const size_t maxCount = counts.back();
-    Dev in((maxCount + 8) * es), out((maxCount + 8) * es);
+    DeviceBuffer in((maxCount + 8) * es), out((maxCount + 8) * es);
     for (size_t count : counts)
       for (int inPlace = 0; inPlace < 2; ++inPlace)
         for (int misaligned = 0; misaligned < 2; ++misaligned) {
@@ -101,7 +86,7 @@ TEST_CASE("fcReduceScatter: exact block sums, multi-pass, in place, misaligned, 
     const size_t es = fcTypeSize(t);
     const std::vector<size_t> counts = {1, 5, 1000, 4097, (1u << 20) / es, (3 * ws / W) / es + 9};
     const size_t maxRc = counts.back();
-    Dev in((W * maxRc + 8) * es), out((maxRc + 8) * es);
+    DeviceBuffer in((W * maxRc + 8) * es), out((maxRc + 8) * es);
     void* sym = nullptr;
     FC_REQUIRE(fcMemAlloc(env.comm, &sym, W * maxRc * es));
     for (size_t rc : counts)
@@ -132,7 +117,7 @@ TEST_CASE("fcAllGather: exact blocks in rank order, multi-pass, in place, misali
     const size_t es = fcTypeSize(t);
     const std::vector<size_t> counts = {1, 5, 1000, 4097, (1u << 20) / es, (5 * ws / 2) / es + 9};
     const size_t maxSc = counts.back();
-    Dev in((maxSc + 8) * es), out((W * maxSc + 8) * es);
+    DeviceBuffer in((maxSc + 8) * es), out((W * maxSc + 8) * es);
     void* sym = nullptr;
     FC_REQUIRE(fcMemAlloc(env.comm, &sym, maxSc * es));
     for (size_t sc : counts)
@@ -159,7 +144,7 @@ TEST_CASE("fcAllGather: exact blocks in rank order, multi-pass, in place, misali
 TEST_CASE("10,000 mixed collectives back to back on one stream, without host synchronisation") {
   const GpuEnv& env = gpuEnv();
   const MixedOps m(10000, env.nranks);
-  Dev in(m.inTotal * 2), out(m.outTotal * 2);
+  DeviceBuffer in(m.inTotal * 2), out(m.outTotal * 2);
   const uint64_t seed = freshSeed();
   toDevice(in.p, pattern(fcBfloat16, 0, m.inTotal, seed, env.rank));
   CUDA_REQUIRE(cudaMemset(out.p, 0xff, m.outTotal * 2));
@@ -174,7 +159,7 @@ TEST_CASE("10,000 mixed collectives back to back on one stream, without host syn
 TEST_CASE("mixed collectives in a CUDA graph, replayed with fresh inputs") {
   const GpuEnv& env = gpuEnv();
   const MixedOps m(60, env.nranks);
-  Dev in(m.inTotal * 2), out(m.outTotal * 2);
+  DeviceBuffer in(m.inTotal * 2), out(m.outTotal * 2);
   cudaStream_t s = env.streams[0];
   CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   size_t failures = 0;

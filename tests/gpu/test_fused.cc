@@ -17,21 +17,6 @@
 
 namespace {
 
-struct Dev {
-  explicit Dev(size_t bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
-  ~Dev() { cudaFree(p); }
-  char* c() const { return static_cast<char*>(p); }
-  void* p = nullptr;
-};
-
-uint64_t nextSeed() {  // the same sequence on every rank
-  static uint64_t n = 0;
-  const char* id = getenv("FC_UNIQUE_ID");
-  uint64_t h = 0;
-  for (const char* p = id ? id : "x"; *p; ++p) h = fcSplitMix(h ^ uint64_t(*p));
-  return fcSplitMix(h + 5000 + ++n);
-}
-
 std::vector<char> pattern(fcDataType_t t, size_t n, uint64_t seed, int rank) {
   return fcPatternInput(t, n, seed, rank);
 }
@@ -117,9 +102,9 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
     for (fcOperation_t op : {fcOpN, fcOpT})
       for (const Shape& sh : shapes)
         for (int mode = 0; mode < 4; ++mode) {  // 0 no Agathered, 1 Agathered, 2 in place, 3 zero-copy A
-          const Problem p{sh.ms, sh.N, sh.K, op, t, nextSeed(), nextSeed(), W};
+          const Problem p{sh.ms, sh.N, sh.K, op, t, freshSeed(), freshSeed(), W};
           const size_t es = 2, M = sh.ms * size_t(W), aBytes = sh.ms * sh.K * es;
-          Dev A(aBytes), B(sh.K * sh.N * es), C(M * sh.N * es), G(M * sh.K * es);
+          DeviceBuffer A(aBytes), B(sh.K * sh.N * es), C(M * sh.N * es), G(M * sh.K * es);
           char* a = mode == 2 ? G.c() + size_t(env.rank) * aBytes : mode == 3 ? static_cast<char*>(sym) : A.c();
           CUDA_REQUIRE(cudaMemset(C.p, 0xff, M * sh.N * es));
           CUDA_REQUIRE(cudaMemset(G.p, 0xff, M * sh.K * es));
@@ -144,7 +129,7 @@ TEST_CASE("fcAllGatherMatmul: back to back in a CUDA graph, replayed with fresh 
   const int W = env.nranks;
   const size_t ms = 1024, N = 4224, K = 200, M = ms * size_t(W), es = 2;
   const fcDataType_t t = fcBfloat16;
-  Dev A(ms * K * es), B(K * N * es), C1(M * N * es), C2(M * N * es);
+  DeviceBuffer A(ms * K * es), B(K * N * es), C1(M * N * es), C2(M * N * es);
   cudaStream_t s = env.streams[1];
   CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   // Twice the same op (the second overwrites C1 with the same values), then with B^T
@@ -159,7 +144,7 @@ TEST_CASE("fcAllGatherMatmul: back to back in a CUDA graph, replayed with fresh 
   cudaGraphExec_t exec;
   CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 3; ++replay) {
-    const Problem p1{ms, N, K, fcOpN, t, nextSeed(), nextSeed(), W};
+    const Problem p1{ms, N, K, fcOpN, t, freshSeed(), freshSeed(), W};
     // The third call reads the same buffers as [ms/2, 2K] shards and a [N/2, 2K] B^T.
     const Problem p3{ms / 2, N / 2, 2 * K, fcOpT, t, p1.seedA, p1.seedB, W};
     std::vector<char> ha = pattern(t, ms * K, p1.seedA, env.rank), hb = pattern(t, K * N, p1.seedB, 0);
@@ -181,7 +166,7 @@ TEST_CASE("fcAllGatherMatmul: back to back in a CUDA graph, replayed with fresh 
 TEST_CASE("fcAllGatherMatmul: bad shapes and arguments are rejected and touch nothing") {
   const GpuEnv& env = gpuEnv();
   const size_t W = size_t(env.nranks), ms = 16, N = 64, K = 32, M = ms * W, es = 2;
-  Dev A(ms * K * es), B(K * N * es), C(M * N * es), G(M * K * es);
+  DeviceBuffer A(ms * K * es), B(K * N * es), C(M * N * es), G(M * K * es);
   CUDA_REQUIRE(cudaMemset(C.p, 0x7f, M * N * es));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   cudaStream_t s = env.streams[0];
@@ -273,9 +258,9 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
       for (const Shape& sh : shapes) {
-        const MmrsProblem p{sh.ms, sh.N, sh.K, op, t, nextSeed(), nextSeed(), W, env.rank};
+        const MmrsProblem p{sh.ms, sh.N, sh.K, op, t, freshSeed(), freshSeed(), W, env.rank};
         const size_t M = sh.ms * size_t(W);
-        Dev A(M * sh.K * 2), B(sh.K * sh.N * 2), C(sh.ms * sh.N * 2);
+        DeviceBuffer A(M * sh.K * 2), B(sh.K * sh.N * 2), C(sh.ms * sh.N * 2);
         uploadMmrs(p, A.p, B.p, C.p);
         const fcResult_t r = fcMatmulReduceScatter(A.p, B.p, C.p, M, sh.N, sh.K, op, t, env.comm, s);
         CUDA_REQUIRE(cudaStreamSynchronize(s));
@@ -290,7 +275,7 @@ TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad ar
   const GpuEnv& env = gpuEnv();
   const int W = env.nranks;
   const size_t ms = 96, N = 520, K = 264, M = ms * size_t(W);
-  Dev A(M * K * 2), B(K * N * 2), C1(ms * N * 2), C2(ms * N * 2);
+  DeviceBuffer A(M * K * 2), B(K * N * 2), C1(ms * N * 2), C2(ms * N * 2);
   cudaStream_t s = env.streams[0];
   CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   const fcResult_t r1 = fcMatmulReduceScatter(A.p, B.p, C1.p, M, N, K, fcOpN, fcBfloat16, env.comm, s);
@@ -302,7 +287,7 @@ TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad ar
   cudaGraphExec_t exec;
   CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 3; ++replay) {
-    const MmrsProblem p{ms, N, K, fcOpN, fcBfloat16, nextSeed(), nextSeed(), W, env.rank};
+    const MmrsProblem p{ms, N, K, fcOpN, fcBfloat16, freshSeed(), freshSeed(), W, env.rank};
     uploadMmrs(p, A.p, B.p, C1.p);
     CUDA_REQUIRE(cudaMemset(C2.p, 0xff, ms * N * 2));
     CUDA_REQUIRE(cudaGraphLaunch(exec, s));
@@ -342,9 +327,9 @@ TEST_CASE("fcAllGatherMatmul and fcMatmulReduceScatter alternating on two stream
   const fcDataType_t t = fcBfloat16;
   const size_t gms = 1024, gN = 4224, gK = 200, gM = gms * size_t(W);  // fused by the auto choice
   const size_t rms = 256, rN = 4096, rK = 1024, rM = rms * size_t(W);
-  Dev GA(gms * gK * 2), GB(gK * gN * 2), GC(gM * gN * 2), RA(rM * rK * 2), RB(rK * rN * 2), RC(rms * rN * 2);
-  const Problem g{gms, gN, gK, fcOpN, t, nextSeed(), nextSeed(), W};
-  const MmrsProblem r{rms, rN, rK, fcOpT, t, nextSeed(), nextSeed(), W, env.rank};
+  DeviceBuffer GA(gms * gK * 2), GB(gK * gN * 2), GC(gM * gN * 2), RA(rM * rK * 2), RB(rK * rN * 2), RC(rms * rN * 2);
+  const Problem g{gms, gN, gK, fcOpN, t, freshSeed(), freshSeed(), W};
+  const MmrsProblem r{rms, rN, rK, fcOpT, t, freshSeed(), freshSeed(), W, env.rank};
   std::vector<char> ha = pattern(t, gms * gK, g.seedA, env.rank), hb = pattern(t, gK * gN, g.seedB, 0);
   CUDA_REQUIRE(cudaMemcpy(GA.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
   CUDA_REQUIRE(cudaMemcpy(GB.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
@@ -373,7 +358,7 @@ TEST_CASE("scratch: grows for an eager call, is refused inside a capture naming 
   FC_REQUIRE(makeComm(&comm2, nullptr));  // the default: no scratch at init
   const size_t ms = 512, N = 1024, K = 256, M = ms * size_t(W), es = 2;
   const fcDataType_t t = fcBfloat16;
-  Dev A(2 * ms * K * es), B(K * 2 * N * es), C(4 * M * N * es);
+  DeviceBuffer A(2 * ms * K * es), B(K * 2 * N * es), C(4 * M * N * es);
   cudaStream_t s;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto capture = [&](cudaGraph_t* graph) {
@@ -385,7 +370,7 @@ TEST_CASE("scratch: grows for an eager call, is refused inside a capture naming 
     return r;
   };
   auto runAndCheck = [&](cudaGraphExec_t exec) {
-    const Problem p{ms, N, K, fcOpN, t, nextSeed(), nextSeed(), W};
+    const Problem p{ms, N, K, fcOpN, t, freshSeed(), freshSeed(), W};
     std::vector<char> ha = pattern(t, ms * K, p.seedA, env.rank), hb = pattern(t, K * N, p.seedB, 0);
     CUDA_REQUIRE(cudaMemcpy(A.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
     CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));

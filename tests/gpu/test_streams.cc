@@ -19,25 +19,10 @@
 
 namespace {
 
-struct Dev {
-  explicit Dev(size_t bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
-  ~Dev() { cudaFree(p); }
-  char* c() const { return static_cast<char*>(p); }
-  void* p = nullptr;
-};
-
-uint64_t freshSeed() {  // the same sequence on every rank
-  static uint64_t n = 0;
-  const char* id = getenv("FC_UNIQUE_ID");
-  uint64_t h = 0;
-  for (const char* p = id ? id : "x"; *p; ++p) h = fcSplitMix(h ^ uint64_t(*p));
-  return fcSplitMix(h + 9000 + ++n);
-}
-
 // Buffers for one MixedOps run, with fresh inputs and poisoned outputs.
 struct MixedRun {
   const MixedOps& m;
-  Dev in, out;
+  DeviceBuffer in, out;
   uint64_t seed = 0;
   explicit MixedRun(const MixedOps& ops) : m(ops), in(ops.inTotal * 2), out(ops.outTotal * 2) {}
   void prepare(int rank) {

@@ -117,11 +117,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       const double fcUs = maxOverRanks(c, timeGraph(c, o, fcOp));
       const double ncclUs = haveNccl ? maxOverRanks(c, timeGraph(c, o, ncclOp)) : 0;
       const double fusedUs = maxOverRanks(c, timeGraph(c, o, fusedOp));
-      EagerTimes fusedEager, unfusedEager;
-      if (o.eager) {
-        fusedEager = timeEager(c, o, fusedOp);
-        unfusedEager = haveNccl ? timeEager(c, o, ncclOp) : timeEager(c, o, fcOp);
-      }
+      const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
       const bool ok = relerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
@@ -129,8 +125,8 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
         printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f\n", sh.M, sh.N, sh.K,
                fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
                unfused / fusedUs, 2.0 * double(sh.M) * double(sh.N) * double(sh.K) / (fusedUs * 1e6), relerr,
-               ok ? "OK" : "FAIL", fusedEager.syncUs, fusedEager.b2bUs, fusedEager.hostUs, unfusedEager.syncUs,
-               unfusedEager.b2bUs);
+               ok ? "OK" : "FAIL", eager.fused.syncUs, eager.fused.b2bUs, eager.fused.hostUs, eager.unfused.syncUs,
+               eager.unfused.b2bUs);
         fflush(stdout);
       }
     }

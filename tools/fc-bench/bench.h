@@ -71,6 +71,14 @@ struct EagerTimes {
 };
 EagerTimes timeEager(const Ctx& c, const Options& o, const std::function<void()>& op);
 
+// The GEMM modes' eager columns: the fused op and its unfused counterpart (NCCL's
+// when present, else ours), each through timeEager; zeros without --eager.
+struct FusedEager {
+  EagerTimes fused, unfused;
+};
+FusedEager timeFusedEager(const Ctx& c, const Options& o, const std::function<void()>& fused,
+                          const std::function<void()>& unfused);
+
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 

@@ -122,6 +122,16 @@ EagerTimes timeEager(const Ctx& c, const Options& o, const std::function<void()>
   return t;
 }
 
+FusedEager timeFusedEager(const Ctx& c, const Options& o, const std::function<void()>& fused,
+                          const std::function<void()>& unfused) {
+  FusedEager t;
+  if (o.eager) {
+    t.fused = timeEager(c, o, fused);
+    t.unfused = timeEager(c, o, unfused);
+  }
+  return t;
+}
+
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
   if (c.rank != 0) return;
   printf("# fc-bench %s: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n", mode,
