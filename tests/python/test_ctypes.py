@@ -17,6 +17,14 @@ class CtypesTest(unittest.TestCase):
 
     def test_version(self):
         self.assertEqual(self.lib.version(), 200)  # 0.2.0: FC_MAJOR*10000 + FC_MINOR*100 + FC_PATCH
+        # The module declares the same header version it stamps into fcConfig_t.
+        self.assertEqual(fusedcomm.VERSION_CODE, self.lib.version())
+
+    def test_config_layout(self):
+        import ctypes
+        cfg = fusedcomm.Config(channels=1)
+        self.assertEqual(ctypes.sizeof(cfg), 56)  # fcConfig_t on LP64 since 0.2
+        self.assertEqual((cfg.size, cfg.magic, cfg.channels, cfg.scratchBytes), (56, 0xFC0C0F16, 1, -1))
 
     def test_error_strings(self):
         names = [self.lib.error_string(code) for code in range(fusedcomm.NUM_RESULTS)]
