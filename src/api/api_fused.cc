@@ -36,8 +36,9 @@ fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N,
 }
 
 fc::FusedChoice fusedChoice(fc::FusedAlgo a) {
-  return a == fc::FusedAlgo::Fused ? fc::FusedChoice::Fused
+  return a == fc::FusedAlgo::Fused     ? fc::FusedChoice::Fused
          : a == fc::FusedAlgo::Unfused ? fc::FusedChoice::Unfused
+         : a == fc::FusedAlgo::Engine  ? fc::FusedChoice::Engine
                                        : fc::FusedChoice::Auto;
 }
 
@@ -65,7 +66,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   fc::SymSource src{};
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
   const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
-  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr};
+  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, comm->smCount};
   fcResult_t res = fc::commScratch(comm, fn, lane, fc::allGatherMatmulScratch(comm->dev, args), &args.scratch);
   const size_t c = size_t(lane.channel);
   if (res == fcSuccess)

@@ -125,7 +125,7 @@ __device__ __forceinline__ bool pollPacks(const DeviceComm& dc, Op op, int chann
 #pragma unroll
       for (int j = 0; j < NR; ++j)
         if (!packReady(v[j])) missing = (first + j) % dc.nranks;
-      if (exits.giveUp(dc, op, missing, channel, buf, 0, true)) return false;
+      if (exits.giveUp(dc, op, missing, channel, buf, 0, WaitKind::LamportData)) return false;
     }
   }
 }

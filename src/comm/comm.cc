@@ -120,6 +120,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->params = params;
   CUdevice cuDev;
   FC_CHECK(checkDevice(&comm->cudaDev, &cuDev));
+  FC_CUDA_CHECK(cudaDeviceGetAttribute(&comm->smCount, cudaDevAttrMultiProcessorCount, comm->cudaDev));
 
   FC_CHECK(Bootstrap::create(id, rank, nranks, params.timeoutMs, &comm->bootstrap));
 
@@ -284,8 +285,10 @@ fcResult_t commCheckAsync(fcComm* comm) {
              e->channel, e->rank, mine, e->peer, theirs);
   } else {
     char waited[96];
-    if (e->dataWait)
+    if (WaitKind(e->waitKind) == WaitKind::LamportData)
       snprintf(waited, sizeof waited, "for rank %d's data in Lamport push buffer %u", e->peer, e->expected);
+    else if (WaitKind(e->waitKind) == WaitKind::Shard)
+      snprintf(waited, sizeof waited, "for rank %d's shard of A to land (copy engine)", e->peer);
     else
       snprintf(waited, sizeof waited, "for rank %d to reach epoch %u, last saw %u", e->peer, e->expected,
                e->seen);

@@ -28,8 +28,9 @@ namespace fc {
 enum class AllReduceAlgo { Auto, OneShot, TwoShot, LamportTwoShot, CopyEngine };
 // Reduce-scatter and all-gather: SM pull kernels or copy-engine transfers.
 enum class MoveAlgo { Auto, Sm, CopyEngine };
-// Fused GEMM ops: overlapped, or communication then GEMM.
-enum class FusedAlgo { Auto, Fused, Unfused };
+// Fused GEMM ops: overlapped (host-orchestrated pipeline), communication then GEMM,
+// or (fcAllGatherMatmul) the persistent GEMM engine.
+enum class FusedAlgo { Auto, Fused, Unfused, Engine };
 
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
@@ -49,7 +50,7 @@ struct CommParams {
   uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
-  FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO
+  FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO
 };
 
@@ -74,6 +75,7 @@ struct fcComm {
   int rank = 0;
   int nranks = 0;
   int cudaDev = -1;
+  int smCount = 0;  // multiprocessors of cudaDev
   fc::CommParams params;
   std::unique_ptr<fc::Bootstrap> bootstrap;
   std::unique_ptr<fc::SymmetricHeap> heap;

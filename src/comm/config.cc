@@ -41,6 +41,9 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}};
 constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused}};
+constexpr std::pair<const char*, FusedAlgo> kAgmmAlgos[] = {
+    {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused},
+    {"engine", FusedAlgo::Engine}};
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -57,7 +60,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ALLREDUCE_ALGO", kAllReduceAlgos, &p->allReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_REDUCE_SCATTER_ALGO", kMoveAlgos, &p->reduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
-  FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kFusedAlgos, &p->allGatherMatmulAlgo));
+  FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kAgmmAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)

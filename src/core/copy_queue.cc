@@ -1,5 +1,6 @@
 #include "core/copy_queue.h"
 
+#include "core/driver.h"
 #include "core/result.h"
 
 namespace fc {
@@ -39,6 +40,12 @@ fcResult_t CopyQueue::mark(size_t tag) {
 
 fcResult_t CopyQueue::waitMark(cudaStream_t parent, size_t tag) {
   FC_CUDA_CHECK(cudaStreamWaitEvent(parent, toParent_[tag % kSlots], 0));
+  return fcSuccess;
+}
+
+fcResult_t CopyQueue::signal(uint32_t* flag, uint32_t value) {
+  FC_CU_CHECK(cuStreamWriteValue32(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(flag), value,
+                                   CU_STREAM_WRITE_VALUE_DEFAULT));
   return fcSuccess;
 }
 

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "fusedcomm.h"
 
@@ -41,6 +42,11 @@ class CopyQueue {
   fcResult_t mark(size_t tag);
   // ...and make work enqueued on `parent` from now on wait for it.
   fcResult_t waitMark(cudaStream_t parent, size_t tag);
+
+  // Once everything enqueued on the copy stream so far is done, store `value` into
+  // the 32-bit word at `flag` (device memory), with a memory barrier first: a kernel
+  // that sees the value also sees the copies' data (cuStreamWriteValue32).
+  fcResult_t signal(uint32_t* flag, uint32_t value);
 
  private:
   cudaStream_t stream_ = nullptr;

@@ -56,7 +56,8 @@ void loadAll() {
             load(&table.cuMemAddressFree, "cuMemAddressFree", 10020) &&
             load(&table.cuMemMap, "cuMemMap", 10020) &&
             load(&table.cuMemUnmap, "cuMemUnmap", 10020) &&
-            load(&table.cuMemSetAccess, "cuMemSetAccess", 10020);
+            load(&table.cuMemSetAccess, "cuMemSetAccess", 10020) &&
+            load(&table.cuStreamWriteValue32, "cuStreamWriteValue32", 11070);
   loadResult = ok ? fcSuccess : fcUnhandledCudaError;
 }
 

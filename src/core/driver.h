@@ -24,6 +24,7 @@ struct DriverApi {
   PFN_cuMemMap_v10020 cuMemMap;
   PFN_cuMemUnmap_v10020 cuMemUnmap;
   PFN_cuMemSetAccess_v10020 cuMemSetAccess;
+  PFN_cuStreamWriteValue32_v11070 cuStreamWriteValue32;
 };
 
 // Load the entry points once (thread-safe). Without a driver or GPU this returns

@@ -10,6 +10,7 @@
 //   [kLamportStateOffset, +16 KiB)  lamport[channel][block][16]: per Lamport kind, {buffer
 //                                   index, chunks per buffer and set}, and the call header
 //                                   buffer index (collectives/lamport.cuh)
+//   [kShardFlagsOffset, +128)       shard flags[channel][shard] of the all-gather + GEMM engine
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 3][sender rank][kLamportSlotBytes], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -33,9 +34,13 @@ constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
 constexpr size_t kLamportStateWords = 16;  // per (channel, CTA): 8 per Lamport kind
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
+// The all-gather + GEMM engine's shard flags: [channel][shard], this rank's only
+// (written by its copy engine, read by its GEMM; gemm/engine/allgather_scheduler.cuh).
+constexpr size_t kShardFlagsOffset = kLamportStateOffset + kLamportStateBytes;
+constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kLamportStateOffset + kLamportStateBytes <= kSignalBytes, "signal region too small");
+static_assert(kShardFlagsOffset + kShardFlagsBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport one-shot's payload limit per rank (the two-shot's slice per pass), and
 // the push area per channel: three buffers (a call uses one, clears the one the call
@@ -70,6 +75,10 @@ enum class Op : uint32_t {
 // Why a device wait gave up, as recorded in an error record.
 enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, Mismatch = 4 };
 
+// What a device wait was waiting for: a peer's epoch in a signal pad, a peer's
+// pushed data in a Lamport buffer, or a shard of the all-gather + GEMM engine's A.
+enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2 };
+
 // What a rank is doing at a barrier, carried next to the epoch so that ranks calling
 // different collectives (or counts) at the same point notice: op (4 bits), dtype (4
 // bits: fcDataType_t value), count mod 2^24.
@@ -103,7 +112,7 @@ struct ErrorRecord {
   uint32_t expected;  // epoch it waited for (Mismatch: this rank's op signature)
   uint32_t seen;      // epoch it last saw (Mismatch: the peer's op signature)
   uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
-  uint32_t dataWait;  // 1: the wait polled pushed data (Lamport; expected = push buffer)
+  uint32_t waitKind;  // WaitKind (LamportData: expected = push buffer; Shard: peer = its shard)
 };
 
 struct DeviceComm {
@@ -118,6 +127,15 @@ struct DeviceComm {
   uint64_t timeoutNs;       // spin-wait deadline
   ErrorRecord* error;       // device pointer of the host-mapped record
 };
+
+// This rank's shard flags of channel c (kShardFlagsOffset).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t* shardFlags(const DeviceComm& dc, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kShardFlagsOffset) +
+         size_t(channel) * kMaxRanks;
+}
 
 // Heap offset of channel c's workspace (the same on every rank; see the layout above).
 #ifdef __CUDACC__

@@ -74,7 +74,8 @@ __device__ __forceinline__ uint32_t* peerAbortWord(const DeviceComm& dc, int own
 
 // Record why this thread gives up; the first writer wins, later ones keep quiet.
 __device__ inline void recordError(const DeviceComm& dc, Op op, GiveUp reason, int peer,
-                                   int channel, uint32_t expected, uint32_t seen, bool dataWait = false) {
+                                   int channel, uint32_t expected, uint32_t seen,
+                                   WaitKind kind = WaitKind::Epoch) {
   if (atomicCAS(errorGuard(dc), 0u, 1u) != 0u) return;
   volatile ErrorRecord* e = dc.error;
   e->op = uint32_t(op);
@@ -85,7 +86,7 @@ __device__ inline void recordError(const DeviceComm& dc, Op op, GiveUp reason, i
   e->channel = channel;
   e->expected = expected;
   e->seen = seen;
-  e->dataWait = dataWait ? 1u : 0u;
+  e->waitKind = uint32_t(kind);
   __threadfence_system();  // the fields reach host memory before the state that publishes them
   e->state = 2u;
   // Tell the peers' kernels, so that they fail now rather than at their own
@@ -111,24 +112,24 @@ struct WaitExits {
 
   __device__ WaitExits() : start(globalTimerNs()), lastAbortPoll(start) {}
 
-  // dataWait: the caller polls pushed data (Lamport), `expected` is the push buffer.
+  // kind: what the caller polls (WaitKind; LamportData: `expected` is the push buffer).
   __device__ bool giveUp(const DeviceComm& dc, Op op, int peer, int channel, uint32_t expected,
-                         uint32_t seen, bool dataWait = false) {
+                         uint32_t seen, WaitKind kind = WaitKind::Epoch) {
     const uint64_t now = globalTimerNs();
     if (loadVolatile(errorGuard(dc)) != 0u) return true;
     if (const uint32_t aborter = loadVolatile(peerAbortWord(dc, dc.rank)); aborter != 0u) {
-      recordError(dc, op, GiveUp::PeerAbort, int(aborter) - 1, channel, expected, seen, dataWait);
+      recordError(dc, op, GiveUp::PeerAbort, int(aborter) - 1, channel, expected, seen, kind);
       return true;
     }
     if (now - lastAbortPoll > kAbortPollNs) {
       lastAbortPoll = now;
       if (loadVolatile(&dc.error->abortFlag) != 0u) {
-        recordError(dc, op, GiveUp::Abort, peer, channel, expected, seen, dataWait);
+        recordError(dc, op, GiveUp::Abort, peer, channel, expected, seen, kind);
         return true;
       }
     }
     if (now - start > dc.timeoutNs) {
-      recordError(dc, op, GiveUp::Timeout, peer, channel, expected, seen, dataWait);
+      recordError(dc, op, GiveUp::Timeout, peer, channel, expected, seen, kind);
       return true;
     }
     return false;

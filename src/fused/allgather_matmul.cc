@@ -16,6 +16,10 @@
 // Unfused (small shards, or shards larger than a workspace slot): all-gather
 // (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
 //
+// Engine (FC_AGMM_ALGO=engine): the same pulls, each followed by a flag the copy
+// engine sets, and one persistent GEMM (src/gemm/engine) whose tile rows start with
+// our own shard and wait for the others' flags; see that engine's scheduler.
+//
 // The gathered buffer is Agathered, or else the channel's scratch (comm/scratch.h).
 #include <algorithm>
 #include <vector>
@@ -26,6 +30,7 @@
 #include "core/log.h"
 #include "core/result.h"
 #include "fused/fused.h"
+#include "gemm/engine/engine.h"
 
 namespace fc {
 namespace {
@@ -69,6 +74,41 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
   return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 }
 
+// The engine path (see the top): S stages our shard for the peers and puts it into
+// its rows of the gathered buffer before the GEMM starts; Q pulls the others and
+// flags each; one GEMM launch; then the flags are cleared for the next call.
+fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
+                     const SymSource* symA, char* gathered, cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t shardRows = a.M / size_t(W), shardBytes = shardRows * a.K * dataTypeSize(a.datatype);
+  const char* A = static_cast<const char*>(a.A);
+  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
+  auto source = [&](int r) -> const char* {
+    return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
+  };
+  uint32_t* flags = shardFlags(dc, channel);
+  if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), A, shardBytes, stream));
+  char* ownRows = gathered + size_t(rank) * shardBytes;
+  if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+  FC_CHECK(copies.after(stream, 0));
+  for (int t = 1; t < W; ++t) {
+    const int s = (rank + t) % W;
+    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, source(s), shardBytes, copies.stream()));
+    FC_CHECK(copies.signal(flags + s, 1u));
+  }
+  FC_CHECK(copies.mark(size_t(W)));
+  const engine::AllGatherGemm g{gathered, a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
+                                engine::ShardReadiness{flags, int64_t(a.M), int64_t(shardRows), dc, channel},
+                                a.smCount};
+  FC_CHECK(engine::launchAllGatherGemm(g, stream));
+  FC_CHECK(copies.waitMark(stream, size_t(W)));
+  // The GEMM has read every flag; the next call's pulls (ordered after this stream's
+  // work by copies.after) set them again.
+  FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
+  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
+}
+
 }  // namespace
 
 size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
@@ -99,9 +139,16 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   }
   const bool zeroCopy = symA != nullptr;
   const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
-  const bool fused = choice == FusedChoice::Fused ? fits
-                     : choice == FusedChoice::Unfused ? false
-                                                      : fits && overlapPays(shardRows, a.N);
+  if (choice == FusedChoice::Engine && fits) {
+    const engine::AllGatherGemm probe{gathered, a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype, {}, a.smCount};
+    if (engine::allGatherGemmSupports(probe)) {
+      FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: engine%s", a.M, a.N, a.K, zeroCopy ? ", zero-copy" : "");
+      return viaEngine(dc, channel, copies, a, symA, gathered, stream);
+    }
+  }
+  const bool fused = choice == FusedChoice::Fused || choice == FusedChoice::Engine ? fits
+                     : choice == FusedChoice::Unfused                             ? false
+                                                                                  : fits && overlapPays(shardRows, a.N);
   FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s", a.M, a.N, a.K, fused ? "fused" : "unfused",
            zeroCopy ? ", zero-copy" : "");
   if (!fused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);

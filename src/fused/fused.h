@@ -14,7 +14,8 @@
 
 namespace fc {
 
-enum class FusedChoice { Auto, Fused, Unfused };
+// Engine: the persistent GEMM engine (fcAllGatherMatmul only, src/gemm/engine).
+enum class FusedChoice { Auto, Fused, Unfused, Engine };
 
 struct AllGatherMatmulArgs {
   const void* A;    // [M/W, K] shard
@@ -25,6 +26,7 @@ struct AllGatherMatmulArgs {
   fcOperation_t transB;
   fcDataType_t datatype;
   void* scratch;    // allGatherMatmulScratch bytes of the channel's scratch
+  int smCount;      // SMs of the device (the engine's persistent grid)
 };
 
 

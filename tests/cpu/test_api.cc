@@ -287,7 +287,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"},
                         Case{"FC_ALLREDUCE_ALGO", "ring"}, Case{"FC_REDUCE_SCATTER_ALGO", "dma"},
                         Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"},
-                        Case{"FC_MMRS_ALGO", "1"}}) {
+                        Case{"FC_MMRS_ALGO", "1"}, Case{"FC_MMRS_ALGO", "engine"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -317,7 +317,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_REDUCE_SCATTER_ALGO", "sm"}, Case{"FC_REDUCE_SCATTER_ALGO", "ce"},
                         Case{"FC_ALLGATHER_ALGO", "sm"}, Case{"FC_ALLGATHER_ALGO", "auto"},
                         Case{"FC_AGMM_ALGO", "fused"}, Case{"FC_AGMM_ALGO", "unfused"},
-                        Case{"FC_MMRS_ALGO", "fused"}, Case{"FC_MMRS_ALGO", "auto"}}) {
+                        Case{"FC_AGMM_ALGO", "engine"}, Case{"FC_MMRS_ALGO", "fused"},
+                        Case{"FC_MMRS_ALGO", "auto"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;

@@ -9,6 +9,8 @@
 //            barrier kernels between the transfers)
 //   kill-lamport2  the same in a loop of Lamport two-shot all-reduces of two passes
 //            (their waits poll the pushed data)
+//   kill-agmm  the same in a loop of fcAllGatherMatmul on the GEMM engine (its waits:
+//            the GEMM's tile rows for the shards the copy engine pulls)
 //   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
 //            rank fails fast (the op signature in the flags differs)
@@ -96,7 +98,7 @@ struct Call {
 // its waits poll the data).
 // op: fcAllReduceOneShot(buf, buf, count), fcAllReduce(buf, buf, count) or
 // fcReduceScatter(buf, buf + rank * count/W, count/W).
-enum class FaultOp { OneShot, AllReduce, ReduceScatter, MatmulReduceScatter };
+enum class FaultOp { OneShot, AllReduce, ReduceScatter, MatmulReduceScatter, AllGatherMatmul };
 template <typename Fault>
 int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19,
               FaultOp op = FaultOp::OneShot) {
@@ -121,6 +123,14 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
       case FaultOp::ReduceScatter:
         firstError = fcReduceScatter(buf, buf + size_t(g_rank) * rc, rc, fcFloat32, fcSum, comm, s);
         break;
+      case FaultOp::AllGatherMatmul: {
+        // A [512, 512] per rank, B [512, 512] (fcOpT), C [512 W, 512] (bf16).
+        const size_t ms = 512, K = 512, N = 512;
+        char* base = reinterpret_cast<char*>(buf);
+        firstError = fcAllGatherMatmul(base, base + ms * K * 2, base + (ms + N) * K * 2, nullptr, ms * size_t(g_nranks),
+                                       N, K, fcOpT, fcBfloat16, comm, s);
+        break;
+      }
       case FaultOp::MatmulReduceScatter: {
         // A [M, K] and B [N, K] from the front of buf, C [M/W, N] behind them (bf16).
         const size_t M = 64 * size_t(g_nranks), K = 64;
@@ -258,7 +268,7 @@ int main(int argc, char** argv) {
   }
   if (argc != 2) {
     fprintf(stderr,
-            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|abort|mismatch|mismatch-count|mismatch-dtype|"
+            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|abort|mismatch|mismatch-count|mismatch-dtype|"
             "mismatch-kind|mismatch-mmrs|cycles|initall (under fcrun)\n");
     return 2;
   }
@@ -273,6 +283,7 @@ int main(int argc, char** argv) {
   if (scenario == "cycles") return cycles(id);
 
   if (scenario == "kill-ce") setenv("FC_REDUCE_SCATTER_ALGO", "ce", 1);
+  if (scenario == "kill-agmm") setenv("FC_AGMM_ALGO", "engine", 1);
   if (scenario == "kill-lamport2") setenv("FC_ALLREDUCE_ALGO", "twoshot-lamport", 1);
   fcComm_t comm;
   CHECK_FC(fcCommInitRank(&comm, g_nranks, id, g_rank));
@@ -282,12 +293,13 @@ int main(int argc, char** argv) {
     // finishes; its peers' last call finds nobody and times out.
     rc = faultLoop(comm, 20, [](int k, cudaStream_t, Call&) { return !(g_rank == 1 && k == 5); },
                    g_rank != 1);
-  } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2") {
+  } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2" || scenario == "kill-agmm") {
     // 64 KiB: the Lamport one-shot; 4 MiB of input: the copy-engine reduce-scatter;
     // 8 MiB: two passes of the Lamport two-shot at 4 ranks.
-    const FaultOp op = scenario == "kill"      ? FaultOp::OneShot
-                       : scenario == "kill-ce" ? FaultOp::ReduceScatter
-                                               : FaultOp::AllReduce;
+    const FaultOp op = scenario == "kill"        ? FaultOp::OneShot
+                       : scenario == "kill-ce"   ? FaultOp::ReduceScatter
+                       : scenario == "kill-agmm" ? FaultOp::AllGatherMatmul
+                                                 : FaultOp::AllReduce;
     rc = faultLoop(comm, 1000,
                    [](int k, cudaStream_t s, Call&) {
                      if (g_rank == victim() && k == 50) {

@@ -93,8 +93,9 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
     size_t ms, N, K;
   };
   // Tiny and odd (unfused by the auto choice), mid-size with K and N not multiples of
-  // 128, and one whose shards fill two waves (fused by the auto choice).
-  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}};
+  // 128, one whose shards fill two waves (fused by the auto choice), and one whose K
+  // is no multiple of 8 (rows not 16-byte aligned: the engine falls back).
+  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}, {64, 136, 36}};
   void* sym = nullptr;
   FC_REQUIRE(fcMemAlloc(env.comm, &sym, 1024 * 264 * 2));
   cudaStream_t s = env.streams[0];
@@ -159,6 +160,43 @@ TEST_CASE("fcAllGatherMatmul: back to back in a CUDA graph, replayed with fresh 
     CHECK(checkC(p1, download(C1.p, M * N * es)) == 0);
     CHECK(checkC(p3, download(C2.p, (M / 2) * (N / 2) * es)) == 0);
   }
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+}
+
+TEST_CASE("fcAllGatherMatmul: a CUDA graph replayed 1,000 times stays exact") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  const size_t ms = 256, N = 1024, K = 512, M = ms * size_t(W), es = 2;
+  const fcDataType_t t = fcBfloat16;
+  DeviceBuffer A(ms * K * es), B(K * N * es), C(M * N * es);
+  cudaStream_t s = env.streams[1];
+  const Problem p{ms, N, K, fcOpT, t, freshSeed(), freshSeed(), W};
+  std::vector<char> ha = pattern(t, ms * K, p.seedA, env.rank), hb = pattern(t, K * N, p.seedB, 0);
+  CUDA_REQUIRE(cudaMemcpy(A.p, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const fcResult_t r = fcAllGatherMatmul(A.p, B.p, C.p, nullptr, M, N, K, fcOpT, t, env.comm, s);
+  cudaGraph_t graph;
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  INFO(fcGetLastError(nullptr));
+  REQUIRE(r == fcSuccess);
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  size_t bad = 0;
+  for (int replay = 0; replay < 1000; ++replay) {
+    if (replay % 250 == 0) CUDA_REQUIRE(cudaMemsetAsync(C.p, 0xff, M * N * es, s));  // poison now and then
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    if (replay % 250 == 249) {
+      CUDA_REQUIRE(cudaStreamSynchronize(s));
+      bad += checkC(p, download(C.p, M * N * es));
+    }
+  }
+  CHECK(bad == 0);
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(env.comm, &async));
+  CHECK(async == fcSuccess);
   CUDA_REQUIRE(cudaGraphExecDestroy(exec));
   CUDA_REQUIRE(cudaGraphDestroy(graph));
 }

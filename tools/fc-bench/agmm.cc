@@ -6,7 +6,9 @@
 //             one-rank communicator of our own, i.e. the same cuBLASLt call
 //   nccl+gemm ncclAllGather into [M, K], then that GEMM (when NCCL loads)
 //   fc+gemm   fcAllGather into [M, K], then that GEMM
-//   fused     fcAllGatherMatmul (Agathered NULL)
+//   fused     fcAllGatherMatmul (Agathered NULL), the auto choice
+//   engine    the same on a communicator made with FC_AGMM_ALGO=engine (the
+//             persistent GEMM engine), with its own relerr
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
 //   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (inputs are
 //   small integers, so the products are exact and relerr must be 0).
@@ -65,6 +67,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
   fcComm_t solo = soloComm();
+  fcComm_t engineComm = commWithEnv(c, "FC_AGMM_ALGO", "engine");
   printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {
@@ -100,7 +103,19 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
         const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
         if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
       }
-      const double relerr = maxOverRanks(c, err / std::max(1.0, maxAbs(ref, type, sh.M * sh.N)));
+      const double refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
+      const double relerr = maxOverRanks(c, err / refMax);
+      // The engine: same check against the GEMM alone.
+      CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
+      FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, engineComm, c.stream));
+      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      double engineErr = 0;
+      for (size_t i = 0; i < sh.M * sh.N; ++i) {
+        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
+        if (!(e <= engineErr)) engineErr = std::isnan(e) ? 1e30 : e;
+      }
+      const double engineRelerr = maxOverRanks(c, engineErr / refMax);
 
       const double gemmUs = maxOverRanks(c, timeGraph(c, o, [&] {
         FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
@@ -117,21 +132,26 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       const double fcUs = maxOverRanks(c, timeGraph(c, o, fcOp));
       const double ncclUs = haveNccl ? maxOverRanks(c, timeGraph(c, o, ncclOp)) : 0;
       const double fusedUs = maxOverRanks(c, timeGraph(c, o, fusedOp));
+      const double engineUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, engineComm, c.stream));
+      }));
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
-      const bool ok = relerr == 0.0;
+      const bool ok = relerr == 0.0 && engineRelerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
         const double unfused = haveNccl ? ncclUs : fcUs;
-        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f\n", sh.M, sh.N, sh.K,
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%g\n",
+               sh.M, sh.N, sh.K,
                fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
                unfused / fusedUs, 2.0 * double(sh.M) * double(sh.N) * double(sh.K) / (fusedUs * 1e6), relerr,
                ok ? "OK" : "FAIL", eager.fused.syncUs, eager.fused.b2bUs, eager.fused.hostUs, eager.unfused.syncUs,
-               eager.unfused.b2bUs);
+               eager.unfused.b2bUs, engineUs, engineUs / gemmUs, engineRelerr);
         fflush(stdout);
       }
     }
     for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
   }
+  FC_OK(fcCommDestroy(engineComm));
   FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;
 }

@@ -59,6 +59,11 @@ double maxOverRanks(const Ctx& c, double v);
 // NCCL's communicator next to ours (rank 0's id shared through our all-reduce).
 bool initNccl(Ctx& c, std::string* why);
 
+// Another communicator of the same ranks, created with the environment variable
+// `var` set to `value` (the FC_*_ALGO choices are read at init): to time a forced
+// algorithm beside the default one in the same run.
+fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value);
+
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op);
 

@@ -59,6 +59,25 @@ bool initNccl(Ctx& c, std::string* why) {
   return true;
 }
 
+fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
+  fcUniqueId id{};
+  std::vector<float> bytes(sizeof id.internal, 0.f);
+  if (c.rank == 0) {
+    FC_OK(fcGetUniqueId(&id));
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = float(uint8_t(id.internal[i]));
+  }
+  std::vector<float> all = gatherFloats(c, bytes, bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) id.internal[i] = char(uint8_t(all[i]));
+  const char* before = getenv(var);
+  const std::string saved = before ? before : "";
+  setenv(var, value, 1);
+  fcComm_t comm;
+  FC_OK(fcCommInitRank(&comm, c.nranks, id, c.rank));
+  if (before) setenv(var, saved.c_str(), 1);
+  else unsetenv(var);
+  return comm;
+}
+
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) {
   cudaGraph_t graph;
@@ -134,8 +153,10 @@ FusedEager timeFusedEager(const Ctx& c, const Options& o, const std::function<vo
 
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
   if (c.rank != 0) return;
+  const bool engine = std::string(mode) == "agmm";
   printf("# fc-bench %s: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n", mode,
          c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
   printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
-         "tflops,relerr,check,fused_eager_us,fused_b2b_us,fused_host_us,unfused_eager_us,unfused_b2b_us\n");
+         "tflops,relerr,check,fused_eager_us,fused_b2b_us,fused_host_us,unfused_eager_us,unfused_b2b_us%s\n",
+         engine ? ",engine_us,engine_over_gemm,engine_relerr" : "");
 }
