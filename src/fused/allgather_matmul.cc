@@ -135,6 +135,13 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
 
   if (W == 1) {
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
+    // The engine alone (every row is ours: nothing to wait for), as benchmarks compare it.
+    const engine::AllGatherGemm solo{A, a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
+                                     engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(a.M), dc,
+                                                            channel},
+                                     a.smCount};
+    if (choice == FusedChoice::Engine && engine::allGatherGemmSupports(solo))
+      return engine::launchAllGatherGemm(solo, stream);
     return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
   }
   const bool zeroCopy = symA != nullptr;

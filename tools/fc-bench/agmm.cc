@@ -9,6 +9,7 @@
 //   fused     fcAllGatherMatmul (Agathered NULL), the auto choice
 //   engine    the same on a communicator made with FC_AGMM_ALGO=engine (the
 //             persistent GEMM engine), with its own relerr
+//   cutlass   the engine's GEMM alone (a one-rank communicator with the engine)
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
 //   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (inputs are
 //   small integers, so the products are exact and relerr must be 0).
@@ -44,12 +45,17 @@ std::vector<Shape> parseShapes(const std::string& s) {
   return out;
 }
 
-// A one-rank communicator for the GEMM-alone column.
-fcComm_t soloComm() {
+// A one-rank communicator for the GEMM-alone columns (algo: its FC_AGMM_ALGO, or NULL).
+fcComm_t soloComm(const char* algo = nullptr) {
   fcUniqueId id;
   FC_OK(fcGetUniqueId(&id));
+  const char* before = getenv("FC_AGMM_ALGO");
+  const std::string saved = before ? before : "";
+  if (algo) setenv("FC_AGMM_ALGO", algo, 1);
   fcComm_t solo;
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  if (algo && before) setenv("FC_AGMM_ALGO", saved.c_str(), 1);
+  else if (algo) unsetenv("FC_AGMM_ALGO");
   return solo;
 }
 
@@ -68,6 +74,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
   fcComm_t solo = soloComm();
   fcComm_t engineComm = commWithEnv(c, "FC_AGMM_ALGO", "engine");
+  fcComm_t soloEngine = soloComm("engine");  // the CUTLASS GEMM alone
   printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {
@@ -135,23 +142,27 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       const double engineUs = maxOverRanks(c, timeGraph(c, o, [&] {
         FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, engineComm, c.stream));
       }));
+      const double cutlassUs = maxOverRanks(c, timeGraph(c, o, [&] {
+        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, soloEngine, c.stream));
+      }));
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
       const bool ok = relerr == 0.0 && engineRelerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
         const double unfused = haveNccl ? ncclUs : fcUs;
-        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%g\n",
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%g,%.1f\n",
                sh.M, sh.N, sh.K,
                fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
                unfused / fusedUs, 2.0 * double(sh.M) * double(sh.N) * double(sh.K) / (fusedUs * 1e6), relerr,
                ok ? "OK" : "FAIL", eager.fused.syncUs, eager.fused.b2bUs, eager.fused.hostUs, eager.unfused.syncUs,
-               eager.unfused.b2bUs, engineUs, engineUs / gemmUs, engineRelerr);
+               eager.unfused.b2bUs, engineUs, engineUs / gemmUs, engineRelerr, cutlassUs);
         fflush(stdout);
       }
     }
     for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
   }
   FC_OK(fcCommDestroy(engineComm));
+  FC_OK(fcCommDestroy(soloEngine));
   FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;
 }

@@ -141,7 +141,8 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
   // Rotate the tile row; the mainloop producer warp then waits for its shards.
   CUTLASS_DEVICE WorkTileInfo ready(WorkTileInfo w) const {
     if (!w.is_valid()) return w;
-    const int32_t rows = int32_t(params_.problem_tiles_m_);  // rounded up to the cluster
+    // Tile rows, rounded up to whole clusters (problem_tiles_m_ counts clusters).
+    const int32_t rows = int32_t(params_.problem_tiles_m_ * params_.cluster_shape_m_);
     w.M_idx = (w.M_idx + params_.firstTileRow) % rows;
     // Warp 0 of warp group 0 issues the mainloop's TMA loads (the cooperative kernel's
     // ProducerWarpRole::Mainloop).
