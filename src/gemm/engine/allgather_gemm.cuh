@@ -3,10 +3,12 @@
 // epilogue), with our tile scheduler (allgather_scheduler.cuh) as its schedule.
 // One instantiation per (element type, B layout), each in its own translation unit.
 //
-// Configuration: 128 x 256 x 64 tiles, 2 x 1 clusters (the B tile is multicast to
+// Configurations: 128 x 256 x 64 tiles, 2 x 1 clusters (the B tile is multicast to
 // both CTAs of a cluster, which work on neighbouring rows of A), stages as many as
-// shared memory holds after the epilogue's. That is the configuration PyTorch's
-// async-input GEMM uses; per-shape tuning is future work (docs/perf.md).
+// shared memory holds after the epilogue's - PyTorch's async-input GEMM's choice -
+// and 128 x 128 x 64 for problems too small to fill two waves of those (engine.cc).
+// Measured on one H200 against 256 x 128 / 1 x 2 and 128 x 256 / 1 x 1 as well
+// (docs/perf.md); further tuning is open.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -26,15 +28,24 @@
 
 namespace fc::engine {
 
-template <typename Element, bool kTransB>
+// Tile and cluster shapes of an instantiation (tile M, N, K; cluster M, N).
+template <int TM, int TN, int TK, int CM, int CN>
+struct EngineConfig {
+  using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
+  using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+};
+using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
+using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
+
+template <typename Element, bool kTransB, typename Config = Config128x256c2x1>
 struct AllGatherGemmKernel {
   using LayoutA = cutlass::layout::RowMajor;  // [M, K]
   // CUTLASS sees B as K x N: [N, K] row-major (fcOpT) is its column-major (K-major).
   using LayoutB = std::conditional_t<kTransB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
   using LayoutD = cutlass::layout::RowMajor;  // [M, N]
   static constexpr int kAlign = 16 / sizeof(Element);
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_64>;
-  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+  using TileShape = typename Config::TileShape;
+  using ClusterShape = typename Config::ClusterShape;
 
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
@@ -62,6 +73,16 @@ struct AllGatherGemmKernel {
     hw.sm_count = g.smCount;
     typename Kernel::TileSchedulerArguments sched;
     sched.ready = g.ready;
+    // When B does not fit in L2, raster along N in bands of up to 8 clusters of tile
+    // rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then read by
+    // the band's rows while it is in L2 instead of once per tile row. Measured on one
+    // H200 (docs/perf.md): 8192 x 27648 x 5120 in 3594 instead of 3691 us, 2048 x
+    // 27648 x 5120 in 784 instead of 852; but with a small B (in L2 anyway) it costs
+    // A's reuse: 8192 x 3072 x 4096 took 400 instead of 257 us.
+    constexpr int kRowsPerCluster = cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{});
+    const int64_t shardClusters = (g.ready.shardRows + kRowsPerCluster - 1) / kRowsPerCluster;
+    const bool bInL2 = g.N * g.K * sizeof(Element) <= (32u << 20);
+    sched.max_swizzle_size = bInL2 ? 1 : shardClusters >= 8 ? 8 : shardClusters >= 4 ? 4 : shardClusters >= 2 ? 2 : 1;
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
                                   {static_cast<const Element*>(g.A), strideA, static_cast<const Element*>(g.B), strideB},

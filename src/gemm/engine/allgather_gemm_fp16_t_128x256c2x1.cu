@@ -1,0 +1,11 @@
+// One instantiation of the all-gather + GEMM engine: fp16, B [N, K] (fcOpT), tiles and
+// cluster 128x256c2x1 (engine.cc chooses; allgather_gemm.cuh has the kernel).
+#include "gemm/engine/allgather_gemm.cuh"
+
+namespace fc::engine {
+
+fcResult_t runAllGatherGemm_fp16_t_128x256c2x1(const AllGatherGemm& g, cudaStream_t stream) {
+  return AllGatherGemmKernel<cutlass::half_t, true, Config128x256c2x1>::run(g, stream);
+}
+
+}  // namespace fc::engine
