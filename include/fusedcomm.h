@@ -369,7 +369,11 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * fcMemAlloc memory, else from a staging copy in the workspace. Where overlap cannot
  * pay (each shard's GEMM under two waves of 128x128 tiles, or a shard larger than
  * half the workspace) it gathers first and runs one GEMM. FC_AGMM_ALGO=fused |
- * unfused | auto (default) forces a choice for communicators created afterwards.
+ * unfused | auto (default) forces a choice for communicators created afterwards;
+ * FC_AGMM_ALGO=engine takes the persistent GEMM engine instead (one CUTLASS sm90
+ * GEMM launch whose tile rows start with the local shard and wait, bounded, for the
+ * copy engine's flag of each other shard; needs K and N multiples of 8 and 16-byte
+ * aligned buffers, else the pipeline runs). Not the default yet (docs/perf.md).
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
  * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.

@@ -73,15 +73,16 @@ struct AllGatherGemmKernel {
     hw.sm_count = g.smCount;
     typename Kernel::TileSchedulerArguments sched;
     sched.ready = g.ready;
-    // When B does not fit in L2, raster along N in bands of up to 8 clusters of tile
-    // rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then read by
-    // the band's rows while it is in L2 instead of once per tile row. Measured on one
-    // H200 (docs/perf.md): 8192 x 27648 x 5120 in 3594 instead of 3691 us, 2048 x
-    // 27648 x 5120 in 784 instead of 852; but with a small B (in L2 anyway) it costs
-    // A's reuse: 8192 x 3072 x 4096 took 400 instead of 257 us.
+    // When B is well beyond L2 (50 MiB), raster along N in bands of up to 8 clusters of
+    // tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then read
+    // by the band's rows while it is in L2 instead of once per tile row. Measured on
+    // one H200 (docs/perf.md): 8192 x 27648 x 5120 (B 270 MiB) in 3594 instead of
+    // 3691 us, 8192 x 14336 x 4096 (112 MiB) in 1266 instead of 1380; but where B
+    // (nearly) fits it costs A's reuse: 8192 x 3072 x 4096 (24 MiB) 400 instead of 257
+    // us, 8192 x 3584 x 5120 (35 MiB) 449 instead of 383.
     constexpr int kRowsPerCluster = cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{});
     const int64_t shardClusters = (g.ready.shardRows + kRowsPerCluster - 1) / kRowsPerCluster;
-    const bool bInL2 = g.N * g.K * sizeof(Element) <= (32u << 20);
+    const bool bInL2 = g.N * g.K * sizeof(Element) <= (64u << 20);
     sched.max_swizzle_size = bInL2 ? 1 : shardClusters >= 8 ? 8 : shardClusters >= 4 ? 4 : shardClusters >= 2 ? 2 : 1;
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
