@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""All-gather + GEMM from PyTorch, side by side in one run, graph-replayed:
+
+  gemm        cuBLAS GEMM alone on the gathered A (the fused op's ideal)
+  nccl+gemm   torch.distributed all_gather_into_tensor (NCCL), then the GEMM
+  torch       torch.ops.symm_mem.fused_all_gather_matmul, A in torch's symmetric memory
+  ours        fcAllGatherMatmul (ctypes), A a plain tensor, with the default choice
+  ours-sym    the same with A from fcMemAlloc (zero-copy)
+  engine      the same on a communicator made with FC_AGMM_ALGO=engine
+
+    FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=docs/examples/python \\
+      build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-agmm.py [--csv FILE]
+
+Shapes: M in {512, 2048, 8192} rows after the gather, (N, K) of the tensor-parallel
+layers of Llama-3-8B (3072, 4096), (14336, 4096) and Qwen2.5-32B (3584, 5120),
+(27648, 5120) at 2 ranks; at W ranks N is scaled by 2/W. B is an nn.Linear weight
+[N, K]. Time per call: a CUDA graph of 5 calls, median of 9 replays, max over ranks.
+Every result is checked against the GEMM alone (max relative error printed).
+"""
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "examples", "python"))
+import fusedcomm  # noqa: E402
+
+CALLS, REPLAYS = 5, 9
+
+
+def time_graph(fn):
+    """Median us per call of a graph of CALLS calls (warm-up outside capture first)."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(CALLS):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(REPLAYS):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) * 1000 / CALLS)
+    times.sort()
+    t = torch.tensor([times[len(times) // 2]], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return t.item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
+    ap.add_argument("--m", default="512,2048,8192")
+    args = ap.parse_args()
+    rank, world = int(os.environ["FC_RANK"]), int(os.environ["FC_WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)))
+    tag = hashlib.sha1(os.environ["FC_UNIQUE_ID"].encode()).hexdigest()[:16]
+    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-bench-" + tag),
+                            rank=rank, world_size=world, device_id=torch.device("cuda", torch.cuda.current_device()))
+    group = dist.group.WORLD
+    symm_mem.enable_symm_mem_for_group(group.group_name)
+    lib = fusedcomm.Library()
+
+    def new_comm():
+        ids = [lib.unique_id().hex() if rank == 0 else None]
+        dist.broadcast_object_list(ids, src=0)
+        return fusedcomm.Communicator(lib, world, fusedcomm.UniqueId.from_hex(ids[0]), rank)
+
+    comm = new_comm()
+    os.environ["FC_AGMM_ALGO"] = "engine"
+    engine = new_comm()
+    del os.environ["FC_AGMM_ALGO"]
+    bf16 = fusedcomm.BFLOAT16
+    rows = []
+    header = "M,N,K,gemm_us,nccl_gemm_us,torch_us,ours_us,ours_sym_us,engine_us,ours_over_gemm,torch_over_gemm,max_relerr"
+    if rank == 0:
+        print("# %d ranks, %s, torch %s, graph of %d calls, median of %d replays, max over ranks"
+              % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
+        print(header)
+    for m in [int(x) for x in args.m.split(",")]:
+        for n2, k in ((3072, 4096), (14336, 4096), (3584, 5120), (27648, 5120)):
+            n = n2 * 2 // world
+            ms = m // world
+            g = torch.Generator(device="cuda").manual_seed(m * 7 + n + rank)
+            a = torch.randn(ms, k, device="cuda", dtype=torch.bfloat16, generator=g)
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16,
+                            generator=torch.Generator(device="cuda").manual_seed(n + k))
+            a_full = torch.empty(m, k, device="cuda", dtype=torch.bfloat16)
+            c_ref = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            c = torch.empty_like(c_ref)
+            a_symm = symm_mem.empty(ms, k, device="cuda", dtype=torch.bfloat16)
+            a_symm.copy_(a)
+            symm_mem.rendezvous(a_symm, group.group_name)
+            a_fc = fusedcomm.symmetric_tensor(comm, ms * k, torch.bfloat16).view(ms, k)
+            a_fc.copy_(a)
+            s = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
+
+            def gemm():
+                torch.matmul(a_full, w.t(), out=c_ref)
+
+            def nccl_gemm():
+                dist.all_gather_into_tensor(a_full, a)
+                torch.matmul(a_full, w.t(), out=c_ref)
+
+            def torch_fused():
+                torch.ops.symm_mem.fused_all_gather_matmul(a_symm, [w.t()], gather_dim=0, group_name=group.group_name)
+
+            def ours(on=comm, src=a):
+                on.all_gather_matmul(src.data_ptr(), w.data_ptr(), c.data_ptr(), m, n, k, bf16, fusedcomm.OP_T,
+                                     None, s())
+
+            nccl_gemm()  # the reference: NCCL all-gather + cuBLAS
+            torch.cuda.synchronize()
+            ref = c_ref.float()
+            scale = ref.abs().max().item()
+            err = 0.0
+            for src, on in ((a, comm), (a_fc, comm), (a, engine)):
+                c.fill_(float("nan"))
+                ours(on, src)
+                torch.cuda.synchronize()
+                err = max(err, (c.float() - ref).abs().max().item() / scale)
+            _, (c_torch,) = torch.ops.symm_mem.fused_all_gather_matmul(a_symm, [w.t()], gather_dim=0,
+                                                                        group_name=group.group_name)
+            err = max(err, (c_torch.float() - ref).abs().max().item() / scale)
+            t = [time_graph(gemm), time_graph(nccl_gemm), time_graph(torch_fused), time_graph(ours),
+                 time_graph(lambda: ours(comm, a_fc)), time_graph(lambda: ours(engine, a))]
+            row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.2g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
+            rows.append(row)
+            if rank == 0:
+                print(row, flush=True)
+            comm.mem_free(a_fc.data_ptr())
+    if rank == 0 and args.csv:
+        with open(args.csv, "w") as f:
+            f.write(header + "\n" + "\n".join(rows) + "\n")
+    engine.destroy()
+    comm.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
