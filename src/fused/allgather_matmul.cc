@@ -74,6 +74,25 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
   return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 }
 
+// The op's signature at its barriers: the shape, hashed, in place of a count.
+uint32_t signatureOf(const AllGatherMatmulArgs& a) {
+  return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
+}
+
+// Where rank r's shard is read: its fcMemAlloc A in place (zero-copy), else the copy
+// it staged in its workspace slot.
+const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA, int r) {
+  return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
+}
+
+// The engine's GEMM over the gathered rows `A`, in shards of shardRows rows.
+engine::AllGatherGemm engineGemm(const DeviceComm& dc, int channel, const AllGatherMatmulArgs& a, const void* A,
+                                 size_t shardRows) {
+  return {A,       a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
+          engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(shardRows), dc, channel},
+          a.smCount};
+}
+
 // The engine path (see the top): S stages our shard for the peers and puts it into
 // its rows of the gathered buffer before the GEMM starts; Q pulls the others and
 // flags each; one GEMM launch; then the flags are cleared for the next call.
@@ -82,10 +101,7 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), shardBytes = shardRows * a.K * dataTypeSize(a.datatype);
   const char* A = static_cast<const char*>(a.A);
-  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
-  auto source = [&](int r) -> const char* {
-    return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
-  };
+  const uint32_t sig = signatureOf(a);
   uint32_t* flags = shardFlags(dc, channel);
   if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), A, shardBytes, stream));
   char* ownRows = gathered + size_t(rank) * shardBytes;
@@ -94,14 +110,12 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank + t) % W;
-    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, source(s), shardBytes, copies.stream()));
+    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, shardSource(dc, channel, symA, s), shardBytes,
+                      copies.stream()));
     FC_CHECK(copies.signal(flags + s, 1u));
   }
   FC_CHECK(copies.mark(size_t(W)));
-  const engine::AllGatherGemm g{gathered, a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
-                                engine::ShardReadiness{flags, int64_t(a.M), int64_t(shardRows), dc, channel},
-                                a.smCount};
-  FC_CHECK(engine::launchAllGatherGemm(g, stream));
+  FC_CHECK(engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows), stream));
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.
@@ -130,25 +144,22 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   char* C = static_cast<char*>(a.C);
   const size_t cRowBytes = a.N * es;
 
-    // Where the gathered rows go: Agathered, or the channel's scratch.
+  // Where the gathered rows go: Agathered, or the channel's scratch.
   char* gathered = static_cast<char*>(a.Agathered ? a.Agathered : a.scratch);
 
   if (W == 1) {
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
     // The engine alone (every row is ours: nothing to wait for), as benchmarks compare it.
-    const engine::AllGatherGemm solo{A, a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
-                                     engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(a.M), dc,
-                                                            channel},
-                                     a.smCount};
-    if (choice == FusedChoice::Engine && engine::allGatherGemmSupports(solo))
-      return engine::launchAllGatherGemm(solo, stream);
+    if (choice == FusedChoice::Engine) {
+      const engine::AllGatherGemm solo = engineGemm(dc, channel, a, A, a.M);
+      if (engine::allGatherGemmSupports(solo)) return engine::launchAllGatherGemm(solo, stream);
+    }
     return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
   }
   const bool zeroCopy = symA != nullptr;
   const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
   if (choice == FusedChoice::Engine && fits) {
-    const engine::AllGatherGemm probe{gathered, a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype, {}, a.smCount};
-    if (engine::allGatherGemmSupports(probe)) {
+    if (engine::allGatherGemmSupports(engineGemm(dc, channel, a, gathered, shardRows))) {
       FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: engine%s", a.M, a.N, a.K, zeroCopy ? ", zero-copy" : "");
       return viaEngine(dc, channel, copies, a, symA, gathered, stream);
     }
@@ -160,16 +171,14 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
            zeroCopy ? ", zero-copy" : "");
   if (!fused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
-  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
-  auto source = [&](int r) -> const char* {
-    return zeroCopy ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
-  };
+  const uint32_t sig = signatureOf(a);
   if (!zeroCopy) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), A, shardBytes, stream));
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank + t) % W;
-    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, source(s), shardBytes, copies.stream()));
+    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, shardSource(dc, channel, symA, s), shardBytes,
+                      copies.stream()));
     FC_CHECK(copies.mark(size_t(t)));
   }
   char* ownRows = gathered + size_t(rank) * shardBytes;
