@@ -93,6 +93,27 @@ engine::AllGatherGemm engineGemm(const DeviceComm& dc, int channel, const AllGat
           a.smCount};
 }
 
+// S: stage our shard (unless A is zero-copy) and meet the peers at the op's barrier:
+// every rank's shard is then readable. Q, after that: pull the others into
+// `gathered` in rotated order (rank+1, rank+2, ...), calling landed(t, s) after the
+// pull of step t (shard s).
+template <typename Landed>
+fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
+                        const SymSource* symA, char* gathered, cudaStream_t stream, Landed landed) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t shardBytes = a.M / size_t(W) * a.K * dataTypeSize(a.datatype);
+  if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), a.A, shardBytes, stream));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream));
+  FC_CHECK(copies.after(stream, 0));
+  for (int t = 1; t < W; ++t) {
+    const int s = (rank + t) % W;
+    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, shardSource(dc, channel, symA, s), shardBytes,
+                      copies.stream()));
+    FC_CHECK(landed(t, s));
+  }
+  return fcSuccess;
+}
+
 // The engine path (see the top): S stages our shard for the peers and puts it into
 // its rows of the gathered buffer before the GEMM starts; Q pulls the others and
 // flags each; one GEMM launch; then the flags are cleared for the next call.
@@ -101,26 +122,18 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), shardBytes = shardRows * a.K * dataTypeSize(a.datatype);
   const char* A = static_cast<const char*>(a.A);
-  const uint32_t sig = signatureOf(a);
   uint32_t* flags = shardFlags(dc, channel);
-  if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), A, shardBytes, stream));
   char* ownRows = gathered + size_t(rank) * shardBytes;
   if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
-  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-  FC_CHECK(copies.after(stream, 0));
-  for (int t = 1; t < W; ++t) {
-    const int s = (rank + t) % W;
-    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, shardSource(dc, channel, symA, s), shardBytes,
-                      copies.stream()));
-    FC_CHECK(copies.signal(flags + s, 1u));
-  }
+  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
+                        [&](int, int s) { return copies.signal(flags + s, 1u); }));
   FC_CHECK(copies.mark(size_t(W)));
   FC_CHECK(engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows), stream));
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
-  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
+  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
 }
 
 }  // namespace
@@ -171,16 +184,8 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
            zeroCopy ? ", zero-copy" : "");
   if (!fused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
-  const uint32_t sig = signatureOf(a);
-  if (!zeroCopy) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), A, shardBytes, stream));
-  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-  FC_CHECK(copies.after(stream, 0));
-  for (int t = 1; t < W; ++t) {
-    const int s = (rank + t) % W;
-    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, shardSource(dc, channel, symA, s), shardBytes,
-                      copies.stream()));
-    FC_CHECK(copies.mark(size_t(t)));
-  }
+  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
+                        [&](int t, int) { return copies.mark(size_t(t)); }));
   char* ownRows = gathered + size_t(rank) * shardBytes;
   const bool copyOwn = a.Agathered != nullptr && ownRows != A;
   if (copyOwn) FC_CHECK(ce::copy(ownRows, A, shardBytes, copies.stream()));
@@ -195,7 +200,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
                          a.transB, a.datatype, stream));
   }
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
+  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
 }
 
 }  // namespace fc
