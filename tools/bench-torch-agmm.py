@@ -14,7 +14,8 @@
 Shapes: M in {512, 2048, 8192} rows after the gather, (N, K) of the tensor-parallel
 layers of Llama-3-8B (3072, 4096), (14336, 4096) and Qwen2.5-32B (3584, 5120),
 (27648, 5120) at 2 ranks; at W ranks N is scaled by 2/W. B is an nn.Linear weight
-[N, K]. Time per call: a CUDA graph of 5 calls, median of 9 replays, max over ranks.
+[N, K]. Time per call: a CUDA graph of 5 calls, median of 15 replays, max over ranks;
+the columns' graphs are replayed in turn within each round.
 Every result is checked against the GEMM alone (max relative error printed).
 """
 import argparse
@@ -32,31 +33,37 @@ import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "examples", "python"))
 import fusedcomm  # noqa: E402
 
-CALLS, REPLAYS = 5, 9
+CALLS, REPLAYS = 5, 15
 
 
-def time_graph(fn):
-    """Median us per call of a graph of CALLS calls (warm-up outside capture first)."""
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(CALLS):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPLAYS):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+def time_graphs(fns):
+    """Median us per call of each fn: a CUDA graph of CALLS calls each (warm-up outside
+    capture first), the graphs replayed in turn within each round, so that none gains
+    from a cooler GPU (at its power limit an H200 clocks down during a run)."""
+    graphs = []
+    for fn in fns:
+        fn()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(CALLS):
+                fn()
         g.replay()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000 / CALLS)
-    times.sort()
-    t = torch.tensor([times[len(times) // 2]], device="cuda")
+        graphs.append(g)
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(REPLAYS):
+        for g, ts in zip(graphs, times):
+            start.record()
+            g.replay()
+            stop.record()
+            stop.synchronize()
+            ts.append(start.elapsed_time(stop) * 1000 / CALLS)
+    medians = [sorted(ts)[len(ts) // 2] for ts in times]
+    t = torch.tensor(medians, device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.item()
+    return t.tolist()
 
 
 def main():
@@ -86,7 +93,7 @@ def main():
     rows = []
     header = "M,N,K,gemm_us,nccl_gemm_us,torch_us,ours_us,ours_sym_us,engine_us,ours_over_gemm,torch_over_gemm,max_relerr"
     if rank == 0:
-        print("# %d ranks, %s, torch %s, graph of %d calls, median of %d replays, max over ranks"
+        print("# %d ranks, %s, torch %s, graph of %d calls, median of %d interleaved replays, max over ranks"
               % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
         print(header)
     for m in [int(x) for x in args.m.split(",")]:
@@ -135,8 +142,7 @@ def main():
                                                                         group_name=group.group_name)
             errs.append((c_torch.float() - ref).abs().max().item() / scale)
             err = float("nan") if any(e != e for e in errs) else max(errs)
-            t = [time_graph(gemm), time_graph(nccl_gemm), time_graph(torch_fused), time_graph(ours),
-                 time_graph(lambda: ours(comm, a_fc)), time_graph(lambda: ours(engine, a))]
+            t = time_graphs([gemm, nccl_gemm, torch_fused, ours, lambda: ours(comm, a_fc), lambda: ours(engine, a)])
             row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
             rows.append(row)
             if rank == 0:

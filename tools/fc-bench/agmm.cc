@@ -15,7 +15,8 @@
 //   small integers, so the products are exact and relerr must be 0).
 //   Then eager (--eager 1): the fused op and the unfused one (NCCL's when present)
 //   called eagerly: call + sync, back to back, host time per call (timeEager).
-// Times: median of -r graph replays of -n calls, max over ranks.
+// Times: median of -r graph replays of -n calls, the columns replayed in turn within
+// each round (timeGraphs: no column gains from a cooler GPU), max over ranks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -124,27 +125,28 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       }
       const double engineRelerr = maxOverRanks(c, engineErr / refMax);
 
-      const double gemmUs = maxOverRanks(c, timeGraph(c, o, [&] {
-        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
-      }));
+      auto gemmOp = [&] { FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream)); };
       auto fcOp = [&] {
         FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
-        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+        gemmOp();
       };
       auto ncclOp = [&] {
         if (c.nccl.allGather(A, G, ms * sh.K, int(type), c.ncclComm, c.stream) != 0) exit(1);
-        FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+        gemmOp();
       };
       auto fusedOp = [&] { FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, c.comm, c.stream)); };
-      const double fcUs = maxOverRanks(c, timeGraph(c, o, fcOp));
-      const double ncclUs = haveNccl ? maxOverRanks(c, timeGraph(c, o, ncclOp)) : 0;
-      const double fusedUs = maxOverRanks(c, timeGraph(c, o, fusedOp));
-      const double engineUs = maxOverRanks(c, timeGraph(c, o, [&] {
+      auto engineOp = [&] {
         FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, engineComm, c.stream));
-      }));
-      const double cutlassUs = maxOverRanks(c, timeGraph(c, o, [&] {
+      };
+      auto cutlassOp = [&] {
         FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, soloEngine, c.stream));
-      }));
+      };
+      std::vector<std::function<void()>> timed = {gemmOp, fcOp, fusedOp, engineOp, cutlassOp};
+      if (haveNccl) timed.push_back(ncclOp);
+      std::vector<double> us = timeGraphs(c, o, timed);
+      for (double& u : us) u = maxOverRanks(c, u);
+      const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], engineUs = us[3], cutlassUs = us[4];
+      const double ncclUs = haveNccl ? us[5] : 0;
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
       const bool ok = relerr == 0.0 && engineRelerr == 0.0;
       failures += !ok;

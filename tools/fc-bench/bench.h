@@ -66,6 +66,10 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value);
 
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op);
+// Several ops timed interleaved: each round replays every op's graph once, in turn;
+// the median per op (us per call). For the GEMM modes, where a GPU at its power limit
+// clocks down within a run and whatever is timed first would gain.
+std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector<std::function<void()>>& ops);
 
 // Eager calls, as a serving loop makes them (us per call, max over ranks):
 //   syncUs  one call then cudaStreamSynchronize, wall time, median of `iters`;

@@ -79,37 +79,49 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
 }
 
 // Median time of one call (us): graph replays of `iters` calls of `op`.
-double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) {
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  // One call outside capture first, as an application's warm-up would: one-time
-  // work (cuBLASLt's and NCCL's setup) happens there, not in the graph.
-  op();
-  CUDA_OK(cudaStreamSynchronize(c.stream));
-  CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < o.iters; ++i) op();
-  CUDA_OK(cudaStreamEndCapture(c.stream, &graph));
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < o.warmup; ++i) CUDA_OK(cudaGraphLaunch(exec, c.stream));
+double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) { return timeGraphs(c, o, {op})[0]; }
+
+std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector<std::function<void()>>& ops) {
+  const size_t n = ops.size();
+  std::vector<cudaGraphExec_t> exec(n);
+  for (size_t k = 0; k < n; ++k) {
+    // One call outside capture first, as an application's warm-up would: one-time
+    // work (cuBLASLt's and NCCL's setup) happens there, not in the graph.
+    ops[k]();
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    cudaGraph_t graph;
+    CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < o.iters; ++i) ops[k]();
+    CUDA_OK(cudaStreamEndCapture(c.stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec[k], graph, 0));
+    CUDA_OK(cudaGraphDestroy(graph));
+  }
+  for (int i = 0; i < o.warmup; ++i)
+    for (cudaGraphExec_t e : exec) CUDA_OK(cudaGraphLaunch(e, c.stream));
   cudaEvent_t start, stop;
   CUDA_OK(cudaEventCreate(&start));
   CUDA_OK(cudaEventCreate(&stop));
-  std::vector<float> ms;
+  std::vector<std::vector<float>> ms(n);
   for (int r = 0; r < o.replays; ++r) {
-    CUDA_OK(cudaEventRecord(start, c.stream));
-    CUDA_OK(cudaGraphLaunch(exec, c.stream));
-    CUDA_OK(cudaEventRecord(stop, c.stream));
-    CUDA_OK(cudaEventSynchronize(stop));
-    float t;
-    CUDA_OK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
+    for (size_t k = 0; k < n; ++k) {
+      CUDA_OK(cudaEventRecord(start, c.stream));
+      CUDA_OK(cudaGraphLaunch(exec[k], c.stream));
+      CUDA_OK(cudaEventRecord(stop, c.stream));
+      CUDA_OK(cudaEventSynchronize(stop));
+      float t;
+      CUDA_OK(cudaEventElapsedTime(&t, start, stop));
+      ms[k].push_back(t);
+    }
   }
-  std::sort(ms.begin(), ms.end());
   CUDA_OK(cudaEventDestroy(start));
   CUDA_OK(cudaEventDestroy(stop));
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
-  return 1000.0 * ms[ms.size() / 2] / o.iters;
+  std::vector<double> us(n);
+  for (size_t k = 0; k < n; ++k) {
+    std::sort(ms[k].begin(), ms[k].end());
+    us[k] = 1000.0 * ms[k][ms[k].size() / 2] / o.iters;
+    CUDA_OK(cudaGraphExecDestroy(exec[k]));
+  }
+  return us;
 }
 
 EagerTimes timeEager(const Ctx& c, const Options& o, const std::function<void()>& op) {

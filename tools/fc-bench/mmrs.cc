@@ -75,7 +75,6 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
       }
       const double relerr = maxOverRanks(c, err);
       auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
-      const double gemmUs = maxOverRanks(c, timeGraph(c, o, gemm));
       auto fcOp = [&] {
         gemm();
         FC_OK(fcReduceScatter(P, Crs, ms * N, type, fcSum, c.comm, c.stream));
@@ -85,9 +84,11 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
         if (c.nccl.reduceScatter(P, Crs, ms * N, int(type), 0, c.ncclComm, c.stream) != 0) exit(1);
       };
       auto fusedOp = [&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream)); };
-      const double fcUs = maxOverRanks(c, timeGraph(c, o, fcOp));
-      const double ncclUs = haveNccl ? maxOverRanks(c, timeGraph(c, o, ncclOp)) : 0;
-      const double fusedUs = maxOverRanks(c, timeGraph(c, o, fusedOp));
+      std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp};
+      if (haveNccl) timed.push_back(ncclOp);
+      std::vector<double> us = timeGraphs(c, o, timed);
+      for (double& u : us) u = maxOverRanks(c, u);
+      const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], ncclUs = haveNccl ? us[3] : 0;
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
       const bool ok = relerr == 0.0;
       failures += !ok;

@@ -21,6 +21,7 @@
 #include <cutlass/util/packed_stride.hpp>
 
 #include <mutex>
+#include <type_traits>
 
 #include "core/result.h"
 #include "gemm/engine/allgather_scheduler.cuh"
@@ -28,16 +29,26 @@
 
 namespace fc::engine {
 
-// Tile and cluster shapes of an instantiation (tile M, N, K; cluster M, N).
-template <int TM, int TN, int TK, int CM, int CN>
+// Tile and cluster shapes of an instantiation (tile M, N, K; cluster M, N) and its
+// kernel schedule: cooperative (both consumer warp groups on one tile) or ping-pong
+// (each consumer warp group on its own tile, their mainloops and epilogues
+// alternating).
+template <int TM, int TN, int TK, int CM, int CN, bool kPingpong = false>
 struct EngineConfig {
   using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
+  using MainloopSchedule = std::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                              cutlass::gemm::KernelTmaWarpSpecializedCooperative>;
+  using EpilogueSchedule = std::conditional_t<kPingpong, cutlass::epilogue::TmaWarpSpecialized,
+                                              cutlass::epilogue::TmaWarpSpecializedCooperative>;
 };
 using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
 using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
 
-template <typename Element, bool kTransB, typename Config = Config128x256c2x1>
+// SchedulerTag: ours (AllGatherSchedulerTag), or CUTLASS's stock persistent
+// scheduler (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
+template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
+          typename SchedulerTag = AllGatherSchedulerTag>
 struct AllGatherGemmKernel {
   using LayoutA = cutlass::layout::RowMajor;  // [M, K]
   // CUTLASS sees B as K x N: [N, K] row-major (fcOpT) is its column-major (K-major).
@@ -51,16 +62,17 @@ struct AllGatherGemmKernel {
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, LayoutD, kAlign,  // no C: D = A x op(B)
-      Element, LayoutD, kAlign, cutlass::epilogue::TmaWarpSpecializedCooperative>::CollectiveOp;
+      Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
       TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+      typename Config::MainloopSchedule>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue,
-                                                      AllGatherSchedulerTag>;
+  using Kernel =
+      cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, SchedulerTag>;
+  static constexpr bool kOurScheduler = std::is_same_v<SchedulerTag, AllGatherSchedulerTag>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static fcResult_t run(const AllGatherGemm& g, cudaStream_t stream) {
@@ -72,7 +84,7 @@ struct AllGatherGemmKernel {
     hw.device_id = 0;  // only read with sm_count = 0
     hw.sm_count = g.smCount;
     typename Kernel::TileSchedulerArguments sched;
-    sched.ready = g.ready;
+    if constexpr (kOurScheduler) sched.ready = g.ready;
     // When B is well beyond L2 (50 MiB), raster along N in bands of up to 8 clusters of
     // tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then read
     // by the band's rows while it is in L2 instead of once per tile row. Measured on

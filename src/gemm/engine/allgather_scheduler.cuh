@@ -121,12 +121,15 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     return Status::kSuccess;
   }
 
-  // The kernel's work loop calls these (every warp); they return tiles in our order,
+  // The kernels' work loops call these (every warp); they return tiles in our order,
   // and in the mainloop producer warp only once the tile's rows have landed.
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape cluster_shape) {
     return ready(Base::initial_work_tile_info(cluster_shape));
   }
+  // The ping-pong kernel advances by itself and then asks for the current tile (the
+  // base's own fetch_next_work calls the base's get_current_work, not this one).
+  CUTLASS_DEVICE WorkTileInfo get_current_work() const { return ready(Base::get_current_work()); }
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo work_tile_info) {
     auto [next, more] = Base::fetch_next_work(work_tile_info);
     return cute::make_tuple(ready(next), more);
@@ -144,8 +147,8 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     // Tile rows, rounded up to whole clusters (problem_tiles_m_ counts clusters).
     const int32_t rows = int32_t(params_.problem_tiles_m_ * params_.cluster_shape_m_);
     w.M_idx = (w.M_idx + params_.firstTileRow) % rows;
-    // Warp 0 of warp group 0 issues the mainloop's TMA loads (the cooperative kernel's
-    // ProducerWarpRole::Mainloop).
+    // Warp 0 of warp group 0 issues the mainloop's TMA loads (ProducerWarpRole::Mainloop
+    // of the cooperative and the ping-pong kernels).
     if (cutlass::canonical_warp_group_idx() == 0 && cutlass::canonical_warp_idx_sync() % 4 == 0)
       waitForRows(w.M_idx);
     return w;

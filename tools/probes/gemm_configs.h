@@ -1,0 +1,14 @@
+// The GEMM engine's candidate configurations that the library does not build, for
+// gemm-configs (one translation unit each: gemm_configs_<name>.cu).
+#pragma once
+
+#include "gemm/engine/engine.h"
+
+namespace fc::engine::probe {
+
+// bf16, B [N, K]; D = A x B^T.
+fcResult_t stock128x256c2x1(const AllGatherGemm& g, cudaStream_t stream);     // CUTLASS's own scheduler
+fcResult_t pingpong128x128c2x1(const AllGatherGemm& g, cudaStream_t stream);  // ours, ping-pong
+fcResult_t coop256x128c1x2(const AllGatherGemm& g, cudaStream_t stream);      // ours, cooperative
+
+}  // namespace fc::engine::probe
