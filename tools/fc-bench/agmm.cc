@@ -6,12 +6,15 @@
 //             one-rank communicator of our own, i.e. the same cuBLASLt call
 //   nccl+gemm ncclAllGather into [M, K], then that GEMM (when NCCL loads)
 //   fc+gemm   fcAllGather into [M, K], then that GEMM
-//   fused     fcAllGatherMatmul (Agathered NULL), the auto choice
+//   fused     fcAllGatherMatmul (Agathered NULL), the auto choice (unfused,
+//             pipeline or engine)
 //   engine    the same on a communicator made with FC_AGMM_ALGO=engine (the
 //             persistent GEMM engine), with its own relerr
 //   cutlass   the engine's GEMM alone (a one-rank communicator with the engine)
+//   pipeline  the fused op with the cuBLASLt pipeline forced (FC_AGMM_ALGO=fused)
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
-//   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (inputs are
+//   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (auto and
+//   pipeline; the engine has its own; inputs are
 //   small integers, so the products are exact and relerr must be 0).
 //   Then eager (--eager 1): the fused op and the unfused one (NCCL's when present)
 //   called eagerly: call + sync, back to back, host time per call (timeEager).
@@ -76,6 +79,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   fcComm_t solo = soloComm();
   fcComm_t engineComm = commWithEnv(c, "FC_AGMM_ALGO", "engine");
   fcComm_t soloEngine = soloComm("engine");  // the CUTLASS GEMM alone
+  fcComm_t pipelineComm = commWithEnv(c, "FC_AGMM_ALGO", "fused");  // the cuBLASLt pipeline wherever it fits
   printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {
@@ -100,30 +104,25 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       // The reference: gather, then the GEMM alone on the solo communicator.
       FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
       FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
-      CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
-      FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, c.comm, c.stream));
       std::vector<char> got(sh.M * sh.N * es), ref(got.size());
-      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
       CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
       CUDA_OK(cudaStreamSynchronize(c.stream));
-      double err = 0;
-      for (size_t i = 0; i < sh.M * sh.N; ++i) {
-        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
-        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
-      }
       const double refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
-      const double relerr = maxOverRanks(c, err / refMax);
-      // The engine: same check against the GEMM alone.
-      CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
-      FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, engineComm, c.stream));
-      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
-      CUDA_OK(cudaStreamSynchronize(c.stream));
-      double engineErr = 0;
-      for (size_t i = 0; i < sh.M * sh.N; ++i) {
-        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
-        if (!(e <= engineErr)) engineErr = std::isnan(e) ? 1e30 : e;
-      }
-      const double engineRelerr = maxOverRanks(c, engineErr / refMax);
+      // max |C - C_gemm| / max |C_gemm| of the fused op on `on` (C poisoned first).
+      auto relerrOn = [&](fcComm_t on) {
+        CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
+        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, on, c.stream));
+        CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+        CUDA_OK(cudaStreamSynchronize(c.stream));
+        double err = 0;
+        for (size_t i = 0; i < sh.M * sh.N; ++i) {
+          const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
+          if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+        }
+        return maxOverRanks(c, err / refMax);
+      };
+      const double relerr = std::max(relerrOn(c.comm), relerrOn(pipelineComm));
+      const double engineRelerr = relerrOn(engineComm);
 
       auto gemmOp = [&] { FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream)); };
       auto fcOp = [&] {
@@ -138,31 +137,36 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       auto engineOp = [&] {
         FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, engineComm, c.stream));
       };
+      auto pipelineOp = [&] {
+        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, pipelineComm, c.stream));
+      };
       auto cutlassOp = [&] {
         FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, soloEngine, c.stream));
       };
-      std::vector<std::function<void()>> timed = {gemmOp, fcOp, fusedOp, engineOp, cutlassOp};
+      std::vector<std::function<void()>> timed = {gemmOp, fcOp, fusedOp, engineOp, cutlassOp, pipelineOp};
       if (haveNccl) timed.push_back(ncclOp);
       std::vector<double> us = timeGraphs(c, o, timed);
       for (double& u : us) u = maxOverRanks(c, u);
       const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], engineUs = us[3], cutlassUs = us[4];
-      const double ncclUs = haveNccl ? us[5] : 0;
+      const double pipelineUs = us[5], ncclUs = haveNccl ? us[6] : 0;
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
       const bool ok = relerr == 0.0 && engineRelerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
         const double unfused = haveNccl ? ncclUs : fcUs;
-        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%g,%.1f\n",
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%g,%.1f,"
+               "%.1f\n",
                sh.M, sh.N, sh.K,
                fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
                unfused / fusedUs, 2.0 * double(sh.M) * double(sh.N) * double(sh.K) / (fusedUs * 1e6), relerr,
                ok ? "OK" : "FAIL", eager.fused.syncUs, eager.fused.b2bUs, eager.fused.hostUs, eager.unfused.syncUs,
-               eager.unfused.b2bUs, engineUs, engineUs / gemmUs, engineRelerr, cutlassUs);
+               eager.unfused.b2bUs, engineUs, engineUs / gemmUs, engineRelerr, cutlassUs, pipelineUs);
         fflush(stdout);
       }
     }
     for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
   }
+  FC_OK(fcCommDestroy(pipelineComm));
   FC_OK(fcCommDestroy(engineComm));
   FC_OK(fcCommDestroy(soloEngine));
   FC_OK(fcCommDestroy(solo));
