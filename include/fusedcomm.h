@@ -359,21 +359,22 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  *   Agathered: NULL, or [M, K] row-major that receives the gathered A. In place when
  *      A == Agathered + rank*(M/nranks)*K.
  *   M: the global row count, a multiple of nranks; M, N, K > 0. datatype: fcBfloat16
- *   or fcFloat16 (inputs and output), fp32 accumulation (cuBLASLt). Pointers aligned
+ *   or fcFloat16 (inputs and output), fp32 accumulation. Pointers aligned
  *   to the element size (16 bytes or more is faster).
- * Algorithm (seed 003, with cuBLASLt GEMMs instead of a persistent kernel): the copy
- * engine pulls the peers' shards in rank-rotated order (rank+1, rank+2, ...) on an
- * internal stream while the GEMM of the local shard runs; each later GEMM covers the
- * shards that a cost model expects to have landed by then, merged when their rows
- * are contiguous (fewer, fuller waves). Peers read A where it is when it lies in
- * fcMemAlloc memory, else from a staging copy in the workspace. Where overlap cannot
- * pay (each shard's GEMM under two waves of 128x128 tiles, or a shard larger than
- * half the workspace) it gathers first and runs one GEMM. FC_AGMM_ALGO=fused |
- * unfused | auto (default) forces a choice for communicators created afterwards;
- * FC_AGMM_ALGO=engine takes the persistent GEMM engine instead (one CUTLASS sm90
- * GEMM launch whose tile rows start with the local shard and wait, bounded, for the
- * copy engine's flag of each other shard; needs K and N multiples of 8 and 16-byte
- * aligned buffers, else the pipeline runs). Not the default yet (docs/perf.md).
+ * Algorithm (seed 003), three paths chosen per shape, the same on every rank. The
+ * copy engine pulls the peers' shards in rank-rotated order (rank+1, rank+2, ...) on
+ * an internal stream; peers read A where it is when it lies in fcMemAlloc memory,
+ * else from a staging copy in the workspace. Pipeline (each shard's GEMM fills two
+ * waves of 128x128 tiles): cuBLASLt GEMMs, the local shard's first, each later one
+ * covering the shards a cost model expects to have landed, merged when their rows are
+ * contiguous. Engine (smaller shards of at least 1024 rows whose whole GEMM fills a
+ * wave of 128x256 tiles; bf16/fp16, K and N multiples of 8, 16-byte aligned buffers):
+ * one persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile rows start with the
+ * local shard and wait, bounded, for the copy engine's flag of each other shard.
+ * Unfused (smaller still, or a shard larger than half the workspace): all-gather,
+ * then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused | auto
+ * (default) forces a path for communicators created afterwards (a forced engine that
+ * cannot take the shape runs the pipeline). Measured choice: docs/perf.md.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
  * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.

@@ -1,6 +1,6 @@
-// fcAllGatherMatmul (seed 003, with cuBLASLt GEMMs).
+// fcAllGatherMatmul (seed 003): three paths, chosen per shape (autoPath below).
 //
-// Fused, on the caller's stream S and the channel's copy queue Q:
+// Pipeline (cuBLASLt GEMMs), on the caller's stream S and the channel's copy queue Q:
 //   S: stage our shard into our workspace slot (skipped when A is symmetric)
 //   S: barrier (every rank staged; Q may now read the peers' slots)
 //   Q: pull shard rank+t, t = 1..W-1, into the gathered buffer, mark t after each
@@ -16,7 +16,7 @@
 // Unfused (small shards, or shards larger than a workspace slot): all-gather
 // (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
 //
-// Engine (FC_AGMM_ALGO=engine): the same pulls, each followed by a flag the copy
+// Engine: the same pulls, each followed by a flag the copy
 // engine sets, and one persistent GEMM (src/gemm/engine) whose tile rows start with
 // our own shard and wait for the others' flags; see that engine's scheduler.
 //
@@ -138,6 +138,36 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
 
 }  // namespace
 
+namespace {
+
+enum class Path { Unfused, Pipeline, Engine };
+
+// The auto choice among the three paths, the same on every rank: a function of the
+// shape, the world size and the SM count only. Measured at 2 ranks on 2x H200
+// (docs/perf.md, every path timed interleaved in one run):
+// - the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128 tiles
+//   (overlapPays): its per-shard GEMMs then run at cuBLAS's full speed, which the
+//   engine's CUTLASS kernel does not quite reach (1.01-1.07x cuBLASLt's time at
+//   M >= 2048; 8192 x 14336 x 4096: pipeline 1478, engine 1537 us);
+// - else the engine when each shard spans at least 1024 rows (4 clusters of tile
+//   rows) and the whole GEMM fills a wave of 128 x 256 tiles: one full-size GEMM
+//   whose first tiles need no remote data, where the unfused path puts the whole
+//   all-gather in front of the GEMM (2048 x 3584 x 5120: engine 145, unfused 157 us);
+// - else unfused: with smaller shards the engine's fixed costs (the staging copy, the
+//   pulls' latency before the first remote tile, the flags) exceed what the overlap
+//   hides (512 x 14336 x 4096: engine 123, unfused 106 us).
+Path autoPath(size_t M, size_t N, int W, int smCount) {
+  const size_t shardRows = M / size_t(W);
+  if (overlapPays(shardRows, N)) return Path::Pipeline;
+  const size_t tiles = (M + 127) / 128 * ((N + 255) / 256);
+  if (shardRows >= 1024 && tiles >= size_t(smCount)) return Path::Engine;
+  return Path::Unfused;
+}
+
+const char* pathName(Path p) { return p == Path::Engine ? "engine" : p == Path::Pipeline ? "pipeline" : "unfused"; }
+
+}  // namespace
+
 size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
   return a.Agathered == nullptr && dc.nranks > 1 ? a.M * a.K * dataTypeSize(a.datatype) : 0;
 }
@@ -171,18 +201,20 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   }
   const bool zeroCopy = symA != nullptr;
   const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
-  if (choice == FusedChoice::Engine && fits) {
-    if (engine::allGatherGemmSupports(engineGemm(dc, channel, a, gathered, shardRows))) {
-      FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: engine%s", a.M, a.N, a.K, zeroCopy ? ", zero-copy" : "");
-      return viaEngine(dc, channel, copies, a, symA, gathered, stream);
-    }
-  }
-  const bool fused = choice == FusedChoice::Fused || choice == FusedChoice::Engine ? fits
-                     : choice == FusedChoice::Unfused                             ? false
-                                                                                  : fits && overlapPays(shardRows, a.N);
-  FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s", a.M, a.N, a.K, fused ? "fused" : "unfused",
-           zeroCopy ? ", zero-copy" : "");
-  if (!fused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
+  Path path = choice == FusedChoice::Engine    ? Path::Engine
+              : choice == FusedChoice::Fused   ? Path::Pipeline
+              : choice == FusedChoice::Unfused ? Path::Unfused
+                                               : autoPath(a.M, a.N, W, a.smCount);
+  // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
+  // engine takes bf16 / fp16 with TMA-aligned rows only. A forced engine falls back
+  // to the pipeline, the auto one to what auto takes without it.
+  const bool engineTakes = fits && engine::allGatherGemmSupports(engineGemm(dc, channel, a, gathered, shardRows));
+  if (path == Path::Engine && !engineTakes)
+    path = choice == FusedChoice::Engine ? Path::Pipeline : Path::Unfused;
+  if (path == Path::Pipeline && !fits) path = Path::Unfused;
+  FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s", a.M, a.N, a.K, pathName(path), zeroCopy ? ", zero-copy" : "");
+  if (path == Path::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
+  if (path == Path::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
                         [&](int t, int) { return copies.mark(size_t(t)); }));
