@@ -8,7 +8,7 @@
   ours-sym    the same with A from fcMemAlloc (zero-copy)
   engine      the same on a communicator made with FC_AGMM_ALGO=engine
 
-    FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=docs/examples/python \\
+    FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=python \\
       build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-agmm.py [--csv FILE]
 
 Shapes: M in {512, 2048, 8192} rows after the gather, (N, K) of the tensor-parallel
@@ -30,7 +30,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "examples", "python"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 
 CALLS, REPLAYS = 5, 15

@@ -1,7 +1,7 @@
 """PyTorch as a real client of libfusedcomm, through the ctypes module, one process
 per rank:
 
-    FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=docs/examples/python \\
+    FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=python \\
         build/tools/fcrun/fcrun -n 2 -- python3 tests/python/test_torch_client.py
     # or: torchrun --nproc-per-node 2 tests/python/test_torch_client.py (same env)
 
@@ -30,7 +30,7 @@ if not torch.cuda.is_available():
     print("SKIP: no CUDA GPU here")
     sys.exit(77)
 
-import fusedcomm  # noqa: E402  (PYTHONPATH=docs/examples/python)
+import fusedcomm  # noqa: E402  (PYTHONPATH=python)
 
 TOL = {torch.bfloat16: 2 ** -7, torch.float16: 2 ** -10, torch.float32: 2 ** -21}
 FAILURES = []

@@ -2,7 +2,8 @@
 
     tools/fcrun/fcrun -n 4 -- python3 docs/examples/python/example.py
 
-(FC_LIBRARY names the library if libfusedcomm.so.0 is not on the loader's path.)
+with the package installed (pip install .) or from the source tree (python/ is
+found then; FC_LIBRARY names the library to load).
 Every rank builds every rank's inputs from seeds, so the expected results are
 computed locally with torch, in fp32.
 """
@@ -11,8 +12,11 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fusedcomm  # noqa: E402
+try:
+    import fusedcomm
+except ImportError:  # not installed: the source tree's package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
+    import fusedcomm
 
 
 def inputs(seed, shape, dtype):

@@ -1,7 +1,7 @@
 """libfusedcomm from Python through ctypes: no compiled extension.
 
     import fusedcomm
-    lib = fusedcomm.Library()              # dlopen libfusedcomm.so.0 (or $FC_LIBRARY)
+    lib = fusedcomm.Library()              # the bundled library (or $FC_LIBRARY)
     comm = fusedcomm.Communicator.from_env(lib)   # under tools/fcrun
     comm.all_reduce(x.data_ptr(), y.data_ptr(), x.numel(), fusedcomm.dtype_of(x), stream)
 
@@ -12,6 +12,7 @@ signatures mirror include/fusedcomm.h, which documents shapes, layouts and
 semantics.
 """
 import ctypes
+import itertools
 import os
 
 # fcResult_t
@@ -80,11 +81,31 @@ _SIGNATURES = {
 }
 
 
+def find_library():
+    """Where libfusedcomm is loaded from: $FC_LIBRARY (another build), else the copy
+    the wheel bundles next to this file, else the system's (meson install)."""
+    if os.environ.get("FC_LIBRARY"):
+        return os.environ["FC_LIBRARY"]
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libfusedcomm.so")
+    return bundled if os.path.exists(bundled) else "libfusedcomm.so.0"
+
+
+_LIBRARY = None
+
+
+def library():
+    """The process's Library, loaded on first use."""
+    global _LIBRARY
+    if _LIBRARY is None:
+        _LIBRARY = Library()
+    return _LIBRARY
+
+
 class Library:
     """The loaded library with every C signature declared."""
 
     def __init__(self, path=None):
-        path = path or os.environ.get("FC_LIBRARY") or "libfusedcomm.so.0"
+        path = path or find_library()
         self.path = path
         self._lib = ctypes.CDLL(path)
         for name, (restype, argtypes) in _SIGNATURES.items():
@@ -125,21 +146,51 @@ class Config(ctypes.Structure):
             setattr(self, name, value)
 
 
+_IDS = itertools.count(1)
+_LIVE = {}  # Communicator.id -> Communicator
+
+
+def communicator(comm_id):
+    """The live Communicator with this id (torch.ops.fusedcomm.* take ids)."""
+    try:
+        return _LIVE[comm_id]
+    except KeyError:
+        raise ValueError("no live fusedcomm communicator has id %d (destroyed?)" % comm_id) from None
+
+
 class Communicator:
     """One rank's communicator: collective creation, methods for every operation,
-    destroy() (or a with-block) at the end."""
+    destroy() (or a with-block) at the end. lib: a Library, or None for library()."""
 
     def __init__(self, lib, nranks, uid, rank, config=None):
-        self.lib = lib
+        self.lib = lib or library()
         self.handle = _P()
         cfg = _c.byref(config) if config is not None else None
-        lib.check(lib.fcCommInitRankConfig(_c.byref(self.handle), nranks, uid, rank, cfg), "fcCommInitRankConfig")
+        self.lib.check(self.lib.fcCommInitRankConfig(_c.byref(self.handle), nranks, uid, rank, cfg),
+                       "fcCommInitRankConfig")
+        # A small integer naming this communicator in torch.ops.fusedcomm.* (operators
+        # take ints, not Python objects); valid until destroy().
+        self.id = next(_IDS)
+        _LIVE[self.id] = self
 
     @classmethod
-    def from_env(cls, lib):
+    def from_env(cls, lib=None, config=None):
         """Rank, world size and unique id from tools/fcrun's environment."""
         return cls(lib, int(os.environ["FC_WORLD_SIZE"]), UniqueId.from_hex(os.environ["FC_UNIQUE_ID"]),
-                   int(os.environ["FC_RANK"]))
+                   int(os.environ["FC_RANK"]), config)
+
+    @classmethod
+    def from_process_group(cls, group=None, lib=None, config=None):
+        """The ranks of a torch.distributed process group (default: the world): its
+        first rank makes the unique id and broadcasts it through the group. Every rank
+        of the group calls this; each uses its current CUDA device."""
+        import torch.distributed as dist
+
+        lib = lib or library()
+        rank, world = dist.get_rank(group), dist.get_world_size(group)
+        ids = [lib.unique_id().hex() if rank == 0 else None]
+        dist.broadcast_object_list(ids, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+        return cls(lib, world, UniqueId.from_hex(ids[0]), rank, config)
 
     def _check(self, code, call):
         self.lib.check(code, call, self.handle)
@@ -195,6 +246,7 @@ class Communicator:
         self._check(self.lib.fcBarrier(self.handle, stream), "fcBarrier")
 
     def destroy(self):
+        _LIVE.pop(getattr(self, "id", None), None)
         if self.handle:
             code = self.lib.fcCommDestroy(self.handle)
             self.handle = _P()
@@ -207,20 +259,42 @@ class Communicator:
         self.destroy()
 
 
-def symmetric_tensor(comm, numel, dtype):
-    """A torch tensor over fcMemAlloc memory (zero-copy input for every rank's ops).
-    Free it with comm.mem_free(t.data_ptr()) once nothing uses it any more."""
+class _Described:
+    def __init__(self, interface):
+        self.__cuda_array_interface__ = interface
+
+
+class _SymmetricBuffer:
+    """What a symmetric tensor's storage holds on to: the communicator (kept alive
+    while the tensor lives) and the fcMemAlloc address, freed with the tensor
+    (fcMemFree is local: ranks may free at different times)."""
+
+    def __init__(self, comm, ptr, interface):
+        self.comm, self.ptr, self.__cuda_array_interface__ = comm, ptr, interface
+
+    def __del__(self):
+        if self.comm.handle:  # after comm.destroy() the memory is gone already
+            try:
+                self.comm.mem_free(self.ptr)
+            except FcError:
+                pass
+
+
+def symmetric_tensor(comm, numel, dtype, free_with_tensor=False):
+    """A 1-D torch tensor of `numel` elements over fcMemAlloc memory (collective: every
+    rank calls it with the same size), a zero-copy input for every rank's ops. With
+    free_with_tensor the memory is released when the tensor (and every view of it) is
+    gone, and the communicator lives at least as long; otherwise free it with
+    comm.mem_free(t.data_ptr())."""
     import torch
 
     size = torch.empty((), dtype=dtype).element_size()
     ptr = comm.mem_alloc(max(1, numel * size))
     # __cuda_array_interface__ has no bfloat16: describe raw 16/32-bit words, then view.
     raw = {2: "<u2", 4: "<u4"}[size]
-
-    class _Buffer:
-        __cuda_array_interface__ = {"shape": (numel,), "typestr": raw, "data": (ptr, False), "version": 3}
-
-    words = torch.as_tensor(_Buffer(), device="cuda")
+    interface = {"shape": (numel,), "typestr": raw, "data": (ptr, False), "version": 3}
+    holder = _SymmetricBuffer(comm, ptr, interface) if free_with_tensor else _Described(interface)
+    words = torch.as_tensor(holder, device="cuda")  # the tensor's storage holds `holder`
     return words.view(dtype)
 
 

@@ -1,0 +1,113 @@
+"""torch.ops.fusedcomm.*: libfusedcomm's operations as PyTorch custom operators.
+
+Importing this module registers them (torch >= 2.4). Each takes a communicator's
+`id` (Communicator.id) and returns a new tensor; inputs must be CUDA tensors of
+bfloat16 or float16 (float32 for the collectives too) on the communicator's device,
+made contiguous if they are not. They run on the current CUDA stream, so they
+capture into CUDA graphs (outputs come from the graph's memory pool), and each has a
+fake (meta) implementation, so torch.compile(fullgraph=True) traces them.
+
+    all_reduce(x, comm)                    sum over ranks, x's shape
+    reduce_scatter(x, comm)                [x.shape[0] / W, ...]: this rank's rows of the sum
+    all_gather(x, comm)                    [W * x.shape[0], ...], rank order
+    all_gather_matmul(a, weight, comm)     allgather(a) @ weight.T: a [M/W, K], weight [N, K]
+    matmul_reduce_scatter(a, weight, comm) rows [rank*M/W, (rank+1)*M/W) of sum_r a_r @ weight_r.T:
+                                           a [M, K], weight [N, K] -> [M/W, N]
+
+weight is an nn.Linear weight ([out_features, in_features]). Errors raise FcError.
+"""
+import torch
+
+from ._core import OP_T, communicator, dtype_of
+
+
+def _stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+def _rows_per_rank(x, world, what):
+    if x.dim() < 1 or x.shape[0] % world:
+        raise ValueError("%s: dim 0 (%s) must be a multiple of the world size %d" % (what, tuple(x.shape), world))
+    return x.shape[0] // world
+
+
+@torch.library.custom_op("fusedcomm::all_reduce", mutates_args=())
+def all_reduce(x: torch.Tensor, comm: int) -> torch.Tensor:
+    c, x = communicator(comm), x.contiguous()
+    out = torch.empty_like(x)
+    c.all_reduce(x.data_ptr(), out.data_ptr(), x.numel(), dtype_of(x), _stream())
+    return out
+
+
+@all_reduce.register_fake
+def _(x, comm):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("fusedcomm::reduce_scatter", mutates_args=())
+def reduce_scatter(x: torch.Tensor, comm: int) -> torch.Tensor:
+    c, x = communicator(comm), x.contiguous()
+    rows = _rows_per_rank(x, c.count(), "reduce_scatter")
+    out = x.new_empty((rows,) + tuple(x.shape[1:]))
+    c.reduce_scatter(x.data_ptr(), out.data_ptr(), out.numel(), dtype_of(x), _stream())
+    return out
+
+
+@reduce_scatter.register_fake
+def _(x, comm):
+    rows = _rows_per_rank(x, communicator(comm).count(), "reduce_scatter")
+    return x.new_empty((rows,) + tuple(x.shape[1:]))
+
+
+@torch.library.custom_op("fusedcomm::all_gather", mutates_args=())
+def all_gather(x: torch.Tensor, comm: int) -> torch.Tensor:
+    c, x = communicator(comm), x.contiguous()
+    out = x.new_empty((c.count() * x.shape[0],) + tuple(x.shape[1:]))
+    c.all_gather(x.data_ptr(), out.data_ptr(), x.numel(), dtype_of(x), _stream())
+    return out
+
+
+@all_gather.register_fake
+def _(x, comm):
+    return x.new_empty((communicator(comm).count() * x.shape[0],) + tuple(x.shape[1:]))
+
+
+def _check_linear(a, weight, what):
+    if a.dim() != 2 or weight.dim() != 2 or a.shape[1] != weight.shape[1]:
+        raise ValueError("%s: a [rows, K] and weight [N, K] expected, got %s and %s"
+                         % (what, tuple(a.shape), tuple(weight.shape)))
+
+
+@torch.library.custom_op("fusedcomm::all_gather_matmul", mutates_args=())
+def all_gather_matmul(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch.Tensor:
+    _check_linear(a, weight, "all_gather_matmul")
+    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
+    m, (n, k) = c.count() * a.shape[0], weight.shape
+    out = a.new_empty((m, n))
+    c.all_gather_matmul(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T,
+                        stream=_stream())
+    return out
+
+
+@all_gather_matmul.register_fake
+def _(a, weight, comm):
+    _check_linear(a, weight, "all_gather_matmul")
+    return a.new_empty((communicator(comm).count() * a.shape[0], weight.shape[0]))
+
+
+@torch.library.custom_op("fusedcomm::matmul_reduce_scatter", mutates_args=())
+def matmul_reduce_scatter(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch.Tensor:
+    _check_linear(a, weight, "matmul_reduce_scatter")
+    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
+    rows = _rows_per_rank(a, c.count(), "matmul_reduce_scatter")
+    (m, k), n = a.shape, weight.shape[0]
+    out = a.new_empty((rows, n))
+    c.matmul_reduce_scatter(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T,
+                            stream=_stream())
+    return out
+
+
+@matmul_reduce_scatter.register_fake
+def _(a, weight, comm):
+    _check_linear(a, weight, "matmul_reduce_scatter")
+    return a.new_empty((_rows_per_rank(a, communicator(comm).count(), "matmul_reduce_scatter"), weight.shape[0]))

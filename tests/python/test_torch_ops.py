@@ -1,0 +1,111 @@
+"""torch.ops.fusedcomm.* on GPUs, one process per rank (tools/fcrun; torch and the
+package installed, or PYTHONPATH=python with FC_LIBRARY). The communicator comes from
+a torch.distributed process group. Each op is checked against torch in fp32 with
+fresh random inputs (every rank makes every rank's inputs from seeds), eagerly, under
+torch.compile(fullgraph=True) and replayed from a CUDA graph; a tensor over
+symmetric memory is freed with it. Exit 77 (skip) without torch or GPUs."""
+import os
+import sys
+import tempfile
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    print("SKIP: torch is not installed")
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("SKIP: no CUDA GPU here")
+    sys.exit(77)
+
+import fusedcomm  # noqa: E402
+import fusedcomm.ops  # noqa: E402,F401
+
+failures = []
+
+
+def check(name, got, want, tol):
+    err = (got.float() - want).abs().max().item() / max(1.0, want.abs().max().item())
+    ok = err <= tol and not torch.isnan(got).any().item()
+    print("%-48s relerr %.2e %s" % (name, err, "OK" if ok else "FAIL"), flush=True)
+    if not ok:
+        failures.append(name)
+
+
+def inputs(seed, shape, dtype):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def main():
+    rank, world = int(os.environ["FC_RANK"]), int(os.environ["FC_WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)))
+    tag = os.environ["FC_UNIQUE_ID"][:16]
+    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-ops-" + tag),
+                            rank=rank, world_size=world, device_id=torch.device("cuda", torch.cuda.current_device()))
+    seed = int(tag, 16) % 100000
+    bf16 = torch.bfloat16
+    with fusedcomm.Communicator.from_process_group() as comm:
+        c = comm.id
+        m, k, n = 64 * world, 256, 384
+        xs = [inputs(seed + r, (m, k), bf16) for r in range(world)]
+        ws = [inputs(seed + 100 + r, (n, k), bf16) for r in range(world)]
+        x, w = xs[rank].cuda(), ws[rank].cuda()
+        total = sum(t.float() for t in xs).cuda()
+        rows = slice(rank * m // world, (rank + 1) * m // world)
+        shard = x[rows]
+        gathered = torch.cat([t[r * m // world:(r + 1) * m // world] for r, t in enumerate(xs)]).float().cuda()
+        want = {
+            "all_reduce": total,
+            "reduce_scatter": total[rows],
+            "all_gather": gathered,
+            "all_gather_matmul": gathered @ w.float().t(),
+            "matmul_reduce_scatter": sum(xs[r].float() @ ws[r].float().t() for r in range(world)).cuda()[rows],
+        }
+        calls = {
+            "all_reduce": lambda: torch.ops.fusedcomm.all_reduce(x, c),
+            "reduce_scatter": lambda: torch.ops.fusedcomm.reduce_scatter(x, c),
+            "all_gather": lambda: torch.ops.fusedcomm.all_gather(shard, c),
+            "all_gather_matmul": lambda: torch.ops.fusedcomm.all_gather_matmul(shard, w, c),
+            "matmul_reduce_scatter": lambda: torch.ops.fusedcomm.matmul_reduce_scatter(x, w, c),
+        }
+        tol = {"all_reduce": 2e-2, "reduce_scatter": 2e-2, "all_gather": 0, "all_gather_matmul": 2e-2,
+               "matmul_reduce_scatter": 2e-2}
+        for name, call in calls.items():
+            check("eager " + name, call(), want[name], tol[name])
+        # torch.compile, whole graph: the ops trace through their fake kernels.
+        compiled = torch.compile(lambda a, s, b: (torch.ops.fusedcomm.all_reduce(a, c) * 2,
+                                                  torch.ops.fusedcomm.all_gather_matmul(s, b, c)), fullgraph=True)
+        y, z = compiled(x, shard, w)
+        check("compiled all_reduce * 2", y, 2 * want["all_reduce"], 2e-2)
+        check("compiled all_gather_matmul", z, want["all_gather_matmul"], 2e-2)
+        # A CUDA graph of every op, replayed twice on fresh inputs.
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            outs = {name: call() for name, call in calls.items()}
+        for _ in range(2):
+            for o in outs.values():
+                o.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+        for name in calls:
+            check("graph " + name, outs[name], want[name], tol[name])
+        # A tensor over symmetric memory (zero-copy input), freed with the tensor.
+        sym = fusedcomm.symmetric_tensor(comm, m * k, bf16, free_with_tensor=True).view(m, k)
+        sym.copy_(x)
+        check("symmetric all_reduce", torch.ops.fusedcomm.all_reduce(sym, c), want["all_reduce"], 2e-2)
+        torch.cuda.synchronize()
+        del sym
+        comm.barrier(torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()
+    dist.destroy_process_group()
+    if failures:
+        print("FAILED: %s" % ", ".join(failures))
+        return 1
+    print("all torch ops checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
