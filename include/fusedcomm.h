@@ -374,7 +374,7 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * Unfused (smaller still, or a shard larger than half the workspace): all-gather,
  * then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused | auto
  * (default) forces a path for communicators created afterwards (a forced engine that
- * cannot take the shape runs the pipeline). Measured choice: docs/perf.md.
+ * cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
  * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.

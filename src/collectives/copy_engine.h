@@ -24,7 +24,7 @@ namespace fc::ce {
 // slot everywhere. Two slots, i.e. passes as large as possible: on 4 x H200 every
 // cudaMemcpyAsync of a pass costs a fixed ~8 us on top of its bytes (it starts only
 // when the previous one has completed), so a 3-slot pipeline, whose smaller passes
-// hide the barriers better, still measured 5-17 % slower (docs/perf.md).
+// hide the barriers better, still measured 5-17 % slower (docs/perf-log.md).
 // 256-byte granules keep every block 16-byte aligned for the vector loads.
 constexpr int kSlots = 2;
 

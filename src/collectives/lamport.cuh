@@ -15,7 +15,7 @@
 // own chunk size. Chunk c of a slot belongs to CTA c % maxCtas in every run and
 // phase of a kind, on every rank, so a CTA only ever waits for the same CTA of its
 // peers; a CTA walks its chunks with however many threads it was launched with
-// (LamportRun::ownedPack). Measured (docs/perf.md): 2 KiB chunks spread small
+// (LamportRun::ownedPack). Measured (docs/perf-log.md): 2 KiB chunks spread small
 // one-shots over many SMs (256 KiB: 128 CTAs of 128 threads, 5.9 instead of 6.3 us);
 // the two-shot's large passes ran 1-2 % faster with 8 KiB chunks.
 #pragma once

@@ -158,7 +158,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   FC_CUDA_CHECK(cudaStreamCreateWithFlags(&comm->control, cudaStreamNonBlocking));
   // Copy-engine transfers run on one internal stream per channel, one at a time,
   // peers in rotated order: W-1 concurrent transfers per rank (one stream each)
-  // moved 30-40 % less on 4 x H200 (docs/perf.md).
+  // moved 30-40 % less on 4 x H200 (docs/perf-log.md).
   for (int c = 0; c < params.channels; ++c) {
     comm->copies.push_back(std::make_unique<CopyQueue>());
     FC_CHECK(comm->copies.back()->init());
@@ -349,20 +349,20 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
 }
 
 bool lamportTwoShotAuto(int nranks) {
-  // Measured on H200 at 2 and 4 ranks (docs/perf.md): above the one-shot it beat the
+  // Measured on H200 at 2 and 4 ranks (docs/perf-log.md): above the one-shot it beat the
   // SM two-shot, the barrier one-shot, the copy engine and NCCL at every size to
   // 256 MiB. More than 4 ranks are unmeasured: there the older choices stay.
   return nranks <= 4;
 }
 
 size_t lamportMaxBytes(int nranks) {
-  // Measured on H200 (docs/perf.md): with backed-off polling the Lamport one-shot is
+  // Measured on H200 (docs/perf-log.md): with backed-off polling the Lamport one-shot is
   // the fastest path up to its 1 MiB slots at 2 and 4 ranks (6.3 / 12.9 us at 1 MiB).
   // Larger worlds push (W-1) copies per rank: unmeasured yet, so kept at 256 KiB.
   return nranks <= 4 ? kLamportSlotBytes : (256u << 10);
 }
 
-// Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf.md):
+// Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf-log.md):
 // below them the SM pull kernels win (no per-transfer start-up, fewer barriers).
 // Other world sizes are unmeasured and use the same byte sizes.
 size_t ceAllReduceMinBytes(int) { return 64u << 20; }  // where no Lamport two-shot runs
@@ -370,7 +370,7 @@ size_t ceReduceScatterMinBytes(int) { return 32u << 20; }
 size_t ceAllGatherMinBytes(int) { return 64u << 20; }
 
 size_t oneShotMaxBytes(int nranks) {
-  // Crossovers with the Lamport two-shot measured on H200 (docs/perf.md): 4 ranks,
+  // Crossovers with the Lamport two-shot measured on H200 (docs/perf-log.md): 4 ranks,
   // 256 KiB 6.3 vs 7.5 us, 512 KiB 8.5 vs 8.0; 2 ranks, 512 KiB 6.0 vs 6.4, 1 MiB 7.6
   // vs 7.2. At 8 ranks (unmeasured, no Lamport two-shot) the one-shot reads W-1
   // remote copies, the SM two-shot 2(W-1)/W of the data with two more barriers.

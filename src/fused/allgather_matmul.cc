@@ -35,7 +35,7 @@
 namespace fc {
 namespace {
 
-// Cost model of the plan (4 x H200, shared/baselines.md and docs/perf.md): a copy
+// Cost model of the plan (4 x H200, shared/baselines.md and docs/perf-log.md): a copy
 // engine pull at ~350 GB/s plus ~8 us per transfer; a bf16 GEMM at ~600 TFLOP/s
 // plus ~5 us.
 double pullSeconds(size_t bytes) { return double(bytes) / 350e9 + 8e-6; }
@@ -144,7 +144,7 @@ enum class Path { Unfused, Pipeline, Engine };
 
 // The auto choice among the three paths, the same on every rank: a function of the
 // shape, the world size and the SM count only. Measured at 2 ranks on 2x H200
-// (docs/perf.md, every path timed interleaved in one run):
+// (docs/perf-log.md, every path timed interleaved in one run):
 // - the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128 tiles
 //   (overlapPays): its per-shard GEMMs then run at cuBLAS's full speed, which the
 //   engine's CUTLASS kernel does not quite reach (1.01-1.07x cuBLASLt's time at

@@ -33,7 +33,7 @@ struct AllGatherMatmulArgs {
 // Overlapping communication with per-block GEMMs pays when every block's GEMM
 // (shardRows x N) fills at least two waves of 128x128 tiles on a 132-SM GPU; below
 // that the per-block GEMMs run partly empty and the unfused path is faster
-// (measured: docs/perf.md).
+// (measured: docs/perf-log.md).
 bool overlapPays(size_t shardRows, size_t N);
 
 // Bytes of scratch launchAllGatherMatmul needs: the gathered A when no Agathered is given.

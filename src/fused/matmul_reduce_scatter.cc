@@ -29,7 +29,7 @@
 // stride, which is the batch stride of D. A barrier, then each rank sums the W
 // blocks in its own workspace and rounds. Only for small products: the epilogue's
 // stores to peer memory do not overlap the GEMM's math, so at large sizes the GEMM
-// slows down by about the NVLink time of its output (measured: docs/perf.md).
+// slows down by about the NVLink time of its output (measured: docs/perf-log.md).
 //
 // Staged (the rest): one fp32 GEMM into the channel's scratch, fcReduceScatter's
 // algorithm on the fp32 partials, rounding.
@@ -50,7 +50,7 @@ namespace {
 
 enum class Path { Fused, Scatter, Staged };
 
-// fcReduceScatter's SM / copy-engine crossover (bytes of input, docs/perf.md). The
+// fcReduceScatter's SM / copy-engine crossover (bytes of input, docs/perf-log.md). The
 // scatter path stays below it too: its GEMM's peer stores grow with the products.
 constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
 

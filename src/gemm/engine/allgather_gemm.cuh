@@ -8,7 +8,7 @@
 // shared memory holds after the epilogue's - PyTorch's async-input GEMM's choice -
 // and 128 x 128 x 64 for problems too small to fill two waves of those (engine.cc).
 // Measured on one H200 against 256 x 128 / 1 x 2 and 128 x 256 / 1 x 1 as well
-// (docs/perf.md); further tuning is open.
+// (docs/perf-log.md); further tuning is open.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -88,7 +88,7 @@ struct AllGatherGemmKernel {
     // When B is well beyond L2 (50 MiB), raster along N in bands of up to 8 clusters of
     // tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then read
     // by the band's rows while it is in L2 instead of once per tile row. Measured on
-    // one H200 (docs/perf.md): 8192 x 27648 x 5120 (B 270 MiB) in 3594 instead of
+    // one H200 (docs/perf-log.md): 8192 x 27648 x 5120 (B 270 MiB) in 3594 instead of
     // 3691 us, 8192 x 14336 x 4096 (112 MiB) in 1266 instead of 1380; but where B
     // (nearly) fits it costs A's reuse: 8192 x 3072 x 4096 (24 MiB) 400 instead of 257
     // us, 8192 x 3584 x 5120 (35 MiB) 449 instead of 383.

@@ -19,7 +19,7 @@ FC_ENGINE_DECLARE(fp16, t)
 namespace {
 
 // 128 x 128 tiles when 128 x 256 ones would not fill two waves of the GPU: more CTAs
-// share the work of a small problem (measured on one H200, docs/perf.md: 512 x 3072 x
+// share the work of a small problem (measured on one H200, docs/perf-log.md: 512 x 3072 x
 // 4096 in 23.5 instead of 42.0 us; 2048 x 3072 x 4096 in 68.8 instead of 83.8 us).
 bool smallTiles(const AllGatherGemm& g) {
   const size_t tiles = (g.M + 127) / 128 * ((g.N + 255) / 256);

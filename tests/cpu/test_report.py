@@ -1,0 +1,60 @@
+"""tools/report on a committed sample of benchmark output (tests/data/report-sample):
+the report has its summary, every section the sample feeds, figures taken from the
+sample's rows (not invented), links to the raw files with their commands, each plot
+is a PNG, and README's marked block is rewritten between its markers, the rest of
+the file untouched. Exit 77 (skip) without matplotlib (tools/install-deps installs it)."""
+import os
+import subprocess
+import sys
+import tempfile
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sample = os.path.join(root, "tests", "data", "report-sample")
+try:
+    import matplotlib  # noqa: F401
+except ImportError:
+    print("SKIP: matplotlib is not installed for %s (tools/install-deps installs python3-matplotlib)" % sys.executable)
+    sys.exit(77)
+
+failures = []
+
+
+def expect(cond, what):
+    print("%-70s %s" % (what, "OK" if cond else "FAIL"))
+    if not cond:
+        failures.append(what)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    readme = os.path.join(tmp, "README.md")
+    with open(readme, "w") as f:
+        f.write("# title\n\nbefore\n<!-- report:begin -->\nstale figures\n<!-- report:end -->\nafter\n")
+    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
+    os.makedirs(os.path.dirname(perf))
+    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), sample, "--perf", perf, "--plots", plots,
+                    "--readme", readme], check=True)
+    text = open(perf).read()
+    for heading in ("## Summary", "## All-reduce (bf16, 2 ranks)", "## Bus bandwidth (bf16, 2 ranks)",
+                    "## All-gather + GEMM from PyTorch (bf16, 2 ranks)", "## All-gather + GEMM (fc-bench",
+                    "## GEMM + reduce-scatter (fc-bench", "## The GEMM engine's kernel alone"):
+        expect(heading in text, "section " + heading)
+    expect("commit 8184aaf" in text and "2x NVIDIA H200" in text, "stamped with device and commit")
+    # A row of the sample, as the table must show it (8 B all-reduce: ours 2.87, NCCL 5.63).
+    expect("| 8 B | auto | 2.87 | 5.63 | 1.965 |" in text, "all-reduce row from the sample")
+    expect("| 512 x 3072 x 4096 | 19.6 | 46.4 | 47.3 | 32.6 | 31.6 | 0.703 |" in text, "torch row from the sample")
+    link = text.split("[allreduce-2.csv](", 1)[-1].split(")", 1)[0]
+    expect(os.path.exists(os.path.join(os.path.dirname(perf), link)), "link to a raw file resolves: " + link[-40:])
+    expect("`fcrun -n 2 -- fc-bench allreduce -d bf16 -b 8 -e 256M --csv`" in text, "commands quoted")
+    # 2048 x 3072 x 4096 in the sample: ours 110.5 against torch's 96.6 -> listed as a loss.
+    expect("all-gather + GEMM 2048 x 3072 x 4096: 1.14x" in text, "losses listed")
+    for name in ("allreduce-2.png", "busbw-2.png", "agmm-torch-2.png"):
+        path = os.path.join(plots, name)
+        ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+        expect(ok, "plot " + name)
+        expect("](perf/%s)" % name in text, "plot %s linked" % name)
+    new = open(readme).read()
+    expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nMeasured 2026-11-23"), "README block rewritten")
+    expect("stale figures" not in new and new.endswith("<!-- report:end -->\nafter\n"), "README outside the block kept")
+
+print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
+sys.exit(1 if failures else 0)
