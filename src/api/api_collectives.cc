@@ -97,6 +97,14 @@ fcResult_t checkOneShotFits(const Call& c) {
                       (unsigned long long)(c.comm->params.workspaceBytes / c.elem));
 }
 
+// recvbuff +/- offset, the in-place sendbuff of reduce-scatter and all-gather. In
+// integers: the count is not checked yet, and pointer arithmetic out of any buffer
+// (a count too large, refused next) would be undefined behaviour.
+const void* inPlaceAddress(const void* recvbuff, int sign, size_t offset) {
+  const uintptr_t r = reinterpret_cast<uintptr_t>(recvbuff);
+  return reinterpret_cast<const void*>(sign < 0 ? r - offset : r + offset);
+}
+
 const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src : nullptr; }
 
 // Reduce-scatter and all-gather: copy engine when forced, or from `minBytes` on.
@@ -201,7 +209,7 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
                         recvcount);
   // In place (NCCL's convention): recvbuff == sendbuff + rank * recvcount.
   const size_t es = fc::dataTypeSize(datatype);
-  const char* inPlaceSend = static_cast<const char*>(recvbuff) - size_t(comm->rank) * recvcount * es;
+  const void* inPlaceSend = inPlaceAddress(recvbuff, -1, size_t(comm->rank) * recvcount * es);
   Call c{"fcReduceScatter", comm, sendbuff, W * recvcount, recvbuff, recvcount, inPlaceSend, datatype, "recvcount"};
   bool noop;
   FC_CHECK(checkArgs(c, op, true, &noop));
@@ -232,7 +240,7 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
                         sendcount);
   // In place (NCCL's convention): sendbuff == recvbuff + rank * sendcount.
   const size_t es = fc::dataTypeSize(datatype);
-  const char* inPlaceSend = static_cast<const char*>(recvbuff) + size_t(comm->rank) * sendcount * es;
+  const void* inPlaceSend = inPlaceAddress(recvbuff, +1, size_t(comm->rank) * sendcount * es);
   Call c{"fcAllGather", comm, sendbuff, sendcount, recvbuff, W * sendcount, inPlaceSend, datatype, "sendcount"};
   bool noop;
   FC_CHECK(checkArgs(c, fcSum, false, &noop));
