@@ -73,7 +73,8 @@
  * (one cudaPointerGetAttributes per buffer not from fcMemAlloc, a fraction of a
  * microsecond; at capture time only inside a CUDA graph) is skipped with
  * FC_CHECK_POINTERS=0. A count or shape whose buffer would exceed 2^48 bytes (or
- * wrap the address space) is refused as too large before any other buffer check.
+ * wrap the address space) is refused as too large before the alignment, overlap and
+ * pointer checks.
  *
  * Errors: every function returns an fcResult_t. On failure, fcGetLastError()
  * returns a message naming what was wrong; outputs are not touched when the

@@ -24,7 +24,8 @@ fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N,
     return fc::setError(fcInvalidArgument, "%s: M, N and K must be > 0 (got %zu, %zu, %zu)", fn, M, N, K);
   const size_t lim = SIZE_MAX / 2;
   if (M > lim / K || M > lim / N || K > lim / N)
-    return fc::setError(fcInvalidArgument, "%s: M, N, K = %zu, %zu, %zu overflow", fn, M, N, K);
+    return fc::setError(fcInvalidArgument, "%s: M, N, K = %zu, %zu, %zu are too large (their products overflow)",
+                        fn, M, N, K);
   const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
   // Every matrix is at most [M, K], [K, N] or [M, N] (A: a shard or all of [M, K]; C:
   // [M, N] or a block of it), so these bounds hold each buffer; a shape beyond them
