@@ -63,6 +63,19 @@
  * it grows with the number of streams, and no operation allocates memory once
  * scratch has its size.
  *
+ * Buffers: every buffer an operation reads or writes must be memory that the
+ * communicator's GPU can address: device memory of that GPU (cudaMalloc,
+ * cudaMallocAsync, cuMem mappings, a CUDA tensor's data), managed memory
+ * (cudaMallocManaged), or fcMemAlloc memory of the communicator. Host memory
+ * (malloc, a CPU tensor's data), pinned host memory (cudaMallocHost, cudaHostAlloc,
+ * cudaHostRegister), another GPU's memory and freed memory are refused with
+ * fcInvalidArgument naming the argument, before anything is enqueued. The check
+ * (one cudaPointerGetAttributes per buffer not from fcMemAlloc, a fraction of a
+ * microsecond; at capture time only inside a CUDA graph) is skipped with
+ * FC_CHECK_POINTERS=0. A count or shape whose buffer would exceed 2^48 bytes (or
+ * wrap the address space) is refused as too large before the alignment, overlap and
+ * pointer checks.
+ *
  * Errors: every function returns an fcResult_t. On failure, fcGetLastError()
  * returns a message naming what was wrong; outputs are not touched when the
  * arguments are rejected (fcCommInitRank sets *comm to NULL on any failure).
@@ -266,8 +279,8 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  *     rank-rotated order and sums, then a departure barrier lets the workspace be
  *     reused.
  * One kernel on stream; capturable; no host synchronisation.
- * Errors: fcInvalidArgument (NULL comm or buffers, bad datatype/op, count too large),
- * fcInvalidUsage (the current device is not comm's), fcUnhandledCudaError (launch). */
+ * Errors: fcInvalidArgument (NULL comm or buffers, a buffer that is not memory of
+ * comm's GPU (see "Buffers" above), bad datatype/op, count too large), fcInvalidUsage (the current device is not comm's), fcUnhandledCudaError (launch). */
 fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
                               fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                               cudaStream_t stream);
@@ -331,9 +344,9 @@ fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
  * (aligned to the granularity, contents zeroed). Collectives whose sendbuff lies in
  * such a buffer (16-byte aligned offset) and is not also recvbuff read it from the
  * peers directly: no staging copy, and no workspace size limit.
- * Errors: fcInvalidArgument (NULL comm/ptr, bytes 0), fcInvalidUsage (wrong device;
- * ranks asking for different sizes), fcUnhandledCudaError (out of memory), fcTimeout
- * / fcRemoteError (a peer did not take part). */
+ * Errors: fcInvalidArgument (NULL comm/ptr, bytes 0 or over 2^48), fcInvalidUsage
+ * (wrong device; ranks asking for different sizes), fcUnhandledCudaError (out of
+ * memory), fcTimeout / fcRemoteError (a peer did not take part). */
 fcResult_t fcMemAlloc(fcComm_t comm, void** ptr, size_t bytes);
 
 /* Release a buffer from fcMemAlloc of this communicator. Local: peers that still map
@@ -382,9 +395,10 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * communicator's other ops like every op (see "Streams and ordering"). Collective:
  * every rank calls it with the same M, N, K, transB and datatype (a different shape
  * is caught: the signature carries a hash of it).
- * Errors: fcInvalidArgument (NULL comm or pointer, M not a multiple of nranks, a zero
- * or overflowing dimension, dtype not bf16/fp16, bad transB, misaligned or
- * overlapping buffers; nothing is written), fcNotSupported (cuBLASLt has no algorithm
+ * Errors: fcInvalidArgument (NULL comm or pointer, a pointer that is not memory of
+ * comm's GPU (see "Buffers" above), M not a multiple of nranks, a zero or
+ * overflowing dimension or a matrix over 2^48 bytes, dtype not bf16/fp16, bad
+ * transB, misaligned or overlapping buffers; nothing is written), fcNotSupported (cuBLASLt has no algorithm
  * for the shape), fcInvalidUsage (wrong device; scratch too small during capture),
  * asynchronous errors as fcAllReduce. */
 fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,

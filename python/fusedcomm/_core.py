@@ -7,7 +7,9 @@
 
 Every function returns None or raises FcError, which carries the result code, its
 name and fcGetLastError's message. Pointers are plain integers (torch:
-tensor.data_ptr()), streams too (torch.cuda.current_stream().cuda_stream). The
+tensor.data_ptr()), streams too (torch.cuda.current_stream().cuda_stream). Buffers
+must live on the communicator's GPU (CUDA tensors, or symmetric_tensor below): a CPU
+tensor's data_ptr() raises FcError with INVALID_ARGUMENT naming the argument. The
 signatures mirror include/fusedcomm.h, which documents shapes, layouts and
 semantics.
 """

@@ -1,6 +1,7 @@
 // Collective entry points: validate, pick an algorithm, hand over to src/collectives.
 #include "api/api.h"
 #include "collectives/collectives.h"
+#include "comm/pointers.h"
 
 namespace {
 
@@ -14,14 +15,27 @@ struct Call {
   size_t recvElems;
   const void* inPlaceSend;  // sendbuff == this is the op's in-place form
   fcDataType_t dtype;
+  const char* countName = "count";  // the count argument's name, for messages
   size_t elem = 0;           // sizeof(dtype)
   bool zeroCopy = false;     // sendbuff is symmetric: peers read it where it is
   fc::SymSource src{};
   fc::OpLane lane{};
 };
 
+// A count whose buffer cannot exist (over 2^48 bytes, or wrapping around the address
+// space) is refused as too large, before the overlap check: an overflowed count used
+// to be reported as overlapping buffers.
+fcResult_t checkFits(const Call& c, const char* name, const void* p, size_t elems) {
+  if (fc::bufferFits(p, elems, c.elem)) return fcSuccess;
+  return fc::setError(fcInvalidArgument,
+                      "%s: %s is too large: %s would hold %zu elements of %zu bytes, over 2^48 bytes or past the "
+                      "end of the address space",
+                      c.fn, c.countName, name, elems, c.elem);
+}
+
 // Argument checks shared by every collective (nothing is launched or written on
-// failure). Sets c.elem; *noop when count is 0.
+// failure), sizes before alignment and before checkOverlap. Sets c.elem; *noop when
+// count is 0.
 fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
   FC_CHECK(fc::checkComm(c.comm, c.fn));
   c.elem = fc::dataTypeSize(c.dtype);
@@ -34,8 +48,8 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
   if (*noop) return fcSuccess;
   if (c.send == nullptr || c.recv == nullptr)
     return fc::setError(fcInvalidArgument, "%s: %s is NULL", c.fn, c.send ? "recvbuff" : "sendbuff");
-  if (c.sendElems > SIZE_MAX / c.elem || c.recvElems > SIZE_MAX / c.elem)
-    return fc::setError(fcInvalidArgument, "%s: count overflows", c.fn);
+  FC_CHECK(checkFits(c, "sendbuff", c.send, c.sendElems));
+  FC_CHECK(checkFits(c, "recvbuff", c.recv, c.recvElems));
   const uintptr_t s = reinterpret_cast<uintptr_t>(c.send), r = reinterpret_cast<uintptr_t>(c.recv);
   if ((s | r) % c.elem)
     return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", c.fn,
@@ -44,7 +58,8 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
 }
 
 // Buffers may overlap only in the op's in-place form (checked after the size limits,
-// whose message is the more useful one when a count is simply too large).
+// whose message is the more useful one when a count is simply too large; they also
+// keep this arithmetic from wrapping).
 fcResult_t checkOverlap(const Call& c) {
   const uintptr_t s = reinterpret_cast<uintptr_t>(c.send), r = reinterpret_cast<uintptr_t>(c.recv);
   const size_t sb = c.sendElems * c.elem, rb = c.recvElems * c.elem;
@@ -62,7 +77,12 @@ void detectZeroCopy(Call& c, bool extraAlignment) {
                fc::commSymmetricSource(c.comm, c.send, bytes, &c.src) && c.src.offset % 16 == 0;
 }
 
-fcResult_t beginOp(Call& c, cudaStream_t stream) { return fc::commOpBegin(c.comm, c.fn, stream, &c.lane); }
+// The last check before anything is enqueued: both buffers are memory of the comm's
+// GPU (comm/pointers.h). Then the op's place in its sequence.
+fcResult_t beginOp(Call& c, cudaStream_t stream) {
+  FC_CHECK(fc::checkBuffers(c.comm, c.fn, {{"sendbuff", c.send}, {"recvbuff", c.recv}}));
+  return fc::commOpBegin(c.comm, c.fn, stream, &c.lane);
+}
 
 // The staged one-shot needs the whole (16-byte padded) input in the workspace.
 fcResult_t checkOneShotFits(const Call& c) {
@@ -75,6 +95,14 @@ fcResult_t checkOneShotFits(const Call& c) {
                       c.fn, c.sendElems, c.sendElems * c.elem,
                       (unsigned long long)c.comm->params.workspaceBytes,
                       (unsigned long long)(c.comm->params.workspaceBytes / c.elem));
+}
+
+// recvbuff +/- offset, the in-place sendbuff of reduce-scatter and all-gather. In
+// integers: the count is not checked yet, and pointer arithmetic out of any buffer
+// (a count too large, refused next) would be undefined behaviour.
+const void* inPlaceAddress(const void* recvbuff, int sign, size_t offset) {
+  const uintptr_t r = reinterpret_cast<uintptr_t>(recvbuff);
+  return reinterpret_cast<const void*>(sign < 0 ? r - offset : r + offset);
 }
 
 const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src : nullptr; }
@@ -177,11 +205,12 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
   FC_CHECK(fc::checkComm(comm, "fcReduceScatter"));
   const size_t W = size_t(comm->nranks);
   if (recvcount > SIZE_MAX / W)
-    return fc::setError(fcInvalidArgument, "fcReduceScatter: recvcount %zu overflows", recvcount);
+    return fc::setError(fcInvalidArgument, "fcReduceScatter: recvcount %zu is too large (times nranks it overflows)",
+                        recvcount);
   // In place (NCCL's convention): recvbuff == sendbuff + rank * recvcount.
   const size_t es = fc::dataTypeSize(datatype);
-  const char* inPlaceSend = static_cast<const char*>(recvbuff) - size_t(comm->rank) * recvcount * es;
-  Call c{"fcReduceScatter", comm, sendbuff, W * recvcount, recvbuff, recvcount, inPlaceSend, datatype};
+  const void* inPlaceSend = inPlaceAddress(recvbuff, -1, size_t(comm->rank) * recvcount * es);
+  Call c{"fcReduceScatter", comm, sendbuff, W * recvcount, recvbuff, recvcount, inPlaceSend, datatype, "recvcount"};
   bool noop;
   FC_CHECK(checkArgs(c, op, true, &noop));
   if (noop) return fcSuccess;
@@ -207,11 +236,12 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
   FC_CHECK(fc::checkComm(comm, "fcAllGather"));
   const size_t W = size_t(comm->nranks);
   if (sendcount > SIZE_MAX / W)
-    return fc::setError(fcInvalidArgument, "fcAllGather: sendcount %zu overflows", sendcount);
+    return fc::setError(fcInvalidArgument, "fcAllGather: sendcount %zu is too large (times nranks it overflows)",
+                        sendcount);
   // In place (NCCL's convention): sendbuff == recvbuff + rank * sendcount.
   const size_t es = fc::dataTypeSize(datatype);
-  const char* inPlaceSend = static_cast<const char*>(recvbuff) + size_t(comm->rank) * sendcount * es;
-  Call c{"fcAllGather", comm, sendbuff, sendcount, recvbuff, W * sendcount, inPlaceSend, datatype};
+  const void* inPlaceSend = inPlaceAddress(recvbuff, +1, size_t(comm->rank) * sendcount * es);
+  Call c{"fcAllGather", comm, sendbuff, sendcount, recvbuff, W * sendcount, inPlaceSend, datatype, "sendcount"};
   bool noop;
   FC_CHECK(checkArgs(c, fcSum, false, &noop));
   if (noop) return fcSuccess;

@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "api/api.h"
+#include "comm/pointers.h"
 #include "fused/fused.h"
 
 namespace {
@@ -12,7 +13,7 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
 }
 
 // Shape, dtype, transB and pointer checks shared by the fused GEMM ops (`extra`:
-// an optional fourth buffer, NULL allowed).
+// an optional fourth buffer, NULL allowed), sizes before the callers' overlap checks.
 fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N, size_t K, fcOperation_t transB,
                          fcDataType_t datatype, const void* A, const void* B, const void* C, const void* extra) {
   if (datatype != fcBfloat16 && datatype != fcFloat16)
@@ -23,8 +24,23 @@ fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N,
     return fc::setError(fcInvalidArgument, "%s: M, N and K must be > 0 (got %zu, %zu, %zu)", fn, M, N, K);
   const size_t lim = SIZE_MAX / 2;
   if (M > lim / K || M > lim / N || K > lim / N)
-    return fc::setError(fcInvalidArgument, "%s: M, N, K = %zu, %zu, %zu overflow", fn, M, N, K);
+    return fc::setError(fcInvalidArgument, "%s: M, N, K = %zu, %zu, %zu are too large (their products overflow)",
+                        fn, M, N, K);
   const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
+  // Every matrix is at most [M, K], [K, N] or [M, N] (A: a shard or all of [M, K]; C:
+  // [M, N] or a block of it), so these bounds hold each buffer; a shape beyond them
+  // cannot be real, and the callers' overlap arithmetic relies on them.
+  const struct {
+    const char* name;
+    const void* p;
+    size_t elems;
+  } bounds[] = {{"A", A, M * K}, {"B", B, K * N}, {"C", C, M * N}, {"Agathered", extra, M * K}};
+  for (const auto& b : bounds)
+    if (!fc::bufferFits(b.p, b.elems, es))
+      return fc::setError(fcInvalidArgument,
+                          "%s: M, N, K = %zu, %zu, %zu are too large: %s would span over 2^48 bytes or past the "
+                          "end of the address space",
+                          fn, M, N, K, b.name);
   if (M % W != 0)
     return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
   if (A == nullptr || B == nullptr || C == nullptr)
@@ -61,6 +77,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
                         "%s: C, B and Agathered must not overlap each other or A (except A == Agathered + "
                         "rank*M/nranks*K, the in-place form)",
                         fn);
+  FC_CHECK(fc::checkBuffers(comm, fn, {{"A", A}, {"B", B}, {"C", C}, {"Agathered", Agathered}}));
   fc::OpLane lane;
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   fc::SymSource src{};
@@ -86,6 +103,7 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   const size_t cBytes = M / W * N * es;
   if (overlaps(C, cBytes, A, M * K * es) || overlaps(C, cBytes, B, K * N * es))
     return fc::setError(fcInvalidArgument, "%s: C must not overlap A or B", fn);
+  FC_CHECK(fc::checkBuffers(comm, fn, {{"A", A}, {"B", B}, {"C", C}}));
   fc::OpLane lane;
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   const fc::FusedChoice choice = fusedChoice(comm->params.matmulReduceScatterAlgo);

@@ -1,5 +1,6 @@
 // Symmetric memory entry points: fcMemAlloc (collective), fcMemFree (local).
 #include "api/api.h"
+#include "comm/pointers.h"
 
 FC_API fcResult_t fcMemAlloc(fcComm_t comm, void** ptr, size_t bytes) {
   fc::clearError();
@@ -7,6 +8,9 @@ FC_API fcResult_t fcMemAlloc(fcComm_t comm, void** ptr, size_t bytes) {
   if (ptr == nullptr) return fc::setError(fcInvalidArgument, "fcMemAlloc: ptr is NULL");
   *ptr = nullptr;
   if (bytes == 0) return fc::setError(fcInvalidArgument, "fcMemAlloc: bytes is 0");
+  // Rounding a larger size up to the allocation granularity could wrap to a small one.
+  if (bytes > fc::kMaxBufferBytes)
+    return fc::setError(fcInvalidArgument, "fcMemAlloc: bytes %zu is too large (over 2^48)", bytes);
   FC_CHECK(fc::commCheckAsync(comm));
   int dev = -1;
   FC_CUDA_CHECK(cudaGetDevice(&dev));

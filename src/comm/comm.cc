@@ -210,6 +210,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
                    : " or the workspace, then the SM two-shot; copy engine from 64 MiB when count % nranks == 0",
           moveName(params.reduceScatterAlgo),
           ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
+  if (!params.checkPointers)
+    FC_INFO("  FC_CHECK_POINTERS=0: buffer arguments are not checked to be memory of this GPU");
   return fcSuccess;
 }
 

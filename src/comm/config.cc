@@ -44,6 +44,8 @@ constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
 constexpr std::pair<const char*, FusedAlgo> kAgmmAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused},
     {"engine", FusedAlgo::Engine}};
+// FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
+constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -62,6 +64,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kAgmmAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
+  FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

@@ -287,7 +287,9 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"},
                         Case{"FC_ALLREDUCE_ALGO", "ring"}, Case{"FC_REDUCE_SCATTER_ALGO", "dma"},
                         Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"},
-                        Case{"FC_MMRS_ALGO", "1"}, Case{"FC_MMRS_ALGO", "engine"}}) {
+                        Case{"FC_MMRS_ALGO", "1"}, Case{"FC_MMRS_ALGO", "engine"},
+                        Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
+                        Case{"FC_CHECK_POINTERS", "off"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -318,7 +320,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_ALLGATHER_ALGO", "sm"}, Case{"FC_ALLGATHER_ALGO", "auto"},
                         Case{"FC_AGMM_ALGO", "fused"}, Case{"FC_AGMM_ALGO", "unfused"},
                         Case{"FC_AGMM_ALGO", "engine"}, Case{"FC_MMRS_ALGO", "fused"},
-                        Case{"FC_MMRS_ALGO", "auto"}}) {
+                        Case{"FC_MMRS_ALGO", "auto"}, Case{"FC_CHECK_POINTERS", "0"},
+                        Case{"FC_CHECK_POINTERS", "1"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;

@@ -9,8 +9,8 @@ With the default communicator configuration: every op and dtype against float64
 references and torch.distributed (NCCL); every op captured in torch.cuda.graph (warm-up
 on a side stream, capture on torch's own side stream) and replayed 100 times with fresh
 inputs; 16 streams round-robin and a fresh stream per call; eager loops; fcMemAlloc
-memory as a tensor (zero-copy input); mismatched calls (count, dtype, kind) caught on
-the barrier-free all-reduce. Every rank runs every check in the same order and records
+memory as a tensor (zero-copy input); CPU tensors (pageable, pinned) refused by every
+op; mismatched calls (count, dtype, kind) caught on the barrier-free all-reduce. Every rank runs every check in the same order and records
 failures instead of stopping, so that the ranks' calls stay paired. Exits 77 (skipped)
 without torch or without a GPU per rank.
 """
@@ -302,6 +302,64 @@ def test_symmetric_tensor(c, seed):
     return seed + 1
 
 
+def test_refused_pointers(c, seed):
+    """CPU tensors (pageable and pinned) passed by data_ptr() to every op: refused with
+    fcInvalidArgument naming the argument, nothing written, the communicator still
+    works. Refusals launch nothing: rank-local, the ranks stay paired."""
+    s = torch.cuda.current_stream().cuda_stream
+    dt, W, n = fusedcomm.BFLOAT16, c.world, 4096
+    ms, mn, mk = 16, 64, 32
+    gpu = {"x": torch.zeros(W * n, dtype=torch.bfloat16, device="cuda"),
+           "a": torch.zeros((ms * W, mk), dtype=torch.bfloat16, device="cuda"),
+           "b": torch.zeros((mk, mn), dtype=torch.bfloat16, device="cuda")}
+    outs = {"y": torch.full((W * n,), float("nan"), dtype=torch.bfloat16, device="cuda"),
+            "c": torch.full((ms * W, mn), float("nan"), dtype=torch.bfloat16, device="cuda")}
+    P = lambda t: t.data_ptr()  # noqa: E731
+    x, y, a, b, out = P(gpu["x"]), P(outs["y"]), P(gpu["a"]), P(gpu["b"]), P(outs["c"])
+    m = ms * W
+    for kind, pinned in (("host memory", False), ("pinned host memory", True)):
+        cpu = torch.full((W * n,), 3.0, dtype=torch.bfloat16)
+        if pinned:
+            cpu = cpu.pin_memory()
+        h = P(cpu)
+        calls = (
+            ("all_reduce sendbuff", "sendbuff", lambda: c.comm.all_reduce(h, y, n, dt, s)),
+            ("all_reduce recvbuff", "recvbuff", lambda: c.comm.all_reduce(x, h, n, dt, s)),
+            ("all_reduce_one_shot sendbuff", "sendbuff", lambda: c.comm.all_reduce_one_shot(h, y, n, dt, s)),
+            ("reduce_scatter sendbuff", "sendbuff", lambda: c.comm.reduce_scatter(h, y, n, dt, s)),
+            ("reduce_scatter recvbuff", "recvbuff", lambda: c.comm.reduce_scatter(x, h, n, dt, s)),
+            ("all_gather sendbuff", "sendbuff", lambda: c.comm.all_gather(h, y, n, dt, s)),
+            ("all_gather recvbuff", "recvbuff", lambda: c.comm.all_gather(x, h, n, dt, s)),
+            ("all_gather_matmul A", "A", lambda: c.comm.all_gather_matmul(h, b, out, m, mn, mk, dt, stream=s)),
+            ("all_gather_matmul Agathered", "Agathered",
+             lambda: c.comm.all_gather_matmul(a, b, out, m, mn, mk, dt, a_gathered=h, stream=s)),
+            ("matmul_reduce_scatter B", "B", lambda: c.comm.matmul_reduce_scatter(a, h, out, m, mn, mk, dt, stream=s)),
+            ("matmul_reduce_scatter C", "C", lambda: c.comm.matmul_reduce_scatter(a, b, h, m, mn, mk, dt, stream=s)),
+        )
+        for what, arg, call in calls:
+            try:
+                call()
+                check(False, "%s: a CPU tensor (%s) was accepted" % (what, kind))
+            except fusedcomm.FcError as e:
+                check(e.code == fusedcomm.INVALID_ARGUMENT and (arg + " (") in e.message and kind in e.message,
+                      "%s, CPU tensor (%s): %s" % (what, kind, e))
+        torch.cuda.synchronize()
+        check(bool((cpu == 3.0).all()), "CPU tensor (%s) left as it was" % kind)
+        check(bool(outs["y"].isnan().all()) and bool(outs["c"].isnan().all()),
+              "outputs untouched after the refusals (%s)" % kind)
+    # Still usable: a correct all-reduce (collective).
+    seed += 1
+    xin = rank_input(seed, c.rank, (n,), torch.bfloat16).cuda()
+    yout = torch.full_like(xin, float("nan"))
+    c.comm.all_reduce(P(xin), P(yout), n, dt, s)
+    torch.cuda.synchronize()
+    close(yout, reduce64(seed, c.world, (n,), torch.bfloat16), torch.bfloat16, "all_reduce after refused pointers",
+          abs64(seed, c.world, (n,), torch.bfloat16), c.world)
+    code, message = c.comm.async_error()
+    check(code == fusedcomm.SUCCESS, "no asynchronous error after refused pointers: %s" % message)
+    return seed
+
+
 def test_mismatch(c, seed):
     """Mismatched calls on the barrier-free (Lamport) all-reduce: every rank reports an
     error quickly (fcInvalidUsage naming both calls, or fcRemoteError when the peer's
@@ -337,7 +395,7 @@ def main():
     c = Ctx()
     seed = 1
     for test in (test_ops_against_references, test_graph_capture, test_streams, test_symmetric_tensor,
-                 test_mismatch):
+                 test_refused_pointers, test_mismatch):
         t0 = time.monotonic()
         before = len(FAILURES)
         seed = test(c, seed)
