@@ -205,11 +205,15 @@ typedef struct {
                            * largest need; a captured one cannot (fcInvalidUsage, naming
                            * the size to set). fcAllGatherMatmul without Agathered needs
                            * M*K*sizeof(datatype); fcMatmulReduceScatter up to
-                           * max(2, nranks-1) * 65 MiB (at the default workspace). */
+                           * nranks * 65 MiB (at the default workspace). */
+  int fp32Partials;       /* since 0.2: 1: fcMatmulReduceScatter's partial products travel
+                           * and are summed unrounded, in fp32 (twice the bytes); 0
+                           * (default, env FC_MMRS_PARTIALS=input|fp32): in the input
+                           * type, each rank's rounded once, as cuBLAS + NCCL compute it. */
 } fcConfig_t;
 #define FC_CONFIG_INITIALIZER                                                           \
   { sizeof(fcConfig_t), FC_CONFIG_MAGIC, FC_VERSION_CODE, FC_CONFIG_UNSET, FC_CONFIG_UNSET, \
-    FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET }
+    FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET, FC_CONFIG_UNSET }
 
 /* fcCommInitRank with options (config may be NULL: all defaults). Every rank must pass
  * the same maxCtas, channels and workspaceBytes (checked: fcInvalidUsage otherwise).
@@ -412,24 +416,29 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  *   A: [M, K] row-major, contiguous, this rank's operand.
  *   B: [K, N] row-major (fcOpN) or [N, K] row-major (fcOpT, a torch.nn.Linear weight).
  *   C: [M/nranks, N] row-major.
- *   M a multiple of nranks; M, N, K > 0; datatype fcBfloat16 or fcFloat16. The
- *   products and the sum over ranks are accumulated in fp32 and rounded once.
+ *   M a multiple of nranks; M, N, K > 0; datatype fcBfloat16 or fcFloat16.
+ * Precision: each rank's partial product A x op(B) is accumulated in fp32 and, by
+ * default, rounded once to datatype (what a cuBLAS GEMM followed by an NCCL
+ * reduce-scatter computes); the sum over ranks is accumulated in fp32 and rounded
+ * once: |C - exact| is at most nranks/2 units in the last place (in datatype) of the
+ * largest partial, plus the final rounding. config.fp32Partials = 1 (env FC_MMRS_PARTIALS=fp32) keeps the partials in
+ * fp32 instead: only the final rounding (at twice the bytes moved).
  * Algorithm (seed 002, with cuBLASLt GEMMs): at step t = 1..nranks-1 every rank
- * computes, in fp32, the row block of rank+t (destination order, starting with
- * rank+1) into its symmetric workspace, and every rank's copy engine pulls the block
- * computed for it at that step while the next GEMM runs; the local block last, its
- * GEMM adding the first pulled block in its epilogue; then one SM pass sums the rest
- * and rounds. Blocks larger than half the workspace (fp32: M/nranks * N * 4 bytes)
- * run this over chunks of their rows, as few as fit. Blocks (or chunks) too small to
- * fill two GEMM waves take an unfused path: when all products fit 32 MiB, one
- * batched GEMM writes each block straight into its owner's workspace and the owner
- * sums them; else one GEMM, an fp32 reduce-scatter, one rounding.
- * FC_MMRS_ALGO=fused | unfused | auto overrides. The fp32 partials live in the
- * communicator's scratch (config.scratchBytes; the fused path needs max(2, nranks-1)
- * blocks or chunks of rows x N fp32, the fp32 unfused path (M + M/nranks) x N fp32),
- * grown as for fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe
- * back to back; ordered with the communicator's other ops. Collective (same M, N, K,
- * transB, datatype on every rank).
+ * computes the row block of rank+t (destination order, starting with rank+1) into its
+ * symmetric workspace, and every rank's copy engine pulls the block computed for it
+ * at that step while the next GEMM runs; the local block last (with fp32 partials its
+ * GEMM adds the first pulled block in its epilogue); then one SM pass sums the rest
+ * and rounds. Blocks larger than half the workspace (M/nranks * N partials) run this
+ * over chunks of their rows, as few as fit. Blocks (or chunks) too small to fill two
+ * GEMM waves take an unfused path: when all partials fit 32 MiB, one batched GEMM
+ * writes each block straight into its owner's workspace and the owner sums them;
+ * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
+ * overrides. The partials live in the communicator's scratch (config.scratchBytes;
+ * the fused path needs nranks blocks or chunks of rows x N partials, the unfused
+ * path M x N, plus M/nranks x N fp32 with fp32 partials), grown as for
+ * fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe back to
+ * back; ordered with the communicator's other ops. Collective (same M, N, K, transB,
+ * datatype and partials type on every rank).
  * Errors: as fcAllGatherMatmul (C must not overlap A or B). */
 fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
                                  fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,

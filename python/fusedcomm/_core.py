@@ -140,10 +140,10 @@ class Config(ctypes.Structure):
     MAGIC = 0xFC0C0F16
     _fields_ = [("size", _SZ), ("magic", _c.c_uint), ("version", _c.c_uint), ("blocking", _I), ("maxCtas", _I),
                 ("channels", _I), ("timeoutMs", _c.c_longlong), ("workspaceBytes", _c.c_longlong),
-                ("scratchBytes", _c.c_longlong)]
+                ("scratchBytes", _c.c_longlong), ("fp32Partials", _I)]
 
     def __init__(self, **options):
-        super().__init__(ctypes.sizeof(Config), self.MAGIC, VERSION_CODE, *([self.UNSET] * 6))
+        super().__init__(ctypes.sizeof(Config), self.MAGIC, VERSION_CODE, *([self.UNSET] * 7))
         for name, value in options.items():
             setattr(self, name, value)
 

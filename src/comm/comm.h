@@ -53,11 +53,12 @@ struct CommParams {
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
+  bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
 // FC_WORKSPACE_BYTES, FC_CHANNELS, FC_SCRATCH_BYTES, the FC_*_ALGO choices,
-// FC_CHECK_POINTERS) and the defaults; validate the struct header.
+// FC_CHECK_POINTERS, FC_MMRS_PARTIALS) and the defaults; validate the struct header.
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* params);
 
 // Where an op runs (ops.cc): its channel, and the capture it is part of, if any.

@@ -44,6 +44,8 @@ constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
 constexpr std::pair<const char*, FusedAlgo> kAgmmAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused},
     {"engine", FusedAlgo::Engine}};
+// FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
+constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
 }  // namespace
@@ -65,6 +67,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kAgmmAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
+  FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,
@@ -99,6 +102,11 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
       if (config->scratchBytes < 0)
         return setError(fcInvalidArgument, "config.scratchBytes must be >= 0, not %lld", config->scratchBytes);
       p->scratchBytes = uint64_t(config->scratchBytes);
+    }
+    if (config->size >= offsetof(fcConfig_t, fp32Partials) + sizeof(int) && config->fp32Partials != FC_CONFIG_UNSET) {
+      if (config->fp32Partials != 0 && config->fp32Partials != 1)
+        return setError(fcInvalidArgument, "config.fp32Partials must be 0 or 1, not %d", config->fp32Partials);
+      p->mmrsFp32Partials = config->fp32Partials == 1;
     }
   }
   if (p->timeoutMs == 0) return setError(fcInvalidArgument, "FC_TIMEOUT_MS must be > 0");

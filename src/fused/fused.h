@@ -53,9 +53,10 @@ struct MatmulReduceScatterArgs {
   fcOperation_t transB;
   fcDataType_t datatype;
   void* scratch;  // matmulReduceScatterScratch bytes of the channel's scratch
+  bool fp32Partials = false;  // partial products in fp32 (else in datatype)
 };
 
-// Bytes of scratch launchMatmulReduceScatter needs with `choice`: fp32 partials.
+// Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).
 size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice);
 
 // C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
@@ -64,9 +65,10 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                                      const MatmulReduceScatterArgs& a, FusedChoice choice,
                                      cudaStream_t stream);
 
-// out[i] = round(own[i] + sum_j received[j * blockElems + i]), fp32 sums, i < n.
-// own and received 16-byte aligned.
-fcResult_t launchReducePartials(const float* own, const float* received, size_t blockElems, int nreceived,
-                                void* out, size_t n, fcDataType_t datatype, cudaStream_t stream);
+// out[i] = round(own[i] + sum_j received[j * blockElems + i]), fp32 sums, i < n; the
+// partials (own, received) in fp32 or in datatype.
+fcResult_t launchReducePartials(const void* own, const void* received, size_t blockElems, int nreceived,
+                                fcDataType_t partials, void* out, size_t n, fcDataType_t datatype,
+                                cudaStream_t stream);
 
 }  // namespace fc

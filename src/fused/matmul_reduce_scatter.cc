@@ -1,11 +1,14 @@
 // fcMatmulReduceScatter (seed 002, with cuBLASLt GEMMs and copy-engine pulls).
 //
-// Block d is rows [d*M/W, (d+1)*M/W) of a rank's partial product A x op(B). Every
-// path sums the W partial products of a block in fp32 and rounds once, at the end.
+// Block d is rows [d*M/W, (d+1)*M/W) of a rank's partial product A x op(B). The
+// partials travel in the input type by default (each rounded once, as cuBLAS + NCCL
+// compute it: half the bytes of fp32), or in fp32 (config.fp32Partials /
+// FC_MMRS_PARTIALS=fp32: the products unrounded until the end). Every path sums the W
+// partials of a block in fp32 and rounds once, at the end. "Partial" below is either.
 //
 // Fused, on the caller's stream S and the channel's copy queue Q. At step
 // t = 1..W-1 every rank computes block rank+t (destination order, starting with
-// rank+1 as in seed 002), in fp32, into its workspace slot t % 2; the owner of that
+// rank+1 as in seed 002), as a partial, into its workspace slot t % 2; the owner of that
 // block pulls it at step t. Our own block comes last.
 //
 //   S: GEMM block rank+1 -> slot 1
@@ -13,26 +16,28 @@
 //     S: wait for our pull of step t-1; barrier t (every rank's block of step t is
 //        in its slot, and every pull of step t-1 is done, so slot (t+1) % 2 is free
 //        everywhere)
-//     Q: pull block `rank` from rank-t's slot t % 2 into local fp32 buffer t-1
+//     Q: pull block `rank` from rank-t's slot t % 2 into local buffer t-1
 //     S: GEMM the next block (rank+t+1 into slot (t+1) % 2), or at t = W-1 our own
-//        block, which with W >= 3 adds the pull of step 1 in its epilogue (D = A x
-//        op(B) + C, in place: one fewer block for the final sum to read)
+//        block into buffer W-1; with fp32 partials and W >= 3 it adds the pull of
+//        step 1 in its epilogue instead (D = A x op(B) + C, in place: one fewer block
+//        for the final sum to read)
 //   S: wait for Q; C = round(own + the pulled partials not yet added), fp32 sums
 //   S: final barrier (nobody reads our slots any more)
 // Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
-// A block whose fp32 partial is larger than a slot runs all of this over chunks of
+// A block whose partial is larger than a slot runs all of this over chunks of
 // rows (the same rows of every block), as few as fit a slot, one after the other.
 //
 // Scatter (small products, or when fused is not worth it): one batched GEMM (batch
-// d = block d, B shared) writes block d, in fp32, straight into rank d's workspace
+// d = block d, B shared) writes block d, a partial, straight into rank d's workspace
 // at [rank * block] through the peer mapping: every rank's heap lies at a fixed
 // stride, which is the batch stride of D. A barrier, then each rank sums the W
 // blocks in its own workspace and rounds. Only for small products: the epilogue's
 // stores to peer memory do not overlap the GEMM's math, so at large sizes the GEMM
 // slows down by about the NVLink time of its output (measured: docs/perf-log.md).
 //
-// Staged (the rest): one fp32 GEMM into the channel's scratch, fcReduceScatter's
-// algorithm on the fp32 partials, rounding.
+// Staged (the rest): one GEMM of partials into the channel's scratch, then
+// fcReduceScatter's algorithm on them (fp32 sums, one rounding; fp32 partials land in
+// an fp32 sum that is rounded after).
 //
 // The fused path's pulled partials live in the channel's scratch too
 // (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
@@ -56,8 +61,11 @@ constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
 
 const char* pathName(Path p) { return p == Path::Fused ? "fused" : p == Path::Scatter ? "scatter" : "staged"; }
 
-// Where the staged path's block sum starts in scratch: after the M x N fp32 partials.
-size_t stagedSumOffset(size_t M, size_t N) { return (M * N * sizeof(float) + 255) / 256 * 256; }
+// The partials' type: fp32, or the input type.
+fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partials ? fcFloat32 : a.datatype; }
+
+// Where the staged path's fp32 block sum starts in scratch: after the M x N partials.
+size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
 // The path, its chunks of rows (fused) and the scratch it needs.
 struct Plan {
@@ -67,12 +75,12 @@ struct Plan {
 };
 
 Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice) {
-  const size_t W = size_t(dc.nranks);
-  const size_t ms = a.M / W, blockElems = ms * a.N, partBytes = blockElems * sizeof(float);
+  const size_t W = size_t(dc.nranks), ps = dataTypeSize(partialType(a));
+  const size_t ms = a.M / W, blockElems = ms * a.N, partBytes = blockElems * ps;
   Plan p{};
   // The fused pipeline runs over chunks of rows of every block, as few as fit a
   // workspace slot, of equal size (the last one smaller).
-  const size_t slotRows = ce::slotBytes(dc) / (a.N * sizeof(float));
+  const size_t slotRows = ce::slotBytes(dc) / (a.N * ps);
   p.chunks = slotRows == 0 ? 0 : (ms + slotRows - 1) / slotRows;
   p.chunkRows = p.chunks == 0 ? 0 : (ms + p.chunks - 1) / p.chunks;
   const bool fusedFits = p.chunks > 0;
@@ -83,40 +91,47 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
            : fusedFits && overlapPays(p.chunkRows, a.N) ? Path::Fused
                                                         : fallback;
   if (W == 1) p.scratchBytes = 0;
-  // Fused: the pulled partials of a chunk (W-1 blocks; 2 at W = 2, see fusedRows).
-  else if (p.path == Path::Fused) p.scratchBytes = (W >= 3 ? W - 1 : 2) * p.chunkRows * a.N * sizeof(float);
-  // Staged: every block's partial, then (16-byte aligned) our block's sum.
-  else if (p.path == Path::Staged) p.scratchBytes = stagedSumOffset(a.M, a.N) + partBytes;
+  // Fused: the pulled partials of a chunk and our own (W blocks; W-1 with fp32
+  // partials from W = 3 on, where our GEMM adds one pull in place: see fusedRows).
+  else if (p.path == Path::Fused)
+    p.scratchBytes = (a.fp32Partials && W >= 3 ? W - 1 : W) * p.chunkRows * a.N * ps;
+  // Staged: every block's partial, then (fp32 partials) our block's fp32 sum.
+  else if (p.path == Path::Staged)
+    p.scratchBytes = a.fp32Partials ? stagedSumOffset(a.M, a.N, ps) + blockElems * sizeof(float) : a.M * a.N * ps;
   return p;
 }
 
 fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm, const MatmulReduceScatterArgs& a,
                   cudaStream_t stream) {
-  const size_t blockElems = a.M / size_t(dc.nranks) * a.N, partials = a.M * a.N * sizeof(float);
-  float* all = static_cast<float*>(a.scratch);
-  float* sum = reinterpret_cast<float*>(static_cast<char*>(a.scratch) + stagedSumOffset(a.M, a.N));
-  FC_CHECK(gemm.matmul(a.A, a.M, a.B, all, a.N, a.K, a.transB, a.datatype, stream, true));
+  const fcDataType_t pt = partialType(a);
+  const size_t ps = dataTypeSize(pt), blockElems = a.M / size_t(dc.nranks) * a.N, partials = a.M * a.N * ps;
+  void* all = a.scratch;
+  // fp32 partials sum into fp32, rounded after; input-type ones straight into C.
+  void* sum = a.fp32Partials ? static_cast<char*>(a.scratch) + stagedSumOffset(a.M, a.N, ps) : a.C;
+  FC_CHECK(gemm.matmul(a.A, a.M, a.B, all, a.N, a.K, a.transB, a.datatype, stream, a.fp32Partials));
   if (partials < kSmReduceScatterMaxBytes)
-    FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, fcFloat32, nullptr, stream));
+    FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, pt, nullptr, stream));
   else
-    FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, fcFloat32, stream));
-  return launchReducePartials(sum, nullptr, blockElems, 0, a.C, blockElems, a.datatype, stream);
+    FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, pt, stream));
+  if (!a.fp32Partials) return fcSuccess;
+  return launchReducePartials(sum, nullptr, blockElems, 0, fcFloat32, a.C, blockElems, a.datatype, stream);
 }
 
 // The fused pipeline over rows [r0, r0 + rows) of every block (all of them, or one
-// chunk when a block's fp32 partial is larger than a workspace slot). buf: W-1
-// fp32 blocks of `rows` rows (2 when W = 2).
+// chunk when a block's partial is larger than a workspace slot). buf: the partial
+// blocks of `rows` rows that planOf sized.
 fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
-                     const MatmulReduceScatterArgs& a, uint32_t sig, size_t r0, size_t rows, float* buf,
+                     const MatmulReduceScatterArgs& a, uint32_t sig, size_t r0, size_t rows, char* buf,
                      cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
+  const fcDataType_t pt = partialType(a);
   const size_t es = dataTypeSize(a.datatype), ms = a.M / size_t(W);
-  const size_t elems = rows * a.N, bytes = elems * sizeof(float);
+  const size_t elems = rows * a.N, bytes = elems * dataTypeSize(pt);
   auto rowsOf = [&](int d) { return static_cast<const char*>(a.A) + (size_t(d) * ms + r0) * a.K * es; };
-  auto slotOf = [&](int r, int t) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, size_t(t))); };
+  auto slotOf = [&](int r, int t) { return ce::slot(dc, r, channel, size_t(t)); };
   auto gemmInto = [&](int t) {  // step t's GEMM: block rank+t into slot t % 2
     return gemm.matmul(rowsOf((rank + t) % W), rows, a.B, slotOf(rank, t), a.N, a.K, a.transB, a.datatype, stream,
-                       true);
+                       a.fp32Partials);
   };
   FC_CHECK(gemmInto(1));
   // Step t's communication: once our pull of step t-1 is done and every rank's block
@@ -125,7 +140,7 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
     if (t >= 2) FC_CHECK(copies.waitMark(stream, size_t(t - 1)));
     FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
     FC_CHECK(copies.after(stream, size_t(t)));
-    FC_CHECK(ce::copy(buf + size_t(t - 1) * elems, slotOf((rank - t + W) % W, t), bytes, copies.stream()));
+    FC_CHECK(ce::copy(buf + size_t(t - 1) * bytes, slotOf((rank - t + W) % W, t), bytes, copies.stream()));
     return copies.mark(size_t(t));
   };
   for (int t = 1; t + 1 < W; ++t) {
@@ -133,20 +148,21 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
     FC_CHECK(gemmInto(t + 1));
   }
   FC_CHECK(pull(W - 1));  // under the GEMM of our own block
-  // W >= 3: the pull of step 1 (buffer 0) has landed, and our GEMM adds it in place.
-  // W = 2: nothing has landed yet; our block goes after the one pull.
-  float* ownSum = W >= 3 ? buf : buf + elems;
+  // fp32 partials, W >= 3: the pull of step 1 (buffer 0) has landed, and our GEMM adds
+  // it in place. Otherwise our block goes into buffer W-1, after the pulls.
+  const bool addInPlace = a.fp32Partials && W >= 3;
+  char* ownSum = addInPlace ? buf : buf + size_t(W - 1) * bytes;
   MatmulOp own{rowsOf(rank), rows, a.B, a.N, a.K, a.transB, a.datatype, ownSum};
-  own.dFp32 = true;
-  if (W >= 3) own.C = buf;
+  own.dFp32 = a.fp32Partials;
+  if (addInPlace) own.C = reinterpret_cast<const float*>(buf);
   FC_CHECK(gemm.matmul(own, stream));
   FC_CHECK(copies.waitMark(stream, size_t(W - 1)));
-  // The blocks not yet added: 2..W-1 after our own + 1 in buffer 0, or the one pull
-  // (W = 2). The sum reads only local memory, so it goes before the final barrier,
-  // whose wait for the slowest rank's last pull it may then hide.
-  const float* rest = W >= 3 ? buf + elems : buf;
-  FC_CHECK(launchReducePartials(ownSum, rest, elems, W >= 3 ? W - 2 : 1, static_cast<char*>(a.C) + r0 * a.N * es,
-                                elems, a.datatype, stream));
+  // The blocks not yet added: 2..W-1 after our own + 1 in buffer 0, or every pull. The
+  // sum reads only local memory, so it goes before the final barrier, whose wait for
+  // the slowest rank's last pull it may then hide.
+  const char* rest = addInPlace ? buf + bytes : buf;
+  FC_CHECK(launchReducePartials(ownSum, rest, elems, addInPlace ? W - 2 : W - 1, pt,
+                                static_cast<char*>(a.C) + r0 * a.N * es, elems, a.datatype, stream));
   // Final barrier: nobody pulls from our slots any more (the next chunk or call may
   // rewrite them).
   return launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
@@ -173,20 +189,22 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
   if (path == Path::Scatter) {
     // Entry barrier: peers are about to write into our workspace.
-    auto slotOf = [&](int r) { return reinterpret_cast<float*>(ce::slot(dc, r, channel, 0)); };
+    const fcDataType_t pt = partialType(a);
+    const size_t blockBytes = blockElems * dataTypeSize(pt);
+    auto slotOf = [&](int r) { return ce::slot(dc, r, channel, 0); };
     FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
-    MatmulOp op{a.A, ms, a.B, a.N, a.K, a.transB, a.datatype, slotOf(0) + size_t(rank) * blockElems};
-    op.dFp32 = true;
+    MatmulOp op{a.A, ms, a.B, a.N, a.K, a.transB, a.datatype, slotOf(0) + size_t(rank) * blockBytes};
+    op.dFp32 = a.fp32Partials;
     op.batch = W;
     op.strideA = ms * a.K;
-    op.strideD = dc.stride / sizeof(float);  // rank d's workspace: rank 0's + d * stride
+    op.strideD = dc.stride / dataTypeSize(pt);  // rank d's workspace: rank 0's + d * stride
     FC_CHECK(gemm.matmul(op, stream));
     FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
-    const float* mine = slotOf(rank);
-    return launchReducePartials(mine, mine + blockElems, blockElems, W - 1, a.C, blockElems, a.datatype, stream);
+    const char* mine = slotOf(rank);
+    return launchReducePartials(mine, mine + blockBytes, blockElems, W - 1, pt, a.C, blockElems, a.datatype, stream);
   }
 
-  float* buf = static_cast<float*>(a.scratch);
+  char* buf = static_cast<char*>(a.scratch);
   for (size_t r0 = 0; r0 < ms; r0 += plan.chunkRows)
     FC_CHECK(fusedRows(dc, channel, copies, gemm, a, sig, r0, std::min(plan.chunkRows, ms - r0), buf, stream));
   return fcSuccess;

@@ -46,7 +46,8 @@ FC_PROBE_ASSERT(config_channels, offsetof(fcConfig_t, channels) == 24);
 FC_PROBE_ASSERT(config_timeout, offsetof(fcConfig_t, timeoutMs) == 32);
 FC_PROBE_ASSERT(config_workspace, offsetof(fcConfig_t, workspaceBytes) == 40);
 FC_PROBE_ASSERT(config_scratch, offsetof(fcConfig_t, scratchBytes) == 48);
-FC_PROBE_ASSERT(config_sizeof, sizeof(fcConfig_t) == 56);
+FC_PROBE_ASSERT(config_fp32_partials, offsetof(fcConfig_t, fp32Partials) == 56);
+FC_PROBE_ASSERT(config_sizeof, sizeof(fcConfig_t) == 64);
 
 /* Every public function, bound to a pointer of its declared type. */
 struct fc_probe_api {

@@ -6,8 +6,8 @@
 #include <type_traits>
 
 static_assert(sizeof(fcUniqueId) == FC_UNIQUE_ID_BYTES, "fcUniqueId size");
-static_assert(sizeof(fcConfig_t) == 56 && offsetof(fcConfig_t, workspaceBytes) == 40 &&
-                  offsetof(fcConfig_t, scratchBytes) == 48,
+static_assert(sizeof(fcConfig_t) == 64 && offsetof(fcConfig_t, workspaceBytes) == 40 &&
+                  offsetof(fcConfig_t, scratchBytes) == 48 && offsetof(fcConfig_t, fp32Partials) == 56,
               "fcConfig_t layout");
 static_assert(fcNumResults == 10 && fcBfloat16 == 9 && fcOpT == 1, "enum values");
 static_assert(std::is_same<decltype(&fcAllGatherMatmul),

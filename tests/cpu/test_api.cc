@@ -321,7 +321,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_AGMM_ALGO", "fused"}, Case{"FC_AGMM_ALGO", "unfused"},
                         Case{"FC_AGMM_ALGO", "engine"}, Case{"FC_MMRS_ALGO", "fused"},
                         Case{"FC_MMRS_ALGO", "auto"}, Case{"FC_CHECK_POINTERS", "0"},
-                        Case{"FC_CHECK_POINTERS", "1"}}) {
+                        Case{"FC_CHECK_POINTERS", "1"}, Case{"FC_MMRS_PARTIALS", "input"},
+                        Case{"FC_MMRS_PARTIALS", "fp32"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;
@@ -482,6 +483,13 @@ TEST_CASE("fcCommInitRankConfig validates the config before touching the GPU", "
   c = base;
   c.scratchBytes = 1ll << 41;
   rejected(c, "scratch");
+  c = base;
+  c.fp32Partials = 2;
+  rejected(c, "fp32Partials");
+  {
+    ScopedEnv env("FC_MMRS_PARTIALS", "bf16");
+    rejected(base, "FC_MMRS_PARTIALS");
+  }
   {
     ScopedEnv env("FC_CHANNELS", "0");
     rejected(base, "channels");

@@ -4,6 +4,7 @@
 // exactly. C and Agathered are poisoned (NaN) before every call.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <random>
@@ -233,23 +234,37 @@ TEST_CASE("fcAllGatherMatmul: bad shapes and arguments are rejected and touch no
 
 namespace {
 
-// fcMatmulReduceScatter: rank r's A_r [M, K] and B_r from seeds; the expected block
-// of `rank` is the exact integer sum over ranks, rounded once.
+// The partials' type the suite's communicator uses (FC_MMRS_PARTIALS, as at init).
+bool envFp32Partials() {
+  const char* v = getenv("FC_MMRS_PARTIALS");
+  return v != nullptr && std::string(v) == "fp32";
+}
+
+// fcMatmulReduceScatter: rank r's A_r [M, K] and B_r from seeds. Every product and sum
+// is an integer (exact in fp32), so the expected block of `rank` is exact: each rank's
+// partial rounded once to the type (unless the partials are fp32), their sum, rounded
+// once.
 struct MmrsProblem {
   size_t ms, N, K;
   fcOperation_t transB;
   fcDataType_t t;
   uint64_t seedA, seedB;
   int W, rank;
+  bool fp32Partials = envFp32Partials();
   float c(size_t i, size_t j) const {  // i: row within this rank's block
-    long s = 0;
+    long exact = 0;
+    float rounded = 0.f;
     const size_t row = size_t(rank) * ms + i;
-    for (int r = 0; r < W; ++r)
+    for (int r = 0; r < W; ++r) {
+      long s = 0;
       for (size_t k = 0; k < K; ++k) {
         const int b = transB == fcOpN ? fcPatternValue(seedB, r, k * N + j) : fcPatternValue(seedB, r, j * K + k);
         s += long(fcPatternValue(seedA, r, row * K + k)) * b;
       }
-    return roundTo(t, float(s));
+      exact += s;
+      rounded += roundTo(t, float(s));
+    }
+    return roundTo(t, fp32Partials ? float(exact) : rounded);
   }
 };
 
@@ -307,6 +322,37 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
         CHECK(r == fcSuccess);
         CHECK(checkMmrs(p, download(C.p, sh.ms * sh.N * 2)) == 0);
       }
+}
+
+TEST_CASE("fcMatmulReduceScatter: partials in the input type or in fp32, chosen by config.fp32Partials") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  // The same products through both settings, every path: the small shape takes the
+  // scatter path, the large one the staged or fused one (as FC_MMRS_ALGO says).
+  struct Shape {
+    size_t ms, N, K;
+  };
+  const Shape shapes[] = {{8, 72, 520}, {520, 2048, 264}};
+  for (int fp32 : {0, 1}) {
+    fcConfig_t cfg = FC_CONFIG_INITIALIZER;
+    cfg.fp32Partials = fp32;
+    cfg.workspaceBytes = GpuEnv::kWorkspaceBytes;
+    fcComm_t comm = nullptr;
+    REQUIRE(makeComm(&comm, &cfg) == fcSuccess);
+    for (const Shape& sh : shapes) {
+      MmrsProblem p{sh.ms, sh.N, sh.K, fcOpT, fcBfloat16, freshSeed(), freshSeed(), W, env.rank};
+      p.fp32Partials = fp32 == 1;
+      const size_t M = sh.ms * size_t(W);
+      DeviceBuffer A(M * sh.K * 2), B(sh.K * sh.N * 2), C(sh.ms * sh.N * 2);
+      uploadMmrs(p, A.p, B.p, C.p);
+      const fcResult_t r = fcMatmulReduceScatter(A.p, B.p, C.p, M, sh.N, sh.K, fcOpT, fcBfloat16, comm, env.streams[0]);
+      CUDA_REQUIRE(cudaStreamSynchronize(env.streams[0]));
+      INFO("fp32Partials " << fp32 << " M " << M << " N " << sh.N << " K " << sh.K << ": " << fcGetLastError(nullptr));
+      CHECK(r == fcSuccess);
+      CHECK(checkMmrs(p, download(C.p, sh.ms * sh.N * 2)) == 0);
+    }
+    CHECK(fcCommDestroy(comm) == fcSuccess);
+  }
 }
 
 TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad arguments touch nothing") {

@@ -23,8 +23,9 @@ class CtypesTest(unittest.TestCase):
     def test_config_layout(self):
         import ctypes
         cfg = fusedcomm.Config(channels=1)
-        self.assertEqual(ctypes.sizeof(cfg), 56)  # fcConfig_t on LP64 since 0.2
-        self.assertEqual((cfg.size, cfg.magic, cfg.channels, cfg.scratchBytes), (56, 0xFC0C0F16, 1, -1))
+        self.assertEqual(ctypes.sizeof(cfg), 64)  # fcConfig_t on LP64 since 0.2
+        self.assertEqual((cfg.size, cfg.magic, cfg.channels, cfg.scratchBytes, cfg.fp32Partials),
+                         (64, 0xFC0C0F16, 1, -1, -1))
 
     def test_error_strings(self):
         names = [self.lib.error_string(code) for code in range(fusedcomm.NUM_RESULTS)]

@@ -44,14 +44,18 @@ def check(ok, what):
         print("FAIL: %s" % what, flush=True)
 
 
-def close(got, want64, dtype, what, scale=None, terms=1):
+def close(got, want64, dtype, what, scale=None, terms=1, partials=None):
     """got against a float64 reference: one rounding to dtype (TOL, relative), plus
-    fp32 accumulation of `terms` terms whose magnitudes add up to `scale`."""
+    fp32 accumulation of `terms` terms whose magnitudes add up to `scale`, plus (when
+    given) one rounding to dtype of each partial sum whose magnitudes add up to
+    `partials` (fcMatmulReduceScatter's partials in the input type)."""
     want64 = want64.to(got.device)
     err = (got.double() - want64).abs()
     bound = TOL[dtype] * want64.abs() + 1e-6
     if scale is not None:
         bound = bound + terms * 2.0 ** -24 * scale.to(got.device)
+    if partials is not None:
+        bound = bound + TOL[dtype] * partials.to(got.device)
     ok = bool((err <= bound).all()) and not bool(got.isnan().any())
     check(ok, "%s: max error %.3g" % (what, err.max().item() if err.numel() else 0.0))
 
@@ -161,17 +165,19 @@ def test_ops_against_references(c, seed):
                                    dtype).cuda()
                     out = torch.full((ms, n), float("nan"), dtype=dtype, device="cuda")
                     c.comm.matmul_reduce_scatter(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, k, dt, trans_b, s)
-                    want, scale = 0, 0
+                    want, scale, partials = 0, 0, 0
                     for r in range(c.world):
                         br = rank_input(seed, 1000 + r, (k, n) if trans_b == fusedcomm.OP_N else (n, k),
                                         dtype).cuda().double()
                         br = br if trans_b == fusedcomm.OP_N else br.t()
                         ar = rank_input(seed, r, (m, k), dtype).cuda().double()[c.rank * ms:(c.rank + 1) * ms]
                         want, scale = want + ar @ br, scale + ar.abs() @ br.abs()
+                        partials = partials + (ar @ br).abs()
                     torch.cuda.synchronize()
-                    # fp32 products summed over ranks in fp32, rounded once.
+                    # Each rank's product rounded once to dtype (the default partials),
+                    # summed over ranks in fp32, rounded once.
                     close(out, want, dtype, "matmul_reduce_scatter %s %s trans_b=%d" % (dtype, (m, n, k), trans_b),
-                          scale, k + c.world)
+                          scale, k + c.world, partials)
     return seed
 
 
@@ -231,7 +237,7 @@ def ops_for_graphs(c, seed, dtype=torch.bfloat16):
         rows = slice(c.rank * ms, (c.rank + 1) * ms)
         am = [t[rows] for t in inp["am"]]
         close(outs["mmrs"], sum(am) @ b, dtype, what + ": matmul_reduce_scatter", sum(t.abs() for t in am) @ b.abs(),
-              k + W)
+              k + W, sum((t @ b).abs() for t in am))
 
     return fill, issue, verify
 

@@ -9,14 +9,17 @@
 //   fused     fcMatmulReduceScatter
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
 //   the fused op (2MNK per rank), and relerr: max relative error of 1000 sampled
-//   elements of C against the exact result (integer inputs; must be 0).
+//   elements of C against the exact result (integer inputs; each rank's partial
+//   rounded to the type first unless FC_MMRS_PARTIALS=fp32; must be 0).
 //   Then eager (--eager 1): the fused op and the unfused one (NCCL's when present)
 //   called eagerly: call + sync, back to back, host time per call (timeEager).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <sstream>
+#include <string>
 
 #include "bench.h"
 #include "fc_data.h"
@@ -40,6 +43,8 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
       exit(2);
     }
     const size_t ms = M / W;
+    const char* partials = getenv("FC_MMRS_PARTIALS");
+    const bool fp32Partials = partials != nullptr && std::string(partials) == "fp32";
     void *A, *B, *P, *C, *Crs;
     CUDA_OK(cudaMalloc(&A, M * K * es));
     CUDA_OK(cudaMalloc(&B, K * N * es));
@@ -62,13 +67,20 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
       std::mt19937_64 rng(seedA + size_t(op));
       for (int s = 0; s < 1000; ++s) {
         const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
-        double want = 0;
-        for (size_t r = 0; r < W; ++r)
-          for (size_t k = 0; k < K; ++k)
-            want += double(fcPatternValue(seedA, int(r), row * K + k)) *
-                    fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
+        // Integer products: exact. Each rank's partial rounded to the type unless the
+        // communicator keeps fp32 partials (FC_MMRS_PARTIALS=fp32); one final rounding.
+        double want = 0, wantRounded = 0;
         char rounded[4];
-        fcStore(rounded, type, 0, float(want));
+        for (size_t r = 0; r < W; ++r) {
+          double partial = 0;
+          for (size_t k = 0; k < K; ++k)
+            partial += double(fcPatternValue(seedA, int(r), row * K + k)) *
+                       fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
+          want += partial;
+          fcStore(rounded, type, 0, float(partial));
+          wantRounded += double(fcLoad(rounded, type, 0));
+        }
+        fcStore(rounded, type, 0, float(fp32Partials ? want : wantRounded));
         const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
                          std::max(1.0, std::fabs(want));
         if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;

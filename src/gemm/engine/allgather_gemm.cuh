@@ -6,7 +6,7 @@
 // Configurations: 128 x 256 x 64 tiles, 2 x 1 clusters (the B tile is multicast to
 // both CTAs of a cluster, which work on neighbouring rows of A), stages as many as
 // shared memory holds after the epilogue's - PyTorch's async-input GEMM's choice -
-// and 128 x 128 x 64 for problems too small to fill two waves of those (engine.cc).
+// and 128 x 128 x 64 where those need fewer waves of the GPU (engine.cc, smallTiles).
 // Measured on one H200 against 256 x 128 / 1 x 2 and 128 x 256 / 1 x 1 as well
 // (docs/perf-log.md); further tuning is open.
 #pragma once

@@ -18,12 +18,18 @@ FC_ENGINE_DECLARE(fp16, t)
 
 namespace {
 
-// 128 x 128 tiles when 128 x 256 ones would not fill two waves of the GPU: more CTAs
-// share the work of a small problem (measured on one H200, docs/perf-log.md: 512 x 3072 x
-// 4096 in 23.5 instead of 42.0 us; 2048 x 3072 x 4096 in 68.8 instead of 83.8 us).
+// 128 x 128 tiles when they need fewer waves of the GPU than 128 x 256 ones, counted
+// in the time of a 128 x 256 tile (two of the smaller ones), by more than 5 %: on
+// small problems they keep more SMs busy, on large ones the bigger tiles reuse more
+// (measured interleaved on one H200, docs/perf-log.md: 512 x 3072 x 4096 in 24.4
+// instead of 43.0 us, 512 x 27648 x 5120 in 196 instead of 217; but 512 x 14336 x
+// 4096, a tie in waves, in 84.8 with the bigger tiles against 90.0).
 bool smallTiles(const AllGatherGemm& g) {
-  const size_t tiles = (g.M + 127) / 128 * ((g.N + 255) / 256);
-  return tiles < 2 * size_t(g.smCount);
+  const size_t sms = size_t(g.smCount);
+  const size_t rows = (g.M + 127) / 128;
+  const size_t big = rows * ((g.N + 255) / 256), small = rows * ((g.N + 127) / 128);
+  const size_t bigWaves2 = 2 * ((big + sms - 1) / sms), smallWaves = (small + sms - 1) / sms;
+  return double(smallWaves) < 0.95 * double(bigWaves2);
 }
 
 }  // namespace
