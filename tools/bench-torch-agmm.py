@@ -32,38 +32,9 @@ import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
+from fusedcomm.bench import time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
-
-
-def time_graphs(fns):
-    """Median us per call of each fn: a CUDA graph of CALLS calls each (warm-up outside
-    capture first), the graphs replayed in turn within each round, so that none gains
-    from a cooler GPU (at its power limit an H200 clocks down during a run)."""
-    graphs = []
-    for fn in fns:
-        fn()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(CALLS):
-                fn()
-        g.replay()
-        graphs.append(g)
-    torch.cuda.synchronize()
-    times = [[] for _ in fns]
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(REPLAYS):
-        for g, ts in zip(graphs, times):
-            start.record()
-            g.replay()
-            stop.record()
-            stop.synchronize()
-            ts.append(start.elapsed_time(stop) * 1000 / CALLS)
-    medians = [sorted(ts)[len(ts) // 2] for ts in times]
-    t = torch.tensor(medians, device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
 
 
 def main():
@@ -142,7 +113,8 @@ def main():
                                                                         group_name=group.group_name)
             errs.append((c_torch.float() - ref).abs().max().item() / scale)
             err = float("nan") if any(e != e for e in errs) else max(errs)
-            t = time_graphs([gemm, nccl_gemm, torch_fused, ours, lambda: ours(comm, a_fc), lambda: ours(engine, a)])
+            t = time_graphs([gemm, nccl_gemm, torch_fused, ours, lambda: ours(comm, a_fc), lambda: ours(engine, a)],
+                            CALLS, REPLAYS)
             row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
             rows.append(row)
             if rank == 0:

@@ -34,9 +34,9 @@ except ImportError:  # not installed: the source tree's package
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
     import fusedcomm
 import fusedcomm.ops  # noqa: E402,F401  (registers torch.ops.fusedcomm.*)
+from fusedcomm.bench import time_graphs  # noqa: E402
 
 HIDDEN, INTERMEDIATE = 4096, 14336
-CALLS, REPLAYS = 5, 15
 
 
 def mlp_nccl(x, w_gate_up, w_down, x_full, out):
@@ -57,31 +57,6 @@ def mlp_symm(x_symm, w_gate_up, w_down, group_name):
 def mlp_fusedcomm(x, w_gate_up, w_down, comm_id):
     gate, up = torch.ops.fusedcomm.all_gather_matmul(x, w_gate_up, comm_id).chunk(2, dim=1)
     return torch.ops.fusedcomm.matmul_reduce_scatter(F.silu(gate) * up, w_down, comm_id)
-
-
-def time_graphs(fns):
-    """us per call of each fn: graphs of CALLS calls, replayed in turn, medians, max over ranks."""
-    graphs = []
-    for fn in fns:
-        fn()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(CALLS):
-                fn()
-        graphs.append(g)
-    times = [[] for _ in fns]
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(REPLAYS):
-        for g, ts in zip(graphs, times):
-            start.record()
-            g.replay()
-            stop.record()
-            stop.synchronize()
-            ts.append(start.elapsed_time(stop) * 1000 / CALLS)
-    t = torch.tensor([sorted(ts)[len(ts) // 2] for ts in times], device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return t.tolist()
 
 
 def main():

@@ -1,0 +1,35 @@
+"""Timing helpers for benchmarks and examples that compare libfusedcomm with other
+libraries from PyTorch (docs/examples/python/tp_mlp.py, tools/bench-torch-agmm.py)."""
+import torch
+import torch.distributed as dist
+
+
+def time_graphs(fns, calls=5, replays=15, group=None):
+    """Microseconds per call of each function: each captured into a CUDA graph of
+    `calls` calls (after one warm-up call outside capture), the graphs replayed in turn
+    within each of `replays` rounds, so that none gains from a cooler GPU (at its power
+    limit an H200 lowers its clock during a run); per function the median over rounds,
+    then the max over the ranks of `group` (every rank must call this together)."""
+    graphs = []
+    for fn in fns:
+        fn()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(calls):
+                fn()
+        g.replay()
+        graphs.append(g)
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(replays):
+        for g, ts in zip(graphs, times):
+            start.record()
+            g.replay()
+            stop.record()
+            stop.synchronize()
+            ts.append(start.elapsed_time(stop) * 1000 / calls)
+    t = torch.tensor([sorted(ts)[len(ts) // 2] for ts in times], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return t.tolist()
