@@ -12,7 +12,7 @@
 // allocate was freed; the driver's buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID) would,
 // but asking for it costs the same call as the check itself. So every buffer that is
 // not fcMemAlloc memory costs one cudaPointerGetAttributes: a host-side lookup of the
-// driver's allocation table, about 0.1-0.3 us (not a stream operation, no
+// driver's allocation table, 0.1-0.7 us measured (docs/api.md; not a stream operation, no
 // synchronisation), at most 4 per call (the fused ops' A, B, C, Agathered), next to
 // the 5-10 us of an eager launch. Inside a CUDA graph it runs at capture only.
 // FC_CHECK_POINTERS=0 skips it (docs/api.md).
