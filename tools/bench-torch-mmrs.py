@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""GEMM + reduce-scatter from PyTorch, side by side in one run, graph-replayed:
+
+  gemm        cuBLAS GEMM alone (this rank's partial product, [M, N])
+  nccl        that GEMM, then torch.distributed reduce_scatter_tensor (NCCL)
+  torch       torch.ops.symm_mem.fused_matmul_reduce_scatter
+  ours        fcMatmulReduceScatter (ctypes), partials in the input type (default)
+  ours-fp32   the same with fp32 partials (config.fp32Partials = 1)
+
+    FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=python \\
+      build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-mmrs.py [--csv FILE]
+
+Shapes (issue 17): M in {512, 2048, 8192} rows, (N, K) of the tensor-parallel output
+layers of Llama-3-8B (4096, 7168), (4096, 2048) and Qwen2.5-32B (5120, 13824),
+(5120, 2560) at 2 ranks; at W ranks K is scaled by 2/W. B is an nn.Linear weight
+[N, K]. Time per call: a CUDA graph of 5 calls, median of 15 interleaved replays, max
+over ranks (fusedcomm.bench.time_graphs). Every result is checked against NCCL +
+cuBLAS (max error relative to the output's largest magnitude).
+"""
+import argparse
+import hashlib
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fusedcomm  # noqa: E402
+from fusedcomm.bench import time_graphs  # noqa: E402
+
+CALLS, REPLAYS = 5, 15
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
+    ap.add_argument("--m", default="512,2048,8192")
+    args = ap.parse_args()
+    rank, world = int(os.environ["FC_RANK"]), int(os.environ["FC_WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)))
+    tag = hashlib.sha1(os.environ["FC_UNIQUE_ID"].encode()).hexdigest()[:16]
+    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-mmrs-" + tag),
+                            rank=rank, world_size=world, device_id=torch.device("cuda", torch.cuda.current_device()))
+    group_name = dist.group.WORLD.group_name
+    comm = fusedcomm.Communicator.from_process_group()
+    comm32 = fusedcomm.Communicator.from_process_group(config=fusedcomm.Config(fp32Partials=1))
+    bf16 = fusedcomm.BFLOAT16
+    rows = []
+    header = "M,N,K,gemm_us,nccl_us,torch_us,ours_us,ours_fp32_us,ours_over_gemm,torch_over_gemm,max_relerr"
+    if rank == 0:
+        print("# %d ranks, %s, torch %s, graph of %d calls, median of %d interleaved replays, max over ranks"
+              % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
+        print(header)
+    for m in [int(x) for x in args.m.split(",")]:
+        for n, k2 in ((4096, 7168), (4096, 2048), (5120, 13824), (5120, 2560)):
+            k = k2 * 2 // world
+            g = torch.Generator(device="cuda").manual_seed(m * 7 + k + rank)
+            a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+            w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+            p = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            ref_out = torch.empty(m // world, n, device="cuda", dtype=torch.bfloat16)
+            c = torch.empty_like(ref_out)
+            s = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
+
+            def gemm():
+                torch.matmul(a, w.t(), out=p)
+
+            def nccl():
+                torch.matmul(a, w.t(), out=p)
+                dist.reduce_scatter_tensor(ref_out, p)
+
+            def torch_fused():
+                torch.ops.symm_mem.fused_matmul_reduce_scatter(a, w.t(), "sum", scatter_dim=0, group_name=group_name)
+
+            def ours(on=comm):
+                on.matmul_reduce_scatter(a.data_ptr(), w.data_ptr(), c.data_ptr(), m, n, k, bf16, fusedcomm.OP_T, s())
+
+            nccl()  # the reference
+            torch.cuda.synchronize()
+            ref = ref_out.float()
+            scale = ref.abs().max().item()
+            errs = []
+            for on in (comm, comm32):
+                c.fill_(float("nan"))
+                ours(on)
+                torch.cuda.synchronize()
+                errs.append((c.float() - ref).abs().max().item() / scale)
+            errs.append((torch_fused().float() - ref).abs().max().item() / scale)
+            err = float("nan") if any(e != e for e in errs) else max(errs)
+            t = time_graphs([gemm, nccl, torch_fused, ours, lambda: ours(comm32)], CALLS, REPLAYS)
+            row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
+            rows.append(row)
+            if rank == 0:
+                print(row, flush=True)
+    if rank == 0 and args.csv:
+        with open(args.csv, "w") as f:
+            f.write(header + "\n" + "\n".join(rows) + "\n")
+    comm32.destroy()
+    comm.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
