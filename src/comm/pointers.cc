@@ -11,16 +11,18 @@
 // would then be accepted as ours. Nothing tells the library that memory it did not
 // allocate was freed; the driver's buffer id (CU_POINTER_ATTRIBUTE_BUFFER_ID) would,
 // but asking for it costs the same call as the check itself. So every buffer that is
-// not fcMemAlloc memory costs one cudaPointerGetAttributes: a host-side lookup of the
-// driver's allocation table, 0.1-0.7 us measured (docs/api.md; not a stream operation, no
-// synchronisation), at most 4 per call (the fused ops' A, B, C, Agathered), next to
+// not fcMemAlloc memory costs one driver lookup (cuPointerGetAttributes): a host-side
+// search of the driver's allocation table, measured in docs/api.md (not a stream
+// operation, no synchronisation), at most 4 per call (the fused ops' A, B, C, Agathered), next to
 // the 5-10 us of an eager launch. Inside a CUDA graph it runs at capture only.
 // FC_CHECK_POINTERS=0 skips it (docs/api.md).
 #include "comm/pointers.h"
 
-#include <cuda_runtime_api.h>
+#include <cuda.h>
+
 
 #include "comm/comm.h"
+#include "core/driver.h"
 #include "core/result.h"
 
 namespace fc {
@@ -34,35 +36,41 @@ bool bufferFits(const void* p, size_t elems, size_t elemBytes) {
 namespace {
 
 // `b` (non-NULL) is memory comm's GPU can address, else fcInvalidArgument saying what
-// it is instead.
+// it is instead. One driver call for the three attributes it needs: the runtime's
+// cudaPointerGetAttributes asks the driver for more and maps its answer (and turns an
+// unknown pointer into an error to clear). cuPointerGetAttributes answers an unknown
+// pointer with CUDA_SUCCESS and zero values.
 fcResult_t checkBuffer(const fcComm* comm, const char* fn, const BufferArg& b) {
   SymSource src;
   if (commSymmetricSource(comm, b.ptr, 1, &src)) return fcSuccess;  // fcMemAlloc memory
-  cudaPointerAttributes attr{};
-  const cudaError_t err = cudaPointerGetAttributes(&attr, b.ptr);
-  if (err == cudaErrorInvalidValue) {
-    // Older drivers' answer for a pointer they do not know (host or freed memory).
-    // Clear it, so that it does not surface in a later cudaGetLastError of the
-    // caller's. (Sticky errors, such as a lost context, are not cleared: reported below.)
-    (void)cudaGetLastError();
-    attr.type = cudaMemoryTypeUnregistered;
-  } else if (err != cudaSuccess) {
-    (void)cudaGetLastError();
-    return setError(fcUnhandledCudaError, "%s: cudaPointerGetAttributes(%s = %p) failed: %s (%s)", fn, b.name,
-                    b.ptr, cudaGetErrorString(err), cudaGetErrorName(err));
+  if (driverLoad() != fcSuccess)
+    return setError(fcUnhandledCudaError, "%s: %s (%p) cannot be checked: the CUDA driver did not load", fn, b.name,
+                    b.ptr);
+  unsigned int memoryType = 0, isManaged = 0;
+  int ordinal = -1;
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* data[3] = {&memoryType, &isManaged, &ordinal};
+  const CUresult res = cu().cuPointerGetAttributes(3, attrs, data, reinterpret_cast<CUdeviceptr>(b.ptr));
+  if (res != CUDA_SUCCESS) {
+    const char* text = nullptr;
+    cu().cuGetErrorString(res, &text);
+    return setError(fcUnhandledCudaError, "%s: cuPointerGetAttributes(%s = %p) failed: %s", fn, b.name, b.ptr,
+                    text ? text : "unknown error");
   }
   const int dev = comm->cudaDev;
-  switch (attr.type) {
-    case cudaMemoryTypeDevice:
-      if (attr.device == dev) return fcSuccess;
+  if (isManaged) return fcSuccess;  // addressable from every GPU; pages migrate on demand
+  switch (memoryType) {
+    case CU_MEMORYTYPE_DEVICE:
+      if (ordinal == dev) return fcSuccess;
       // Refused even where peer access happens to be enabled: the library does not
       // enable or track it, and the ops' kernels and copies are meant for local memory.
       return setError(fcInvalidArgument,
                       "%s: %s (%p) is device memory of GPU %d, not of the communicator's GPU %d", fn, b.name,
-                      b.ptr, attr.device, dev);
-    case cudaMemoryTypeManaged:
-      return fcSuccess;  // addressable from every GPU; pages migrate on demand
-    case cudaMemoryTypeHost:
+                      b.ptr, ordinal, dev);
+    case CU_MEMORYTYPE_UNIFIED:
+      return fcSuccess;
+    case CU_MEMORYTYPE_HOST:
       return setError(fcInvalidArgument,
                       "%s: %s (%p) is pinned host memory (cudaMallocHost / cudaHostAlloc / cudaHostRegister): "
                       "use device memory of the communicator's GPU %d",
