@@ -144,18 +144,20 @@ enum class Path { Unfused, Pipeline, Engine };
 
 // The auto choice among the three paths, the same on every rank: a function of the
 // shape, the world size and the SM count only. Measured at 2 ranks on 2x H200
-// (docs/perf-log.md, every path timed interleaved in one run):
+// (docs/perf-log.md, "The persistent GEMM engine", fc-bench agmm; and the GEMM alone,
+// timed interleaved):
 // - the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128 tiles
 //   (overlapPays): its per-shard GEMMs then run at cuBLAS's full speed, which the
 //   engine's CUTLASS kernel does not quite reach (1.01-1.07x cuBLASLt's time at
-//   M >= 2048; 8192 x 14336 x 4096: pipeline 1478, engine 1537 us);
+//   M >= 2048; 8192 x 14336 x 4096: pipeline 1283, engine 1329 us);
 // - else the engine when each shard spans at least 1024 rows (4 clusters of tile
 //   rows) and the whole GEMM fills a wave of 128 x 256 tiles: one full-size GEMM
 //   whose first tiles need no remote data, where the unfused path puts the whole
-//   all-gather in front of the GEMM (2048 x 3584 x 5120: engine 145, unfused 157 us);
+//   all-gather in front of the GEMM (2048 x 3584 x 5120: engine 135, unfused 149 us;
+//   2048 x 3072 x 4096: 98 and 103);
 // - else unfused: with smaller shards the engine's fixed costs (the staging copy, the
 //   pulls' latency before the first remote tile, the flags) exceed what the overlap
-//   hides (512 x 14336 x 4096: engine 123, unfused 106 us).
+//   hides (512 x 14336 x 4096: engine 116, unfused 98 us).
 Path autoPath(size_t M, size_t N, int W, int smCount) {
   const size_t shardRows = M / size_t(W);
   if (overlapPays(shardRows, N)) return Path::Pipeline;
