@@ -19,10 +19,8 @@ the columns' graphs are replayed in turn within each round.
 Every result is checked against the GEMM alone (max relative error printed).
 """
 import argparse
-import hashlib
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -32,7 +30,7 @@ import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
-from fusedcomm.bench import time_graphs  # noqa: E402
+from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
 
@@ -42,23 +40,12 @@ def main():
     ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
     ap.add_argument("--m", default="512,2048,8192")
     args = ap.parse_args()
-    rank, world = int(os.environ["FC_RANK"]), int(os.environ["FC_WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)))
-    tag = hashlib.sha1(os.environ["FC_UNIQUE_ID"].encode()).hexdigest()[:16]
-    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-bench-" + tag),
-                            rank=rank, world_size=world, device_id=torch.device("cuda", torch.cuda.current_device()))
+    rank, world = init_process_group("bench-agmm")
     group = dist.group.WORLD
     symm_mem.enable_symm_mem_for_group(group.group_name)
-    lib = fusedcomm.Library()
-
-    def new_comm():
-        ids = [lib.unique_id().hex() if rank == 0 else None]
-        dist.broadcast_object_list(ids, src=0)
-        return fusedcomm.Communicator(lib, world, fusedcomm.UniqueId.from_hex(ids[0]), rank)
-
-    comm = new_comm()
-    os.environ["FC_AGMM_ALGO"] = "engine"
-    engine = new_comm()
+    comm = fusedcomm.Communicator.from_process_group()
+    os.environ["FC_AGMM_ALGO"] = "engine"  # read at init
+    engine = fusedcomm.Communicator.from_process_group()
     del os.environ["FC_AGMM_ALGO"]
     bf16 = fusedcomm.BFLOAT16
     rows = []

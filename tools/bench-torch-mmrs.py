@@ -18,10 +18,8 @@ over ranks (fusedcomm.bench.time_graphs). Every result is checked against NCCL +
 cuBLAS (max error relative to the output's largest magnitude).
 """
 import argparse
-import hashlib
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -30,7 +28,7 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
-from fusedcomm.bench import time_graphs  # noqa: E402
+from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
 
@@ -40,11 +38,7 @@ def main():
     ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
     ap.add_argument("--m", default="512,2048,8192")
     args = ap.parse_args()
-    rank, world = int(os.environ["FC_RANK"]), int(os.environ["FC_WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)))
-    tag = hashlib.sha1(os.environ["FC_UNIQUE_ID"].encode()).hexdigest()[:16]
-    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-mmrs-" + tag),
-                            rank=rank, world_size=world, device_id=torch.device("cuda", torch.cuda.current_device()))
+    rank, world = init_process_group("bench-mmrs")
     group_name = dist.group.WORLD.group_name
     comm = fusedcomm.Communicator.from_process_group()
     comm32 = fusedcomm.Communicator.from_process_group(config=fusedcomm.Config(fp32Partials=1))

@@ -1,7 +1,29 @@
 """Timing helpers for benchmarks and examples that compare libfusedcomm with other
 libraries from PyTorch (docs/examples/python/tp_mlp.py, tools/bench-torch-agmm.py)."""
+import hashlib
+import os
+import tempfile
+
 import torch
 import torch.distributed as dist
+
+
+def init_process_group(name):
+    """One NCCL process group over this job's ranks, this rank on its GPU; returns
+    (rank, world size). Under torchrun (MASTER_ADDR set) from its environment; under
+    tools/fcrun through a file named after `name` and the job's unique id
+    (FC_UNIQUE_ID), so that concurrent jobs do not meet."""
+    rank = int(os.environ.get("FC_RANK", os.environ.get("RANK", 0)))
+    world = int(os.environ.get("FC_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
+    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", os.environ.get("LOCAL_RANK", rank))))
+    device = torch.device("cuda", torch.cuda.current_device())
+    if "MASTER_ADDR" in os.environ:
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        tag = hashlib.sha1(os.environ["FC_UNIQUE_ID"].encode()).hexdigest()[:16]
+        path = os.path.join(tempfile.gettempdir(), "fc-%s-%s" % (name, tag))
+        dist.init_process_group("nccl", init_method="file://" + path, rank=rank, world_size=world, device_id=device)
+    return rank, world
 
 
 def time_graphs(fns, calls=5, replays=15, group=None):

@@ -19,7 +19,6 @@ over ranks) and the largest difference from the torch.distributed result.
 import argparse
 import os
 import sys
-import tempfile
 
 os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -34,7 +33,7 @@ except ImportError:  # not installed: the source tree's package
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "python"))
     import fusedcomm
 import fusedcomm.ops  # noqa: E402,F401  (registers torch.ops.fusedcomm.*)
-from fusedcomm.bench import time_graphs  # noqa: E402
+from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
 
 HIDDEN, INTERMEDIATE = 4096, 14336
 
@@ -63,15 +62,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--m", default="512,2048,8192", help="rows (tokens) of the whole batch")
     args = ap.parse_args()
-    rank = int(os.environ.get("FC_RANK", os.environ.get("RANK", 0)))
-    world = int(os.environ.get("FC_WORLD_SIZE", os.environ.get("WORLD_SIZE", 1)))
-    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", os.environ.get("LOCAL_RANK", rank))))
-    if "MASTER_ADDR" in os.environ:
-        dist.init_process_group("nccl", device_id=torch.device("cuda", torch.cuda.current_device()))
-    else:
-        path = os.path.join(tempfile.gettempdir(), "fc-tp-mlp-" + os.environ["FC_UNIQUE_ID"][:16])
-        dist.init_process_group("nccl", init_method="file://" + path, rank=rank, world_size=world,
-                                device_id=torch.device("cuda", torch.cuda.current_device()))
+    rank, world = init_process_group("tp-mlp")
     group_name = dist.group.WORLD.group_name
     inter = INTERMEDIATE // world
     gen = torch.Generator(device="cuda").manual_seed(1234 + rank)
