@@ -310,6 +310,49 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
 fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
                        fcRedOp_t op, fcComm_t comm, cudaStream_t stream);
 
+/* All-reduce + residual add + RMSNorm, the sequence after the attention and MLP
+ * blocks of a tensor-parallel transformer layer, fused:
+ *   residualOut[t][h] = sum over ranks of sendbuff[t][h] + residual[t][h]
+ *   normOut[t][h]     = residualOut[t][h] / sqrt(mean_h residualOut[t][h]^2 + eps) * weight[h]
+ * for t < tokens, h < hidden, on every rank.
+ *   sendbuff: this rank's partial sums, tokens x hidden, row-major (row stride hidden).
+ *   residual: the residual stream (the same on every rank), tokens x hidden.
+ *   weight: the RMSNorm weight (gamma), hidden elements.
+ *   residualOut: tokens x hidden; residualOut == residual (in place) is allowed.
+ *   normOut: tokens x hidden; overlaps no other buffer.
+ *   All device memory of comm's GPU, 16-byte aligned; hidden * sizeof(datatype) a
+ *   multiple of 16 bytes (hidden a multiple of 8 for 16-bit types, 4 for fp32).
+ *   tokens: 0 is a no-op. eps: finite, >= 0 (1e-5 or 1e-6 in Llama and Qwen).
+ *   datatype: fcBfloat16, fcFloat16 or fcFloat32, for every buffer.
+ * Precision: up to the one-shot's Lamport limit below, the rank sum and the residual
+ * are added in fp32 and rounded once to residualOut; beyond it the all-reduce's sum is
+ * rounded first (as a separate all-reduce then add would). The mean square is taken in
+ * fp32 over the rounded residualOut, as a separate RMSNorm of it would; normOut is
+ * rounded once. Every rank gets the same bits.
+ * Algorithm, by size (bytes = tokens * hidden * sizeof(datatype)):
+ *   - bytes up to the Lamport one-shot limit (1 MiB per rank at <= 4 ranks, 256 KiB
+ *     beyond; FC_LAMPORT_MAX_BYTES): one kernel, TensorRT-LLM's fused Lamport
+ *     all-reduce + RMSNorm idea (as FlashInfer ships it): every rank pushes its rows
+ *     into every peer's Lamport buffer; the CTA that owns a row polls the peers' data,
+ *     sums it in rank order, adds the residual, reduces the row's sum of squares and
+ *     writes both outputs. No flags, no barriers, no extra round trip.
+ *   - larger: fcAllReduce's algorithm (two-shot) into normOut, then a local kernel
+ *     adds the residual and normalises in place.
+ * With FC_PDL=1 (the default) the kernels are launched with programmatic dependent
+ * launch, so that their launch overlaps the end of the previous kernel on stream (also
+ * inside CUDA graphs). Asynchronous on stream; capturable; no host synchronisation.
+ * Ranks calling with a different shape (tokens, hidden) or datatype at the same point
+ * are caught on the device, as mismatched all-reduces are (sticky fcInvalidUsage from
+ * the next call and fcCommGetAsyncError), instead of summing misaligned rows.
+ * Errors: fcInvalidArgument (NULL comm or buffers, a buffer that is not memory of comm's
+ * GPU, bad datatype, hidden 0 or not a multiple of 16 bytes, misaligned buffers,
+ * overlapping outputs, eps negative or not finite, sizes that overflow), fcInvalidUsage
+ * (the current device is not comm's), fcUnhandledCudaError (launch). */
+fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual, const void* weight,
+                                      void* residualOut, void* normOut, size_t tokens, size_t hidden,
+                                      float eps, fcDataType_t datatype, fcComm_t comm,
+                                      cudaStream_t stream);
+
 /* Reduce-scatter: recvbuff (recvcount elements) on rank r = the sum over all ranks of
  * elements [r*recvcount, (r+1)*recvcount) of their sendbuff (nranks*recvcount
  * elements). In place when recvbuff == sendbuff + rank*recvcount (NCCL's convention);

@@ -16,6 +16,7 @@ struct Call {
   const void* inPlaceSend;  // sendbuff == this is the op's in-place form
   fcDataType_t dtype;
   const char* countName = "count";  // the count argument's name, for messages
+  const char* recvName = "recvbuff";  // the output's
   size_t elem = 0;           // sizeof(dtype)
   bool zeroCopy = false;     // sendbuff is symmetric: peers read it where it is
   fc::SymSource src{};
@@ -47,9 +48,9 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
   *noop = c.sendElems == 0;
   if (*noop) return fcSuccess;
   if (c.send == nullptr || c.recv == nullptr)
-    return fc::setError(fcInvalidArgument, "%s: %s is NULL", c.fn, c.send ? "recvbuff" : "sendbuff");
+    return fc::setError(fcInvalidArgument, "%s: %s is NULL", c.fn, c.send ? c.recvName : "sendbuff");
   FC_CHECK(checkFits(c, "sendbuff", c.send, c.sendElems));
-  FC_CHECK(checkFits(c, "recvbuff", c.recv, c.recvElems));
+  FC_CHECK(checkFits(c, c.recvName, c.recv, c.recvElems));
   const uintptr_t s = reinterpret_cast<uintptr_t>(c.send), r = reinterpret_cast<uintptr_t>(c.recv);
   if ((s | r) % c.elem)
     return fc::setError(fcInvalidArgument, "%s: buffers must be aligned to the element size (%zu)", c.fn,
@@ -144,6 +145,59 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
   return fc::commOpEnd(comm, c.lane, stream, launchOneShot(c, stream));
 }
 
+namespace {
+
+enum class ArAlgo { OneShot, TwoShot, LamportTwoShot, CopyEngine };
+
+// fcAllReduce's algorithm for c (checks that come before beginOp included).
+fcResult_t chooseAllReduce(const Call& c, ArAlgo* algo) {
+  const fcComm* comm = c.comm;
+  const size_t bytes = c.sendElems * c.elem;
+  const int W = comm->nranks;
+  // The copy-engine all-reduce splits the buffer into W equal slices.
+  const bool ceFits = W > 1 && c.sendElems % size_t(W) == 0;
+  switch (comm->params.allReduceAlgo) {
+    case fc::AllReduceAlgo::OneShot:
+      *algo = ArAlgo::OneShot;
+      return checkOneShotFits(c);
+    case fc::AllReduceAlgo::TwoShot: *algo = ArAlgo::TwoShot; break;
+    case fc::AllReduceAlgo::LamportTwoShot: *algo = ArAlgo::LamportTwoShot; break;
+    case fc::AllReduceAlgo::CopyEngine: *algo = ceFits ? ArAlgo::CopyEngine : ArAlgo::TwoShot; break;
+    default:
+      *algo = bytes <= fc::oneShotMaxBytes(W) &&
+                      (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes)
+                  ? ArAlgo::OneShot
+              : fc::lamportTwoShotAuto(W)                     ? ArAlgo::LamportTwoShot
+              : ceFits && bytes >= fc::ceAllReduceMinBytes(W) ? ArAlgo::CopyEngine
+                                                              : ArAlgo::TwoShot;
+  }
+  return fcSuccess;
+}
+
+fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
+  fcComm* comm = c.comm;
+  FC_TRACE("%s: all-reduce of %zu bytes, %s%s", c.fn, c.sendElems * c.elem,
+           algo == ArAlgo::OneShot          ? "one-shot"
+           : algo == ArAlgo::TwoShot        ? "two-shot"
+           : algo == ArAlgo::LamportTwoShot ? "Lamport two-shot"
+                                            : "copy engine",
+           c.zeroCopy ? ", zero-copy" : "");
+  switch (algo) {
+    case ArAlgo::OneShot: return launchOneShot(c, stream);
+    case ArAlgo::LamportTwoShot:
+      return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
+                                               stream);
+    case ArAlgo::CopyEngine:
+      return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send,
+                                   c.recv, c.sendElems, c.dtype, stream);
+    default:
+      return fc::launchAllReduceTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
+                                        zeroCopySource(c), stream);
+  }
+}
+
+}  // namespace
+
 FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
                               fcRedOp_t op, fcComm_t comm, cudaStream_t stream) {
   fc::clearError();
@@ -152,50 +206,103 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   FC_CHECK(checkArgs(c, op, true, &noop));
   if (noop) return fcSuccess;
   detectZeroCopy(c, true);
-  const size_t bytes = count * c.elem;
-  const int W = comm->nranks;
-  // The copy-engine all-reduce splits the buffer into W equal slices.
-  const bool ceFits = W > 1 && count % size_t(W) == 0;
-  enum { OneShot, TwoShot, LamportTwoShot, CopyEngine } algo;
-  switch (comm->params.allReduceAlgo) {
-    case fc::AllReduceAlgo::OneShot:
-      algo = OneShot;
-      FC_CHECK(checkOneShotFits(c));
-      break;
-    case fc::AllReduceAlgo::TwoShot: algo = TwoShot; break;
-    case fc::AllReduceAlgo::LamportTwoShot: algo = LamportTwoShot; break;
-    case fc::AllReduceAlgo::CopyEngine: algo = ceFits ? CopyEngine : TwoShot; break;
-    default:
-      algo = bytes <= fc::oneShotMaxBytes(W) &&
-                     (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes)
-                 ? OneShot
-             : fc::lamportTwoShotAuto(W)                     ? LamportTwoShot
-             : ceFits && bytes >= fc::ceAllReduceMinBytes(W) ? CopyEngine
-                                                             : TwoShot;
-  }
+  ArAlgo algo;
+  FC_CHECK(chooseAllReduce(c, &algo));
   FC_CHECK(checkOverlap(c));
   FC_CHECK(beginOp(c, stream));
-  FC_TRACE("fcAllReduce: %zu bytes, %s%s", bytes,
-           algo == OneShot          ? "one-shot"
-           : algo == TwoShot        ? "two-shot"
-           : algo == LamportTwoShot ? "Lamport two-shot"
-                                    : "copy engine",
-           c.zeroCopy ? ", zero-copy" : "");
-  auto launch = [&]() -> fcResult_t {
-    switch (algo) {
-      case OneShot: return launchOneShot(c, stream);
-      case LamportTwoShot:
-        return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, sendbuff, recvbuff, count, datatype,
-                                                 stream);
-      case CopyEngine:
-        return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
-                                     recvbuff, count, datatype, stream);
-      default:
-        return fc::launchAllReduceTwoShot(comm->dev, c.lane.channel, sendbuff, recvbuff, count, datatype,
-                                          zeroCopySource(c), stream);
-    }
-  };
-  return fc::commOpEnd(comm, c.lane, stream, launch());
+  return fc::commOpEnd(comm, c.lane, stream, launchAllReduce(c, algo, stream));
+}
+
+namespace {
+
+// [a, a + an) and [b, b + bn) share a byte (in integers: sizes were checked to fit).
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+// fcAllReduceResidualRMSNorm's argument checks beyond checkArgs' (which saw sendbuff
+// and normOut): shape, alignment, eps, the other buffers' sizes and overlaps.
+fcResult_t checkNormArgs(const Call& c, const fc::NormCall& n) {
+  const char* fn = c.fn;
+  if (n.residual == nullptr || n.weight == nullptr || n.residualOut == nullptr)
+    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn,
+                        !n.residual ? "residual" : !n.weight ? "weight" : "residualOut");
+  if (n.hidden * c.elem % 16 != 0)
+    return fc::setError(fcInvalidArgument,
+                        "%s: hidden = %zu: a row must be a multiple of 16 bytes (hidden a multiple of %zu for this "
+                        "datatype)",
+                        fn, n.hidden, 16 / c.elem);
+  if (!(n.eps >= 0.f && n.eps <= 3.4e38f))
+    return fc::setError(fcInvalidArgument, "%s: eps = %g: must be finite and >= 0", fn, double(n.eps));
+  const size_t count = n.tokens * n.hidden;
+  FC_CHECK(checkFits(c, "residual", n.residual, count));
+  FC_CHECK(checkFits(c, "residualOut", n.residualOut, count));
+  FC_CHECK(checkFits(c, "weight", n.weight, n.hidden));
+  const struct {
+    const char* name;
+    const void* p;
+  } bufs[] = {{"sendbuff", n.in}, {"residual", n.residual}, {"weight", n.weight},
+              {"residualOut", n.residualOut}, {"normOut", n.out}};
+  for (const auto& b : bufs)
+    if (reinterpret_cast<uintptr_t>(b.p) % 16 != 0)
+      return fc::setError(fcInvalidArgument, "%s: %s must be 16-byte aligned", fn, b.name);
+  const size_t bytes = count * c.elem, wbytes = n.hidden * c.elem;
+  // Outputs overlap nothing, except residualOut == residual (in place).
+  if (overlaps(n.out, bytes, n.in, bytes) || overlaps(n.out, bytes, n.residual, bytes) ||
+      overlaps(n.out, bytes, n.weight, wbytes) || overlaps(n.out, bytes, n.residualOut, bytes))
+    return fc::setError(fcInvalidArgument, "%s: normOut overlaps another buffer", fn);
+  if (overlaps(n.residualOut, bytes, n.in, bytes) || overlaps(n.residualOut, bytes, n.weight, wbytes) ||
+      (n.residualOut != n.residual && overlaps(n.residualOut, bytes, n.residual, bytes)))
+    return fc::setError(fcInvalidArgument,
+                        "%s: residualOut overlaps sendbuff, weight or residual (only residualOut == residual, "
+                        "in place, is allowed)",
+                        fn);
+  return fcSuccess;
+}
+
+}  // namespace
+
+FC_API fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual, const void* weight,
+                                             void* residualOut, void* normOut, size_t tokens, size_t hidden,
+                                             float eps, fcDataType_t datatype, fcComm_t comm,
+                                             cudaStream_t stream) {
+  fc::clearError();
+  const char* fn = "fcAllReduceResidualRMSNorm";
+  FC_CHECK(fc::checkComm(comm, fn));
+  if (tokens > 0 && hidden == 0) return fc::setError(fcInvalidArgument, "%s: hidden is 0", fn);
+  if (hidden > 0 && tokens > SIZE_MAX / hidden)
+    return fc::setError(fcInvalidArgument, "%s: tokens * hidden (%zu * %zu) overflows", fn, tokens, hidden);
+  Call c{fn, comm, sendbuff, tokens * hidden, normOut, tokens * hidden, nullptr, datatype, "tokens * hidden",
+         "normOut"};
+  bool noop;
+  FC_CHECK(checkArgs(c, fcSum, true, &noop));
+  if (noop) return fcSuccess;
+  const fc::NormCall n{sendbuff, residual, weight, residualOut, normOut, tokens, hidden, eps, datatype};
+  FC_CHECK(checkNormArgs(c, n));
+  const size_t bytes = c.sendElems * c.elem;
+  const size_t lamportMax =
+      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : fc::lamportMaxBytes(comm->nranks);
+  const bool small = bytes <= lamportMax;
+  ArAlgo algo = ArAlgo::OneShot;
+  if (!small) {
+    detectZeroCopy(c, true);
+    FC_CHECK(chooseAllReduce(c, &algo));
+  }
+  FC_CHECK(fc::checkBuffers(comm, fn,
+                            {{"sendbuff", sendbuff}, {"residual", residual}, {"weight", weight},
+                             {"residualOut", residualOut}, {"normOut", normOut}}));
+  FC_CHECK(fc::commOpBegin(comm, fn, stream, &c.lane));
+  const bool pdl = comm->params.pdl;
+  if (small) {
+    FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, tokens, hidden, pdl ? " (PDL)" : "");
+    return fc::commOpEnd(comm, c.lane, stream,
+                         fc::launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, stream));
+  }
+  // Large: the all-reduce into normOut, then residual + RMSNorm over it in place.
+  fcResult_t res = launchAllReduce(c, algo, stream);
+  if (res == fcSuccess) res = fc::launchResidualNorm(n, normOut, pdl, stream);
+  return fc::commOpEnd(comm, c.lane, stream, res);
 }
 
 FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,

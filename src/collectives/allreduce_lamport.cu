@@ -65,39 +65,15 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     run.resetStale();
 
     // 2. Poll our buffer for every peer's packs; add them to our own input; store.
-    for (size_t k = threadIdx.x; !failed; k += threads) {
+    for (size_t k = threadIdx.x;; k += threads) {
       const size_t pk = run.ownedPack(k);
       if (pk >= packs) break;
       const size_t i = pk * E;
       float acc[E];
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[e] = 0.f;
-      if constexpr (NR > 0) {
-        // All peers' loads in flight at once; re-poll only the packs still missing.
-        dev::PeerPacks<NR - 1> peers;
-        run.lookAtPeers<NR>(0, pk, peers);
-        dev::Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
-        all[0] = dev::loadInputPack(in, i, count, vecIn);
-        if (!run.waitForPeers(Op::AllReduceOneShot, channel, peers)) {
-          failed = 1;
-          break;
-        }
-#pragma unroll
-        for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
-        // In rank order, as on every other rank: all ranks store the same bits.
-        dev::accumulateInRankOrder<T, NR>(acc, all, rank);
-      } else {
-        for (int s = 0; s < W && !failed; ++s) {  // rank order, as on every other rank
-          if (s == rank) {
-            dev::accumulate<T>(acc, dev::loadInputPack(in, i, count, vecIn));
-            continue;
-          }
-          const dev::Pack* p = run.slot(rank, run.buf, 0, s) + pk;
-          dev::Pack v = dev::loadVolatilePack(p);
-          failed = !dev::pollPack(dc, Op::AllReduceOneShot, channel, run.buf, p, v, s);
-          dev::accumulate<T>(acc, v);
-        }
-        if (failed) break;
+      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
+                                              dev::loadInputPack(in, i, count, vecIn), acc)) {
+        failed = 1;
+        break;
       }
       dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
     }

@@ -31,6 +31,29 @@ fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, cons
                                          void* recvbuff, size_t count, fcDataType_t datatype,
                                          cudaStream_t stream);
 
+// fcAllReduceResidualRMSNorm's arguments (validated by src/api): tokens rows of
+// hidden elements (hidden * size a multiple of 16 bytes, buffers 16-byte aligned).
+struct NormCall {
+  const void* in;
+  const void* residual;
+  const void* weight;
+  void* residualOut;
+  void* out;
+  size_t tokens, hidden;
+  float eps;
+  fcDataType_t datatype;
+};
+
+// All-reduce + residual + RMSNorm in one Lamport kernel (allreduce_norm.cu):
+// tokens * hidden * size must not exceed kLamportSlotBytes. pdl: launch with
+// programmatic dependent launch.
+fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
+                                      cudaStream_t stream);
+
+// residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
+// large path's second kernel after an all-reduce into `sum` (which may be call.out).
+fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream);
+
 // Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
 // any count: sizes beyond the workspace run in passes.
 fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,

@@ -37,9 +37,14 @@ struct LamportTraits {
   static constexpr int kFirstSet = K == LamportKind::OneShot ? 0 : 1;
   static constexpr int kChunkPacks = K == LamportKind::OneShot ? 128 : 512;
   static constexpr int kStateWord = K == LamportKind::OneShot ? 0 : 8;  // of the CTA's 16
+  // The one-shot kind's chunk size varies by call: 128 packs for the all-reduce, one
+  // row for the all-reduce + RMSNorm (allreduce_norm.cu, whose rows must each sit in
+  // one CTA). Its state then records each buffer's chunk size too (words 4-6), so that
+  // a run resets exactly what the run that used the buffer before wrote.
+  static constexpr bool kVariableChunks = K == LamportKind::OneShot;
 };
 static_assert(kLamportSets == 3, "device_comm.h's layout has three sets per buffer");
-// The call headers' buffer index: the last word of the one-shot's 8 (it uses 4).
+// The call headers' buffer index: the last word of the one-shot's 8 (it uses 7).
 constexpr int kCallStateWord = 7;
 
 // Every Lamport CTA has, after its data threads, one warp that checks the call
@@ -162,15 +167,24 @@ struct LamportRun {
   uint32_t* state;            // this kind's state words of this CTA
   uint32_t buf;               // the buffer the current run uses
   uint32_t used[3 * kSets];   // chunks set t of buffer b last held: used[3 * t + b]
+  uint32_t chunkPacks[3];     // packs per chunk in buffer b's last run (kVariableChunks)
+  uint32_t runChunkPacks;     // packs per chunk in the current run
 
-  __device__ LamportRun(const DeviceComm& d, int channel)
+  __device__ LamportRun(const DeviceComm& d, int channel, uint32_t chunk = uint32_t(kChunkPacks))
       : dc(d),
         channelOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + Traits::kStateWord),
-        buf(state[0]) {
+        buf(state[0]),
+        runChunkPacks(chunk) {
 #pragma unroll
     for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
+#pragma unroll
+    for (int b = 0; b < 3; ++b) {
+      // Zeroed state (a fresh communicator) holds no chunks; its size does not matter.
+      const uint32_t c = Traits::kVariableChunks ? state[1 + 3 * kSets + b] : 0u;
+      chunkPacks[b] = c != 0u ? c : uint32_t(kChunkPacks);
+    }
   }
 
   // Slot `sender` of this kind's set `set` of buffer `b` on rank `owner`, as packs.
@@ -186,9 +200,10 @@ struct LamportRun {
   // so walks (by the data threads) stop at the first index past the end:
   //   for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
   //     const size_t pk = run.ownedPack(k); if (pk >= packs) break; ... }
-  __device__ size_t ownedPack(size_t k) const {
-    const size_t c = blockIdx.x + (k / kChunkPacks) * size_t(dc.maxCtas);
-    return c * kChunkPacks + k % kChunkPacks;
+  __device__ size_t ownedPack(size_t k) const { return ownedPack(k, runChunkPacks); }
+  __device__ size_t ownedPack(size_t k, uint32_t chunk) const {
+    const size_t c = blockIdx.x + (k / chunk) * size_t(dc.maxCtas);
+    return c * chunk + k % chunk;
   }
 
   // First look at pack pk of every peer's slot in our set `set` of the current buffer
@@ -208,9 +223,43 @@ struct LamportRun {
     return pollPacks<NP>(dc, op, channel, buf, peers.p, peers.v, dc.rank + 1);
   }
 
+  // acc = the fp32 sum, in rank order (the same bits on every rank), of pack pk of
+  // every rank: `own` is this rank's, the peers' are polled for in set `set` of this
+  // rank's current buffer. NR: the world size at compile time (0: any; one peer at a
+  // time). False when a wait gave up (the error is recorded).
+  template <typename T, int NR>
+  __device__ bool sumInRankOrder(Op op, int channel, int set, size_t pk, const Pack& own,
+                                 float (&acc)[PackTraits<T>::kElems]) const {
+#pragma unroll
+    for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
+    if constexpr (NR > 0) {
+      // All peers' loads in flight at once; re-poll only the packs still missing.
+      PeerPacks<NR - 1> peers;
+      lookAtPeers<NR>(set, pk, peers);
+      if (!waitForPeers(op, channel, peers)) return false;
+      Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+      all[0] = own;
+#pragma unroll
+      for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
+      accumulateInRankOrder<T, NR>(acc, all, dc.rank);
+    } else {
+      for (int s = 0; s < dc.nranks; ++s) {
+        if (s == dc.rank) {
+          accumulate<T>(acc, own);
+          continue;
+        }
+        const Pack* p = slot(dc.rank, buf, set, s) + pk;
+        Pack v = loadVolatilePack(p);
+        if (!pollPack(dc, op, channel, buf, p, v, s)) return false;
+        accumulate<T>(acc, v);
+      }
+    }
+    return true;
+  }
+
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
-  // buffers: this CTA's chunks of every peer's slot, as many as that run used. The
-  // data threads call it.
+  // buffers: this CTA's chunks of every peer's slot, as many as that run used, of the
+  // size that run used. The data threads call it.
   // Buffer (buf + 2) % 3 was fully read in that run, and no peer writes it again
   // before our next run has started (see the protocol in design.md).
   __device__ void resetStale() const {
@@ -218,9 +267,9 @@ struct LamportRun {
     const uint32_t stale = (buf + 2) % 3;
 #pragma unroll
     for (int set = 0; set < kSets; ++set) {
-      const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
+      const size_t packs = size_t(used[3 * set + stale]) * chunkPacks[stale];
       for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
-        const size_t pk = ownedPack(k);
+        const size_t pk = ownedPack(k, chunkPacks[stale]);
         if (pk >= packs) break;
         for (int s = 0; s < dc.nranks; ++s)
           if (s != dc.rank) slot(dc.rank, stale, set, s)[pk] = empty;
@@ -233,6 +282,7 @@ struct LamportRun {
   __device__ void advance(const uint32_t (&chunks)[kSets]) {
 #pragma unroll
     for (int set = 0; set < kSets; ++set) used[3 * set + buf] = chunks[set];
+    chunkPacks[buf] = runChunkPacks;
     buf = (buf + 1) % 3;
   }
 
@@ -241,6 +291,10 @@ struct LamportRun {
     state[0] = buf;
 #pragma unroll
     for (int k = 0; k < 3 * kSets; ++k) state[1 + k] = used[k];
+    if constexpr (Traits::kVariableChunks) {
+#pragma unroll
+      for (int b = 0; b < 3; ++b) state[1 + 3 * kSets + b] = chunkPacks[b];
+    }
   }
 };
 

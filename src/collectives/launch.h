@@ -27,4 +27,31 @@ fcResult_t launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaSt
   return fcSuccess;
 }
 
+// The same through cudaLaunchKernelExC; pdl: with programmatic stream serialization
+// (programmatic dependent launch), so that the kernel may start while the previous
+// one on the stream finishes. Such a kernel must execute griddepcontrol.wait before
+// it reads anything earlier work wrote (that wait returns at once without PDL).
+// Captured into a CUDA graph, the dependency becomes a programmatic edge.
+template <typename... Params, typename... Args>
+fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
+                          Args&&... args) {
+  auto params = std::tuple<Params...>(std::forward<Args>(args)...);
+  void* ptrs[sizeof...(Params) > 0 ? sizeof...(Params) : 1];
+  std::apply([&](auto&... p) {
+    int i = 0;
+    ((ptrs[i++] = static_cast<void*>(&p)), ...);
+  }, params);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.stream = stream;
+  config.attrs = pdl ? &attr : nullptr;
+  config.numAttrs = pdl ? 1 : 0;
+  FC_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), ptrs));
+  return fcSuccess;
+}
+
 }  // namespace fc

@@ -24,6 +24,7 @@ struct RankInfo {
   uint64_t timeoutMs;
   int32_t maxCtas;
   int32_t channels;
+  int32_t shareGpu;    // FC_SHARE_GPU: ranks may share a GPU (tests on one GPU)
   char busId[32];      // PCI bus id of the GPU: two ranks must not share one
 };
 
@@ -51,6 +52,7 @@ const char* opName(uint32_t op) {
     case Op::AllGatherCe: return "fcAllGather(copy engine)";
     case Op::AllGatherMatmul: return "fcAllGatherMatmul";
     case Op::MatmulReduceScatter: return "fcMatmulReduceScatter";
+    case Op::AllReduceNorm: return "fcAllReduceResidualRMSNorm";
     default: return "unknown op";
   }
 }
@@ -88,8 +90,12 @@ fcResult_t validateRanks(const std::vector<RankInfo>& all, int rank) {
     if (o.timeoutMs != me.timeoutMs)
       log(LogLevel::Warn, "rank %zu uses FC_TIMEOUT_MS=%llu, this rank %llu", r,
           (unsigned long long)o.timeoutMs, (unsigned long long)me.timeoutMs);
-    if (r != size_t(rank) && strcmp(o.busId, me.busId) == 0)
-      return setError(fcInvalidUsage, "ranks %d and %zu both use GPU %s: one GPU per rank", rank, r,
+    if (o.shareGpu != me.shareGpu)
+      return setError(fcInvalidUsage, "rank %zu sets FC_SHARE_GPU=%d, this rank %d: set it the same "
+                      "on every rank", r, o.shareGpu, me.shareGpu);
+    if (r != size_t(rank) && !me.shareGpu && strcmp(o.busId, me.busId) == 0)
+      return setError(fcInvalidUsage, "ranks %d and %zu both use GPU %s: one GPU per rank "
+                      "(FC_SHARE_GPU=1 allows sharing, for functional tests only)", rank, r,
                       me.busId);
   }
   return fcSuccess;
@@ -132,6 +138,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   mine.timeoutMs = params.timeoutMs;
   mine.maxCtas = params.maxCtas;
   mine.channels = params.channels;
+  mine.shareGpu = params.shareGpu ? 1 : 0;
   FC_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, comm->cudaDev));
   std::vector<RankInfo> all(static_cast<size_t>(nranks));
   FC_CHECK(comm->bootstrap->allGather(&mine, all.data(), sizeof mine));
@@ -210,6 +217,9 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
                    : " or the workspace, then the SM two-shot; copy engine from 64 MiB when count % nranks == 0",
           moveName(params.reduceScatterAlgo),
           ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
+  if (params.shareGpu)
+    log(LogLevel::Warn, "FC_SHARE_GPU=1: ranks may share a GPU; their kernels time-slice, so "
+        "cross-rank waits are slow: use this for functional tests only, never to measure");
   if (!params.checkPointers)
     FC_INFO("  FC_CHECK_POINTERS=0: buffer arguments are not checked to be memory of this GPU");
   return fcSuccess;

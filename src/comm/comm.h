@@ -54,11 +54,18 @@ struct CommParams {
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
+  // FC_SHARE_GPU=1: ranks may share a GPU. Their contexts then time-slice (no MPS), so
+  // every cross-rank wait lasts up to a scheduling time slice: for running the multi-rank
+  // tests on a one-GPU machine, never for measurements.
+  bool shareGpu = false;
+  // FC_PDL: launch the kernels that support it (fcAllReduceResidualRMSNorm's) with
+  // programmatic dependent launch.
+  bool pdl = true;
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,
 // FC_WORKSPACE_BYTES, FC_CHANNELS, FC_SCRATCH_BYTES, the FC_*_ALGO choices,
-// FC_CHECK_POINTERS, FC_MMRS_PARTIALS) and the defaults; validate the struct header.
+// FC_CHECK_POINTERS, FC_MMRS_PARTIALS, FC_SHARE_GPU) and the defaults; validate the struct header.
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* params);
 
 // Where an op runs (ops.cc): its channel, and the capture it is part of, if any.

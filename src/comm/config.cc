@@ -47,6 +47,8 @@ constexpr std::pair<const char*, FusedAlgo> kAgmmAlgos[] = {
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
+// FC_SHARE_GPU: 1 lets several ranks use one GPU (functional tests only). FC_PDL: 0
+// launches without programmatic dependent launch.
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
 }  // namespace
 
@@ -68,6 +70,8 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
+  FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
+  FC_CHECK(choiceFromEnv("FC_PDL", kOnOff, &p->pdl));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

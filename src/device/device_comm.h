@@ -70,6 +70,7 @@ enum class Op : uint32_t {
   AllGatherCe = 7,
   AllGatherMatmul = 8,
   MatmulReduceScatter = 9,
+  AllReduceNorm = 10,  // fcAllReduceResidualRMSNorm
 };
 
 // Why a device wait gave up, as recorded in an error record.

@@ -20,6 +20,8 @@
 //   mismatch-kind    rank 1's count (1 MiB) takes the Lamport two-shot where the
 //            others' (64 KiB) take the one-shot
 //   mismatch-mmrs    rank 1 calls fcMatmulReduceScatter with another N
+//   mismatch-norm    rank 1 calls fcAllReduceResidualRMSNorm with rows twice as long
+//            (the same element count, so only the shape in the call header differs)
 //            In the mismatch scenarios every rank fails fast: with fcInvalidUsage
 //            naming both calls, or fcRemoteError when a peer's report reached it first;
 //            at least one rank names both calls (run-fault-tests checks).
@@ -87,7 +89,7 @@ uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 struct Call {
   size_t count;
   fcDataType_t dtype;
-  size_t n;  // fcMatmulReduceScatter's N
+  size_t n;  // fcMatmulReduceScatter's N; fcAllReduceResidualRMSNorm's hidden
 };
 
 // Issue `calls` ops; `fault(k, stream, call)` runs before call k, may change the
@@ -98,7 +100,7 @@ struct Call {
 // its waits poll the data).
 // op: fcAllReduceOneShot(buf, buf, count), fcAllReduce(buf, buf, count) or
 // fcReduceScatter(buf, buf + rank * count/W, count/W).
-enum class FaultOp { OneShot, AllReduce, ReduceScatter, MatmulReduceScatter, AllGatherMatmul };
+enum class FaultOp { OneShot, AllReduce, ReduceScatter, MatmulReduceScatter, AllGatherMatmul, AllReduceNorm };
 template <typename Fault>
 int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19,
               FaultOp op = FaultOp::OneShot) {
@@ -129,6 +131,14 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
         char* base = reinterpret_cast<char*>(buf);
         firstError = fcAllGatherMatmul(base, base + ms * K * 2, base + (ms + N) * K * 2, nullptr, ms * size_t(g_nranks),
                                        N, K, fcOpT, fcBfloat16, comm, s);
+        break;
+      }
+      case FaultOp::AllReduceNorm: {
+        // count fp32 elements as rows of call.n: sendbuff, residual, normOut in turn,
+        // residualOut in place; the weight (call.n elements) after them.
+        const size_t tokens = call.count / call.n;
+        firstError = fcAllReduceResidualRMSNorm(buf, buf + count, buf + 3 * count, buf + count, buf + 2 * count,
+                                                tokens, call.n, 1e-6f, fcFloat32, comm, s);
         break;
       }
       case FaultOp::MatmulReduceScatter: {
@@ -328,7 +338,9 @@ int main(int argc, char** argv) {
     // must come from the mismatch, not from a first call).
     const auto t0 = Clock::now();
     const std::string what = scenario.substr(9);
-    const FaultOp op = what == "mmrs" ? FaultOp::MatmulReduceScatter : FaultOp::AllReduce;
+    const FaultOp op = what == "mmrs"   ? FaultOp::MatmulReduceScatter
+                       : what == "norm" ? FaultOp::AllReduceNorm
+                                        : FaultOp::AllReduce;
     rc = faultLoop(comm, 20,
                    [what](int k, cudaStream_t, Call& call) {
                      if (g_rank != 1 || k != 5) return true;
@@ -336,6 +348,7 @@ int main(int argc, char** argv) {
                      if (what == "dtype") call.dtype = fcFloat16;
                      if (what == "kind") call.count *= 16;  // 64 KiB -> 1 MiB: above the one-shot's limit
                      if (what == "mmrs") call.n += 8;
+                     if (what == "norm") call.n *= 2;
                      return true;
                    },
                    true, what == "kind" ? 1 << 14 : 4000, op);

@@ -39,10 +39,14 @@ def inputs(seed, shape, dtype):
 
 def main():
     rank, world = int(os.environ["FC_RANK"]), int(os.environ["FC_WORLD_SIZE"])
-    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)))
+    torch.cuda.set_device(int(os.environ.get("FC_LOCAL_RANK", rank)) % torch.cuda.device_count())
     tag = os.environ["FC_UNIQUE_ID"][:16]
-    dist.init_process_group("nccl", init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-ops-" + tag),
-                            rank=rank, world_size=world, device_id=torch.device("cuda", torch.cuda.current_device()))
+    # FC_TORCH_BACKEND=gloo where ranks share a GPU (FC_SHARE_GPU=1), which NCCL refuses;
+    # the process group only carries the communicator's unique id.
+    backend = os.environ.get("FC_TORCH_BACKEND", "nccl")
+    dist.init_process_group(backend, init_method="file://" + os.path.join(tempfile.gettempdir(), "fc-ops-" + tag),
+                            rank=rank, world_size=world,
+                            device_id=torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else None)
     seed = int(tag, 16) % 100000
     bf16 = torch.bfloat16
     with fusedcomm.Communicator.from_process_group() as comm:

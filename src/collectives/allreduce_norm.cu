@@ -1,0 +1,254 @@
+// All-reduce + residual add + RMSNorm (fcAllReduceResidualRMSNorm): the decode-path
+// sequence of every tensor-parallel transformer layer, as one kernel where it fits a
+// Lamport push slot (TensorRT-LLM's / FlashInfer's trtllm_allreduce_fusion idea; our
+// own protocol, collectives/lamport.cuh):
+//
+//   residualOut[t][h] = sum over ranks of in[t][h] + residual[t][h]   (fp32, one rounding)
+//   out[t][h] = residualOut[t][h] * rsqrt(mean_h(residualOut[t][h]^2) + eps) * weight[h]
+//
+// The statistic is taken over the rounded residualOut, as a separate RMSNorm of
+// residualOut would, in fp32; out is rounded once.
+//
+// Small path (one kernel, no flags, no barrier): the one-shot kind of the Lamport
+// protocol with one row (token) per chunk, so that a row's packs all land in one CTA
+// (chunk r, row r, belongs to CTA r % maxCtas on every rank). Each CTA pushes its rows
+// into every peer's push buffer, resets what its run before last received, then per
+// row polls the peers' packs, sums them with its own in rank order (the same bits on
+// every rank), adds the residual, stores residualOut, and reduces the sum of squares
+// over the row (a warp shuffle, then one shared-memory step among the data threads,
+// double-buffered by row so that one named barrier per row suffices) before it
+// writes out. Mismatched calls (another shape, dtype or op) are caught by the call
+// warp's headers, as for the all-reduce.
+//
+// Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
+// adds the residual and normalises each row (one CTA per row, rows in turn).
+#include "collectives/chunks.cuh"
+#include "collectives/collectives.h"
+#include "collectives/dispatch.cuh"
+#include "collectives/lamport.cuh"
+#include "collectives/launch.h"
+#include "core/result.h"
+
+namespace fc {
+namespace {
+
+using dev::Pack;
+
+// Row packs each data thread keeps in registers between the reduction and the norm;
+// rows with more (hidden > kKeep * 8 * 512 in bf16) re-read their residualOut.
+constexpr int kKeep = 4;
+
+template <typename T>
+struct NormArgs {
+  const T* in;
+  const T* residual;
+  const T* weight;
+  T* residualOut;
+  T* out;
+  size_t tokens;
+  uint32_t rowPacks;  // hidden / elements per pack
+  float eps;
+};
+
+// Named barrier 1 among the first `threads` threads (the data threads; the call warp
+// of a Lamport kernel never joins it). `threads` is a multiple of 32.
+__device__ __forceinline__ void dataBarrier(unsigned threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// Sum of `v` over the `threads` data threads, via red[2][32] (buffer `parity`): every
+// data thread gets it. One named barrier: a buffer is rewritten two rows later, after
+// every thread has passed the next row's barrier, so after it has read this one.
+__device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, unsigned threads) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31u) == 0) red[parity][threadIdx.x >> 5] = v;
+  dataBarrier(threads);
+  float s = 0.f;
+  for (unsigned w = 0; w < threads / 32; ++w) s += red[parity][w];
+  return s;
+}
+
+// out's pack: x * rstd * weight, rounded once.
+template <typename T>
+__device__ __forceinline__ Pack normPack(const Pack& x, const Pack& w, float rstd) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const T* xe = reinterpret_cast<const T*>(&x);
+  const T* we = reinterpret_cast<const T*>(&w);
+  float r[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) r[e] = dev::toFloat(xe[e]) * rstd * dev::toFloat(we[e]);
+  return dev::toPack<T>(r);
+}
+
+// residualOut's pack from the fp32 sum `acc` and the residual; adds its squares
+// (of the rounded values) to ss.
+template <typename T>
+__device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kElems], const Pack& res,
+                                            float& ss) {
+  dev::accumulate<T>(acc, res);
+  const Pack x = dev::toPack<T>(acc);
+  const T* xe = reinterpret_cast<const T*>(&x);
+#pragma unroll
+  for (int e = 0; e < dev::PackTraits<T>::kElems; ++e) {
+    const float f = dev::toFloat(xe[e]);
+    ss += f * f;
+  }
+  return x;
+}
+
+template <typename T, int NR>
+__global__ void __launch_bounds__(dev::kLamportMaxThreads)
+    allReduceNormLamportKernel(DeviceComm dc, int channel, NormArgs<T> a, uint32_t sig) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  __shared__ float red[2][32];
+  const int W = NR > 0 ? NR : dc.nranks;
+  const int rank = dc.rank;
+  const size_t rowPacks = a.rowPacks;
+  const size_t packs = a.tokens * rowPacks;
+  const unsigned threads = dev::lamportDataThreads();
+  const Pack* in = reinterpret_cast<const Pack*>(a.in);
+  const Pack* residual = reinterpret_cast<const Pack*>(a.residual);
+  const Pack* weight = reinterpret_cast<const Pack*>(a.weight);
+  Pack* residualOut = reinterpret_cast<Pack*>(a.residualOut);
+  Pack* out = reinterpret_cast<Pack*>(a.out);
+  // Programmatic dependent launch: everything above overlapped the previous kernel;
+  // nothing it writes (inputs, the Lamport state) is read before this.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel, a.rowPacks);
+  dev::LamportCall call(dc, channel, sig, a.tokens * rowPacks * E);
+
+  int failed = 0;
+  if (call.isCallWarp()) {
+    failed = !call.run(Op::AllReduceNorm, channel);
+  } else {
+    // 1. Push our rows' packs into our slot of every peer's current buffer.
+    for (size_t k = threadIdx.x;; k += threads) {
+      const size_t pk = run.ownedPack(k);
+      if (pk >= packs) break;
+      const Pack v = dev::notEmpty(in[pk]);
+#pragma unroll 8
+      for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
+    }
+    // The next kernel may start launching: it waits (griddepcontrol.wait) for this
+    // one to finish before it reads anything.
+    asm volatile("griddepcontrol.launch_dependents;");
+    run.resetStale();
+
+    // 2. Row by row: sum, add the residual, store residualOut; then normalise. Every
+    // data thread goes through every row and barrier, also after a failed wait (it
+    // then stops waiting and writing), so that none is left at a barrier.
+    int parity = 0;
+    for (size_t row = blockIdx.x; row < a.tokens; row += size_t(dc.maxCtas), parity ^= 1) {
+      const size_t first = row * rowPacks;
+      Pack keep[kKeep];
+      float ss = 0.f;
+      int j = 0;
+      for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+        if (failed) break;
+        float acc[E];
+        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, first + p, in[first + p], acc)) {
+          failed = 1;
+          break;
+        }
+        const Pack x = addResidual<T>(acc, residual[first + p], ss);
+        residualOut[first + p] = x;
+        if (j < kKeep) keep[j] = x;
+      }
+      const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(rowPacks * E) + a.eps);
+      if (failed) continue;
+      j = 0;
+      for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+        // Beyond the registers, re-read what this thread stored above (its own write).
+        const Pack x = j < kKeep ? keep[j] : residualOut[first + p];
+        out[first + p] = normPack<T>(x, weight[p], rstd);
+      }
+    }
+  }
+  if (__syncthreads_or(failed)) return;
+  const uint32_t used[1] = {uint32_t(a.tokens)};
+  run.advance(used);
+  if (threadIdx.x == 0) run.save();
+}
+
+// The large path's second half: `sum` holds the all-reduced input (it may be `out`).
+template <typename T>
+__global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormArgs<T> a, const T* sumIn) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  __shared__ float red[2][32];
+  const size_t rowPacks = a.rowPacks;
+  const unsigned threads = blockDim.x;
+  const Pack* sum = reinterpret_cast<const Pack*>(sumIn);
+  const Pack* residual = reinterpret_cast<const Pack*>(a.residual);
+  const Pack* weight = reinterpret_cast<const Pack*>(a.weight);
+  Pack* residualOut = reinterpret_cast<Pack*>(a.residualOut);
+  Pack* out = reinterpret_cast<Pack*>(a.out);
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  int parity = 0;
+  for (size_t row = blockIdx.x; row < a.tokens; row += gridDim.x, parity ^= 1) {
+    const size_t first = row * rowPacks;
+    Pack keep[kKeep];
+    float ss = 0.f;
+    int j = 0;
+    for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+      float acc[E];
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = 0.f;
+      dev::accumulate<T>(acc, sum[first + p]);
+      const Pack x = addResidual<T>(acc, residual[first + p], ss);
+      residualOut[first + p] = x;
+      if (j < kKeep) keep[j] = x;
+    }
+    const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(rowPacks * E) + a.eps);
+    j = 0;
+    for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+      const Pack x = j < kKeep ? keep[j] : residualOut[first + p];
+      out[first + p] = normPack<T>(x, weight[p], rstd);
+    }
+  }
+}
+
+// Data threads for a row: one per pack, a whole number of warps, at most kThreads.
+unsigned rowThreads(uint32_t rowPacks) {
+  const unsigned t = (rowPacks + 31u) / 32u * 32u;
+  return t < unsigned(dev::kThreads) ? t : unsigned(dev::kThreads);
+}
+
+template <typename T>
+NormArgs<T> normArgs(const NormCall& c) {
+  return NormArgs<T>{static_cast<const T*>(c.in),  static_cast<const T*>(c.residual),
+                     static_cast<const T*>(c.weight), static_cast<T*>(c.residualOut),
+                     static_cast<T*>(c.out), c.tokens,
+                     uint32_t(c.hidden / size_t(dev::PackTraits<T>::kElems)), c.eps};
+}
+
+}  // namespace
+
+fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
+                                      cudaStream_t stream) {
+  const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
+  return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
+    using T = decltype(tag);
+    const NormArgs<T> a = normArgs<T>(c);
+    // Every CTA that ever ran keeps state; the same CTAs on every rank for the same
+    // shape keep the per-CTA buffer sequences equal across ranks (as the all-reduce).
+    const unsigned grid = unsigned(c.tokens < size_t(dc.maxCtas) ? c.tokens : size_t(dc.maxCtas));
+    const unsigned threads = rowThreads(a.rowPacks) + unsigned(dev::kCallWarpThreads);
+    auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value>; });
+    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, a, sig);
+  });
+}
+
+fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream) {
+  return withElementType(c.datatype, "residual + RMSNorm", [&](auto tag) {
+    using T = decltype(tag);
+    const NormArgs<T> a = normArgs<T>(c);
+    // One row per CTA up to a few CTAs per SM; beyond that CTAs take rows in turn.
+    constexpr size_t kMaxGrid = 1024;
+    const unsigned grid = unsigned(c.tokens < kMaxGrid ? c.tokens : kMaxGrid);
+    return launchKernelEx(residualNormKernel<T>, dim3(grid), dim3(rowThreads(a.rowPacks)), stream, pdl, a,
+                          static_cast<const T*>(sum));
+  });
+}
+
+}  // namespace fc

@@ -1,0 +1,271 @@
+// fcAllReduceResidualRMSNorm on real GPUs: both outputs against a float64 reference
+// from fresh random inputs (every rank draws every rank's), for every dtype, odd token
+// counts and hidden sizes on both paths (one Lamport kernel; all-reduce + local norm),
+// rows longer than the registers keep, in place (residualOut == residual), poisoned
+// outputs, the same bits on every rank, graph capture and replay, many calls in a row,
+// and argument rejection with outputs untouched.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "fc_data.h"
+#include "gpu_env.h"
+
+namespace {
+
+struct Buf {
+  explicit Buf(size_t bytes) : bytes(bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 16)); }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  char* c() const { return static_cast<char*>(p); }
+  void* p = nullptr;
+  size_t bytes;
+};
+
+std::vector<char> download(const void* src, size_t bytes) {
+  std::vector<char> h(bytes);
+  CUDA_REQUIRE(cudaMemcpy(h.data(), src, bytes, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+void upload(void* dst, const std::vector<char>& h) {
+  CUDA_REQUIRE(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
+}
+
+// n normal values (scale s) rounded to t, from seed.
+std::vector<char> normals(fcDataType_t t, size_t n, uint64_t seed, float s) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, s);
+  std::vector<char> h(n * fcTypeSize(t));
+  for (size_t i = 0; i < n; ++i) fcStore(h.data(), t, i, normal(rng));
+  return h;
+}
+
+// The unit in the last place of |x| in t (subnormals: the smallest step).
+double ulp(fcDataType_t t, double x) {
+  const double unit = t == fcFloat32 ? 0x1p-23 : t == fcFloat16 ? 0x1p-10 : 0x1p-7;
+  const double tiny = t == fcFloat16 ? 0x1p-24 : t == fcFloat32 ? 0x1p-149 : 0x1p-133;
+  return std::max(tiny, std::ldexp(unit, std::ilogb(std::max(std::fabs(x), 1e-30))));
+}
+
+// The Lamport limit at this world size (the path the op takes below it).
+size_t lamportMaxBytes(int nranks) { return nranks <= 4 ? size_t(1) << 20 : size_t(256) << 10; }
+
+struct Shape {
+  size_t tokens, hidden;
+};
+
+struct Result {
+  size_t badResidual = 0, badNorm = 0;
+  double worstResidual = 0, worstNorm = 0;  // in ulps
+};
+
+// One call on fresh inputs, checked against float64; returns the outputs' errors.
+Result runAndCheck(fcDataType_t t, Shape sh, bool inPlace, cudaStream_t stream, std::vector<char>* outBits) {
+  const GpuEnv& env = gpuEnv();
+  const size_t es = fcTypeSize(t), n = sh.tokens * sh.hidden, bytes = n * es;
+  const uint64_t seed = freshSeed();
+  std::vector<std::vector<char>> ins;
+  for (int r = 0; r < env.nranks; ++r) ins.push_back(normals(t, n, seed + uint64_t(r), 1.f));
+  const std::vector<char> residual = normals(t, n, seed + 1000, 2.f);
+  const std::vector<char> weight = normals(t, sh.hidden, seed + 2000, 1.f);
+  Buf in(bytes), res(bytes), w(sh.hidden * es), resOut(bytes), out(bytes + 16);
+  upload(in.p, ins[size_t(env.rank)]);
+  upload(res.p, residual);
+  upload(w.p, weight);
+  // All-ones bytes are NaN in every dtype: an element never written cannot pass.
+  CUDA_REQUIRE(cudaMemset(out.p, 0xff, out.bytes));
+  CUDA_REQUIRE(cudaMemset(resOut.p, 0xff, bytes));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  void* ro = inPlace ? res.p : resOut.p;
+  FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, ro, out.p, sh.tokens, sh.hidden, 1e-5f, t, env.comm,
+                                        stream));
+  CUDA_REQUIRE(cudaStreamSynchronize(stream));
+  CUDA_REQUIRE(cudaGetLastError());
+  const std::vector<char> gotRes = download(ro, bytes), got = download(out.p, bytes + 16);
+  // Small: sum and residual rounded once; large: the all-reduce's sum is rounded first.
+  const bool twoRoundings = bytes > lamportMaxBytes(env.nranks);
+  Result r;
+  for (size_t row = 0; row < sh.tokens; ++row) {
+    double ss = 0;
+    for (size_t h = 0; h < sh.hidden; ++h) {
+      const size_t i = row * sh.hidden + h;
+      double sum = 0, mag = 0;
+      for (int k = 0; k < env.nranks; ++k) {
+        const double x = fcLoad(ins[size_t(k)].data(), t, i);
+        sum += x;
+        mag += std::fabs(x);
+      }
+      const double ref = sum + fcLoad(residual.data(), t, i);
+      const double tol = 0.5 * ulp(t, ref) + (twoRoundings ? 0.5 * ulp(t, sum) : 0.0) +
+                         (env.nranks + 2) * 0x1p-24 * (mag + std::fabs(ref));
+      const double x = fcLoad(gotRes.data(), t, i);
+      const double err = std::fabs(x - ref);
+      r.worstResidual = std::max(r.worstResidual, err / ulp(t, ref));
+      if (!(err <= tol)) ++r.badResidual;
+      ss += x * x;  // the statistic is over the rounded residualOut
+    }
+    const double rstd = 1.0 / std::sqrt(ss / double(sh.hidden) + 1e-5);
+    for (size_t h = 0; h < sh.hidden; ++h) {
+      const size_t i = row * sh.hidden + h;
+      const double ref = fcLoad(gotRes.data(), t, i) * rstd * fcLoad(weight.data(), t, h);
+      // One rounding, plus fp32 arithmetic (the row's sum of squares, rsqrt).
+      const double tol = 0.5 * ulp(t, ref) + std::fabs(ref) * 0x1p-19;
+      const double err = std::fabs(double(fcLoad(got.data(), t, i)) - ref);
+      r.worstNorm = std::max(r.worstNorm, err / ulp(t, ref));
+      if (!(err <= tol)) ++r.badNorm;
+    }
+  }
+  // Nothing past the end of normOut was written.
+  if (!std::isnan(fcLoad(got.data() + bytes, t, 0))) ++r.badNorm;
+  if (outBits) *outBits = got;
+  return r;
+}
+
+const fcDataType_t kTypes[] = {fcBfloat16, fcFloat16, fcFloat32};
+
+}  // namespace
+
+TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, both paths, in place, same bits") {
+  const GpuEnv& env = gpuEnv();
+  // Odd token counts; hidden from one pack to rows longer than the registers keep
+  // (20480 bf16 = 2560 packs: 5 per thread of 512); more rows than CTAs; and sizes
+  // past the Lamport limit (the all-reduce + local norm path).
+  const Shape shapes[] = {{1, 8},     {3, 24},    {7, 4096},   {33, 5120}, {1, 8192}, {128, 4096},
+                          {5, 20480}, {200, 1000}, {300, 2056}, {129, 8192}};
+  for (fcDataType_t t : kTypes) {
+    for (Shape sh : shapes) {
+      if (sh.hidden * fcTypeSize(t) % 16) continue;
+      for (int inPlace = 0; inPlace < 2; ++inPlace) {
+        std::vector<char> bits;
+        const Result r = runAndCheck(t, sh, inPlace, env.streams[0], &bits);
+        INFO(fcTypeName(t) << " " << sh.tokens << " x " << sh.hidden << (inPlace ? " in place" : "")
+                           << ": residualOut worst " << r.worstResidual << " ulp, normOut worst " << r.worstNorm
+                           << " ulp");
+        CHECK(r.badResidual == 0);
+        CHECK(r.badNorm == 0);
+        // Every rank wrote the same bits.
+        Buf mine(bits.size()), all(size_t(env.nranks) * bits.size());
+        upload(mine.p, bits);
+        FC_REQUIRE(fcAllGather(mine.p, all.p, bits.size() / 2, fcBfloat16, env.comm, nullptr));
+        CUDA_REQUIRE(cudaDeviceSynchronize());
+        const std::vector<char> g = download(all.p, all.bytes);
+        int differing = 0;
+        for (int k = 0; k < env.nranks; ++k)
+          differing += memcmp(g.data() + size_t(k) * bits.size(), bits.data(), bits.size()) != 0;
+        CHECK(differing == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("fcAllReduceResidualRMSNorm: CUDA graph replays and 1,000 calls in a row on any stream") {
+  const GpuEnv& env = gpuEnv();
+  const fcDataType_t t = fcBfloat16;
+  const size_t tokens = 16, hidden = 4096, n = tokens * hidden, bytes = n * 2;
+  Buf in(bytes), res(bytes), w(hidden * 2), resOut(bytes), out(bytes);
+  // Inputs whose sums are exact in bf16: residualOut = W + 1, normOut = weight (1).
+  std::vector<char> ones(bytes), wOnes(hidden * 2);
+  for (size_t i = 0; i < n; ++i) fcStore(ones.data(), t, i, 1.f);
+  for (size_t i = 0; i < hidden; ++i) fcStore(wOnes.data(), t, i, 1.f);
+  upload(in.p, ones);
+  upload(res.p, ones);
+  upload(w.p, wOnes);
+  cudaStream_t s;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto check = [&](const char* what) {
+    const std::vector<char> r = download(resOut.p, bytes), o = download(out.p, bytes);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+      bad += fcLoad(r.data(), t, i) != float(env.nranks + 1) || std::fabs(fcLoad(o.data(), t, i) - 1.0) > 0x1p-7;
+    INFO(what);
+    CHECK(bad == 0);
+  };
+  for (int k = 0; k < 1000; ++k)
+    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm, s));
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
+  check("1,000 eager calls");
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < 3; ++k)
+    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm, s));
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 5; ++rep) {
+    CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));
+    CUDA_REQUIRE(cudaMemsetAsync(resOut.p, 0xff, bytes, s));
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    check("graph replay");
+  }
+  // Eager again after the replays (the eager and captured channels stay in step).
+  FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm,
+                                        env.streams[1]));
+  CUDA_REQUIRE(cudaStreamSynchronize(env.streams[1]));
+  check("eager after the graph");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST_CASE("fcAllReduceResidualRMSNorm: bad arguments are refused and touch no output") {
+  const GpuEnv& env = gpuEnv();
+  const fcDataType_t t = fcBfloat16;
+  const size_t tokens = 4, hidden = 64, bytes = tokens * hidden * 2;
+  Buf in(bytes), res(bytes), w(hidden * 2), resOut(bytes), out(bytes);
+  CUDA_REQUIRE(cudaMemset(out.p, 0x5a, bytes));
+  CUDA_REQUIRE(cudaMemset(resOut.p, 0x5a, bytes));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  std::vector<int> host(16);
+  struct Bad {
+    const char* what;
+    fcResult_t want;
+    const void *in, *res, *w;
+    void *ro, *out;
+    size_t tokens, hidden;
+    float eps;
+    fcDataType_t t;
+  };
+  const Bad bads[] = {
+      {"NULL residual", fcInvalidArgument, in.p, nullptr, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t},
+      {"NULL normOut", fcInvalidArgument, in.p, res.p, w.p, resOut.p, nullptr, tokens, hidden, 1e-6f, t},
+      {"hidden 0", fcInvalidArgument, in.p, res.p, w.p, resOut.p, out.p, tokens, 0, 1e-6f, t},
+      {"hidden 12 (not 16 bytes)", fcInvalidArgument, in.p, res.p, w.p, resOut.p, out.p, 2, 12, 1e-6f, t},
+      {"misaligned weight", fcInvalidArgument, in.p, res.p, w.c() + 2, resOut.p, out.p, tokens, 8, 1e-6f, t},
+      {"negative eps", fcInvalidArgument, in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, -1.f, t},
+      {"NaN eps", fcInvalidArgument, in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, std::nanf(""), t},
+      {"tokens * hidden overflows", fcInvalidArgument, in.p, res.p, w.p, resOut.p, out.p, SIZE_MAX / 8, 64, 1e-6f, t},
+      {"normOut == sendbuff", fcInvalidArgument, in.p, res.p, w.p, resOut.p, in.p, tokens, hidden, 1e-6f, t},
+      {"residualOut overlaps residual, not in place", fcInvalidArgument, in.p, res.p, w.p, res.c() + 16, out.p,
+       2, hidden, 1e-6f, t},
+      {"normOut overlaps weight", fcInvalidArgument, in.p, res.p, out.p, resOut.p, out.p, tokens, hidden, 1e-6f, t},
+      {"host residual", fcInvalidArgument, in.p, host.data(), w.p, resOut.p, out.p, 1, 8, 1e-6f, t},
+      {"unknown datatype", fcInvalidArgument, in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f,
+       fcDataType_t(3)},
+  };
+  for (const Bad& b : bads) {
+    const fcResult_t r =
+        fcAllReduceResidualRMSNorm(b.in, b.res, b.w, b.ro, b.out, b.tokens, b.hidden, b.eps, b.t, env.comm, nullptr);
+    INFO(b.what << ": " << fcGetErrorString(r) << ": " << fcGetLastError(nullptr));
+    CHECK(r == b.want);
+    CHECK(std::string(fcGetLastError(nullptr)).find("fcAllReduceResidualRMSNorm") != std::string::npos);
+  }
+  CHECK(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, 0, hidden, 1e-6f, t, env.comm, nullptr) ==
+        fcSuccess);  // tokens 0: a no-op
+  CHECK(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, nullptr, nullptr) ==
+        fcInvalidArgument);
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  const std::vector<char> o = download(out.p, bytes), ro = download(resOut.p, bytes);
+  CHECK(std::all_of(o.begin(), o.end(), [](char c) { return c == 0x5a; }));
+  CHECK(std::all_of(ro.begin(), ro.end(), [](char c) { return c == 0x5a; }));
+}
