@@ -280,10 +280,16 @@ FC_API fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* r
   if (noop) return fcSuccess;
   const fc::NormCall n{sendbuff, residual, weight, residualOut, normOut, tokens, hidden, eps, datatype};
   FC_CHECK(checkNormArgs(c, n));
+  // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
+  // push slot), else the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
+  // always; the baseline fc-bench arnorm measures against).
   const size_t bytes = c.sendElems * c.elem;
   const size_t lamportMax =
       comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : fc::lamportMaxBytes(comm->nranks);
-  const bool small = bytes <= lamportMax;
+  const fc::FusedAlgo choice = comm->params.allReduceNormAlgo;
+  const bool small = choice == fc::FusedAlgo::Fused     ? bytes <= fc::kLamportSlotBytes
+                     : choice == fc::FusedAlgo::Unfused ? false
+                                                        : bytes <= lamportMax;
   ArAlgo algo = ArAlgo::OneShot;
   if (!small) {
     detectZeroCopy(c, true);

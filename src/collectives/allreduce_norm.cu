@@ -9,16 +9,18 @@
 // The statistic is taken over the rounded residualOut, as a separate RMSNorm of
 // residualOut would, in fp32; out is rounded once.
 //
-// Small path (one kernel, no flags, no barrier): the one-shot kind of the Lamport
-// protocol with one row (token) per chunk, so that a row's packs all land in one CTA
-// (chunk r, row r, belongs to CTA r % maxCtas on every rank). Each CTA pushes its rows
-// into every peer's push buffer, resets what its run before last received, then per
-// row polls the peers' packs, sums them with its own in rank order (the same bits on
-// every rank), adds the residual, stores residualOut, and reduces the sum of squares
-// over the row (a warp shuffle, then one shared-memory step among the data threads,
-// double-buffered by row so that one named barrier per row suffices) before it
-// writes out. Mismatched calls (another shape, dtype or op) are caught by the call
-// warp's headers, as for the all-reduce.
+// Small path (one kernel, no flags, no barrier): the Rows kind of the Lamport protocol
+// (lamport.cuh): all maxCtas CTAs run in every call, CTA b takes rows b, b + maxCtas,
+// ..., so that a row's packs all land in one CTA. Each CTA pushes its rows into every
+// peer's push buffer, resets its share of what the run before last received, then
+// per row polls the peers' packs, sums them with its own in rank order (the same bits
+// on every rank), adds the residual, stores residualOut, and reduces the sum of
+// squares over the row (a warp shuffle, then one shared-memory step among the data
+// threads, double-buffered by row so that one named barrier per row suffices) before
+// it writes out. CTAs without a row only reset. Mismatched calls (another shape,
+// dtype or op) are caught by CTA 0's call warp (lamport.cuh, LamportCall): CTA 0
+// runs in every call of every Lamport kernel, so its header sequence is the same on
+// every rank; the other CTAs' call warps sit this kernel out.
 //
 // Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
 // adds the residual and normalises each row (one CTA per row, rows in turn).
@@ -115,21 +117,21 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // Programmatic dependent launch: everything above overlapped the previous kernel;
   // nothing it writes (inputs, the Lamport state) is read before this.
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel, a.rowPacks);
+  dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, a.tokens * rowPacks * E);
+  const size_t rowStep = gridDim.x;  // maxCtas
 
   int failed = 0;
   if (call.isCallWarp()) {
-    failed = !call.run(Op::AllReduceNorm, channel);
+    if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
   } else {
     // 1. Push our rows' packs into our slot of every peer's current buffer.
-    for (size_t k = threadIdx.x;; k += threads) {
-      const size_t pk = run.ownedPack(k);
-      if (pk >= packs) break;
-      const Pack v = dev::notEmpty(in[pk]);
+    for (size_t row = blockIdx.x; row < a.tokens; row += rowStep)
+      for (size_t pk = row * rowPacks + threadIdx.x; pk < (row + 1) * rowPacks; pk += threads) {
+        const Pack v = dev::notEmpty(in[pk]);
 #pragma unroll 8
-      for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
-    }
+        for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
+      }
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     asm volatile("griddepcontrol.launch_dependents;");
@@ -139,7 +141,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     // data thread goes through every row and barrier, also after a failed wait (it
     // then stops waiting and writing), so that none is left at a barrier.
     int parity = 0;
-    for (size_t row = blockIdx.x; row < a.tokens; row += size_t(dc.maxCtas), parity ^= 1) {
+    for (size_t row = blockIdx.x; row < a.tokens; row += rowStep, parity ^= 1) {
       const size_t first = row * rowPacks;
       Pack keep[kKeep];
       float ss = 0.f;
@@ -166,7 +168,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     }
   }
   if (__syncthreads_or(failed)) return;
-  const uint32_t used[1] = {uint32_t(a.tokens)};
+  const uint32_t used[1] = {uint32_t(packs)};
   run.advance(used);
   if (threadIdx.x == 0) run.save();
 }
@@ -230,9 +232,8 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
     const NormArgs<T> a = normArgs<T>(c);
-    // Every CTA that ever ran keeps state; the same CTAs on every rank for the same
-    // shape keep the per-CTA buffer sequences equal across ranks (as the all-reduce).
-    const unsigned grid = unsigned(c.tokens < size_t(dc.maxCtas) ? c.tokens : size_t(dc.maxCtas));
+    // Every CTA in every call (the Rows kind's rule, lamport.cuh).
+    const unsigned grid = unsigned(dc.maxCtas);
     const unsigned threads = rowThreads(a.rowPacks) + unsigned(dev::kCallWarpThreads);
     auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value>; });
     return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, a, sig);

@@ -2,17 +2,17 @@
 // all-reduces: push buffers whose data is its own flag.
 //
 // Buffers. Per channel there are three buffers (used in turn by a CTA's runs), each
-// of three sets of one kLamportSlotBytes slot per sender rank: set 0 is the
+// of four sets of one kLamportSlotBytes slot per sender rank: set 0 is the
 // one-shot's, sets 1 and 2 the two-shot's (its reduce-scatter and all-gather
-// pushes). A word still holding kLamportEmpty has not been written: writers never
+// pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still holding kLamportEmpty has not been written: writers never
 // write that word (notEmpty), readers poll until no word of a pack holds it, and a
 // run resets what the run before it consumed. No rank pushes to itself (its own
 // part is read from its input), so its own slots stay empty.
 //
-// The one-shot and the two-shot are two independent instances of the protocol
+// The one-shot, the two-shot and the rows are independent instances of the protocol
 // (LamportKind): their own sets, their own per-CTA state (in device memory, private
 // to the rank: {buffer index, chunks each set of each buffer last held}), and their
-// own chunk size. Chunk c of a slot belongs to CTA c % maxCtas in every run and
+// own chunk size. (Rows differs in how CTAs share the work: LamportTraits.) Chunk c of a slot belongs to CTA c % maxCtas in every run and
 // phase of a kind, on every rank, so a CTA only ever waits for the same CTA of its
 // peers; a CTA walks its chunks with however many threads it was launched with
 // (LamportRun::ownedPack). Measured (docs/perf-log.md): 2 KiB chunks spread small
@@ -29,22 +29,25 @@
 
 namespace fc::dev {
 
-enum class LamportKind { OneShot, TwoShot };
+enum class LamportKind { OneShot, TwoShot, Rows };
 
 template <LamportKind K>
 struct LamportTraits {
-  static constexpr int kSets = K == LamportKind::OneShot ? 1 : 2;
-  static constexpr int kFirstSet = K == LamportKind::OneShot ? 0 : 1;
+  static constexpr int kSets = K == LamportKind::TwoShot ? 2 : 1;
+  static constexpr int kFirstSet = K == LamportKind::OneShot ? 0 : K == LamportKind::TwoShot ? 1 : 3;
   static constexpr int kChunkPacks = K == LamportKind::OneShot ? 128 : 512;
-  static constexpr int kStateWord = K == LamportKind::OneShot ? 0 : 8;  // of the CTA's 16
-  // The one-shot kind's chunk size varies by call: 128 packs for the all-reduce, one
-  // row for the all-reduce + RMSNorm (allreduce_norm.cu, whose rows must each sit in
-  // one CTA). Its state then records each buffer's chunk size too (words 4-6), so that
-  // a run resets exactly what the run that used the buffer before wrote.
-  static constexpr bool kVariableChunks = K == LamportKind::OneShot;
+  static constexpr int kStateWord = K == LamportKind::OneShot ? 0 : K == LamportKind::TwoShot ? 8 : 16;
+  // Rows (fcAllReduceResidualRMSNorm, allreduce_norm.cu) needs a whole row in one CTA,
+  // and rows change length between calls, so no fixed chunk can belong to one CTA in
+  // every call. Instead every CTA of the communicator (maxCtas of them) runs in every
+  // call of this kind: their state words stay equal, describe the whole rank's
+  // buffers, and count packs (not chunks); each CTA resets a grid-stride share of
+  // the stale buffer, whoever read it. Its own set, so the two ownership rules never
+  // meet in one buffer.
+  static constexpr bool kWholeRank = K == LamportKind::Rows;
 };
-static_assert(kLamportSets == 3, "device_comm.h's layout has three sets per buffer");
-// The call headers' buffer index: the last word of the one-shot's 8 (it uses 7).
+static_assert(kLamportSets == 4, "device_comm.h's layout has four sets per buffer");
+// The call headers' buffer index: the last word of the one-shot's 8 (it uses 4).
 constexpr int kCallStateWord = 7;
 
 // Every Lamport CTA has, after its data threads, one warp that checks the call
@@ -166,25 +169,16 @@ struct LamportRun {
   size_t channelOff;          // heap offset of this channel's buffers
   uint32_t* state;            // this kind's state words of this CTA
   uint32_t buf;               // the buffer the current run uses
-  uint32_t used[3 * kSets];   // chunks set t of buffer b last held: used[3 * t + b]
-  uint32_t chunkPacks[3];     // packs per chunk in buffer b's last run (kVariableChunks)
-  uint32_t runChunkPacks;     // packs per chunk in the current run
+  uint32_t used[3 * kSets];   // chunks (Rows: packs) set t of buffer b last held: used[3 * t + b]
 
-  __device__ LamportRun(const DeviceComm& d, int channel, uint32_t chunk = uint32_t(kChunkPacks))
+  __device__ LamportRun(const DeviceComm& d, int channel)
       : dc(d),
         channelOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + Traits::kStateWord),
-        buf(state[0]),
-        runChunkPacks(chunk) {
+        buf(state[0]) {
 #pragma unroll
     for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
-#pragma unroll
-    for (int b = 0; b < 3; ++b) {
-      // Zeroed state (a fresh communicator) holds no chunks; its size does not matter.
-      const uint32_t c = Traits::kVariableChunks ? state[1 + 3 * kSets + b] : 0u;
-      chunkPacks[b] = c != 0u ? c : uint32_t(kChunkPacks);
-    }
   }
 
   // Slot `sender` of this kind's set `set` of buffer `b` on rank `owner`, as packs.
@@ -200,10 +194,9 @@ struct LamportRun {
   // so walks (by the data threads) stop at the first index past the end:
   //   for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
   //     const size_t pk = run.ownedPack(k); if (pk >= packs) break; ... }
-  __device__ size_t ownedPack(size_t k) const { return ownedPack(k, runChunkPacks); }
-  __device__ size_t ownedPack(size_t k, uint32_t chunk) const {
-    const size_t c = blockIdx.x + (k / chunk) * size_t(dc.maxCtas);
-    return c * chunk + k % chunk;
+  __device__ size_t ownedPack(size_t k) const {
+    const size_t c = blockIdx.x + (k / kChunkPacks) * size_t(dc.maxCtas);
+    return c * kChunkPacks + k % kChunkPacks;
   }
 
   // First look at pack pk of every peer's slot in our set `set` of the current buffer
@@ -258,21 +251,28 @@ struct LamportRun {
   }
 
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
-  // buffers: this CTA's chunks of every peer's slot, as many as that run used, of the
-  // size that run used. The data threads call it.
+  // buffers: this CTA's chunks of every peer's slot, as many as that run used (Rows:
+  // this CTA's grid-stride share of the packs that run used). The data threads call it.
   // Buffer (buf + 2) % 3 was fully read in that run, and no peer writes it again
   // before our next run has started (see the protocol in design.md).
   __device__ void resetStale() const {
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
     const uint32_t stale = (buf + 2) % 3;
-#pragma unroll
-    for (int set = 0; set < kSets; ++set) {
-      const size_t packs = size_t(used[3 * set + stale]) * chunkPacks[stale];
-      for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
-        const size_t pk = ownedPack(k, chunkPacks[stale]);
-        if (pk >= packs) break;
+    if constexpr (Traits::kWholeRank) {
+      const size_t packs = used[stale], step = size_t(gridDim.x) * lamportDataThreads();
+      for (size_t pk = size_t(blockIdx.x) * lamportDataThreads() + threadIdx.x; pk < packs; pk += step)
         for (int s = 0; s < dc.nranks; ++s)
-          if (s != dc.rank) slot(dc.rank, stale, set, s)[pk] = empty;
+          if (s != dc.rank) slot(dc.rank, stale, 0, s)[pk] = empty;
+    } else {
+#pragma unroll
+      for (int set = 0; set < kSets; ++set) {
+        const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
+        for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
+          const size_t pk = ownedPack(k);
+          if (pk >= packs) break;
+          for (int s = 0; s < dc.nranks; ++s)
+            if (s != dc.rank) slot(dc.rank, stale, set, s)[pk] = empty;
+        }
       }
     }
   }
@@ -282,7 +282,6 @@ struct LamportRun {
   __device__ void advance(const uint32_t (&chunks)[kSets]) {
 #pragma unroll
     for (int set = 0; set < kSets; ++set) used[3 * set + buf] = chunks[set];
-    chunkPacks[buf] = runChunkPacks;
     buf = (buf + 1) % 3;
   }
 
@@ -291,10 +290,6 @@ struct LamportRun {
     state[0] = buf;
 #pragma unroll
     for (int k = 0; k < 3 * kSets; ++k) state[1 + k] = used[k];
-    if constexpr (Traits::kVariableChunks) {
-#pragma unroll
-      for (int b = 0; b < 3; ++b) state[1 + 3 * kSets + b] = chunkPacks[b];
-    }
   }
 };
 

@@ -52,6 +52,7 @@ struct CommParams {
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO
+  FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
   // FC_SHARE_GPU=1: ranks may share a GPU. Their contexts then time-slice (no MPS), so

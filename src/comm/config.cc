@@ -68,6 +68,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kAgmmAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
+  FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kFusedAlgos, &p->allReduceNormAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

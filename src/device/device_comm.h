@@ -7,12 +7,12 @@
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
-//   [kLamportStateOffset, +16 KiB)  lamport[channel][block][16]: per Lamport kind, {buffer
+//   [kLamportStateOffset, +24 KiB)  lamport[channel][block][24]: per Lamport kind, {buffer
 //                                   index, chunks per buffer and set}, and the call header
 //                                   buffer index (collectives/lamport.cuh)
 //   [kShardFlagsOffset, +128)       shard flags[channel][shard] of the all-gather + GEMM engine
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
-//                                   [buffer 3][set 3][sender rank][kLamportSlotBytes], then
+//                                   [buffer 3][set 4][sender rank][kLamportSlotBytes], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
@@ -32,7 +32,7 @@ constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
 constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
-constexpr size_t kLamportStateWords = 16;  // per (channel, CTA): 8 per Lamport kind
+constexpr size_t kLamportStateWords = 24;  // per (channel, CTA): 8 per Lamport kind
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
 // The all-gather + GEMM engine's shard flags: [channel][shard], this rank's only
 // (written by its copy engine, read by its GEMM; gemm/engine/allgather_scheduler.cuh).
@@ -45,12 +45,12 @@ static_assert(kShardFlagsOffset + kShardFlagsBytes <= kSignalBytes, "signal regi
 // The Lamport one-shot's payload limit per rank (the two-shot's slice per pass), and
 // the push area per channel: three buffers (a call uses one, clears the one the call
 // before used, and the third may already be filled by a peer that is one call
-// ahead), each of three sets (the one-shot's; the two-shot's reduce-scatter and
-// all-gather pushes) of one slot per rank. After them, the call headers of both
+// ahead), each of four sets (the one-shot's; the two-shot's reduce-scatter and
+// all-gather pushes; the all-reduce + RMSNorm's) of one slot per rank. After them, the call headers of both
 // Lamport kernels (collectives/lamport.cuh, LamportCall): three buffers of one
 // 16-byte pack per (CTA, sender rank).
 constexpr size_t kLamportSlotBytes = 1024 * 1024;
-constexpr size_t kLamportSets = 3;
+constexpr size_t kLamportSets = 4;
 constexpr size_t lamportPushBytes(int nranks) { return 3 * kLamportSets * size_t(nranks) * kLamportSlotBytes; }
 constexpr size_t lamportCallBytes(int nranks) { return 3 * size_t(kMaxBlocks) * size_t(nranks) * 16; }
 constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nranks) + lamportCallBytes(nranks); }

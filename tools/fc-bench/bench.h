@@ -94,5 +94,8 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
 // fc-bench mmrs (mmrs.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 
+// fc-bench arnorm (arnorm.cc): token counts and hidden sizes, comma-separated.
+int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);
+
 // The fused-GEMM modes' preamble on rank 0: the run line and the CSV header.
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why);

@@ -3,6 +3,9 @@
 //
 //   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 256M -f 2 -d bf16
 //
+// Modes: allreduce, reducescatter, allgather (below); agmm, mmrs (the fused GEMMs:
+// agmm.cc, mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
+//
 // For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
 // replays; time per call = median replay / n, max over ranks. Then eager calls
@@ -173,11 +176,16 @@ int main(int argc, char** argv) {
   std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
   std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;16384,8192,8192;512,8192,8192";
   std::string transB = "both";
+  CLI::App* arnorm =
+      app.add_subcommand("arnorm", "fcAllReduceResidualRMSNorm vs fcAllReduce alone and all-reduce + RMSNorm");
+  std::string tokens = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hiddens = "4096,8192";
+  arnorm->add_option("--tokens", tokens, "token counts (rows), comma-separated");
+  arnorm->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
-  for (CLI::App* sub : {agmm, mmrs}) {
-    sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-    sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16");
+  for (CLI::App* sub : {agmm, mmrs}) sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
+  for (CLI::App* sub : {agmm, mmrs, arnorm}) {
+    sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
@@ -211,7 +219,7 @@ int main(int argc, char** argv) {
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
   const bool gemmMode = agmm->parsed() || mmrs->parsed();
-  if (!gemmMode) {
+  if (!gemmMode && !arnorm->parsed()) {
     if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
     else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
   } else if (o.iters == Options{}.iters) {
@@ -232,7 +240,8 @@ int main(int argc, char** argv) {
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
-  const int rc = agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
+  const int rc = arnorm->parsed() ? benchArnorm(c, o, tokens, hiddens)
+                 : agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
                  : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
                                   : bench(c, o, mode);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);

@@ -1,0 +1,139 @@
+// fc-bench arnorm: fcAllReduceResidualRMSNorm against the all-reduce alone and the
+// unfused sequence, in one run (graph replays timed interleaved, nccl-tests' per-call
+// convention: a graph of -n calls, median replay / n, max over ranks).
+//
+// Columns per (tokens, hidden):
+//   fused_us        fcAllReduceResidualRMSNorm (the communicator's default: PDL on)
+//   fused_nopdl_us  the same without programmatic dependent launch (FC_PDL=0)
+//   unfused_us      fcAllReduce, then our residual + RMSNorm kernel (FC_ARNORM_ALGO=unfused)
+//   allreduce_us    fcAllReduce alone, same buffer
+//   nccl_us         ncclAllReduce alone (when NCCL loads; the norm not included: the
+//                   Python benchmark adds torch's)
+//   over_ar_us      fused_us - allreduce_us: what the residual and the norm cost
+//   speedup         unfused_us / fused_us
+//   eager_us        fused, one call + synchronize (median, wall)
+//   maxerr, check   residualOut exact (integer inputs), normOut within 2^-7 relative
+//                   of the float64 norm of the returned residualOut
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench.h"
+#include "fc_data.h"
+
+namespace {
+
+std::vector<size_t> parseList(const std::string& s) {
+  std::vector<size_t> v;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) v.push_back(parseBytes(item));
+  return v;
+}
+
+}  // namespace
+
+int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type);
+  const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
+  const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
+                          *std::max_element(hiddenV.begin(), hiddenV.end());
+  std::string why;
+  const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
+  fcComm_t noPdl = commWithEnv(c, "FC_PDL", "0");
+  fcComm_t unfused = commWithEnv(c, "FC_ARNORM_ALGO", "unfused");
+  void *in, *res, *w, *resOut, *out;
+  CUDA_OK(cudaMalloc(&in, maxElems * es));
+  CUDA_OK(cudaMalloc(&res, maxElems * es));
+  CUDA_OK(cudaMalloc(&resOut, maxElems * es));
+  CUDA_OK(cudaMalloc(&out, maxElems * es));
+  CUDA_OK(cudaMalloc(&w, *std::max_element(hiddenV.begin(), hiddenV.end()) * es));
+  if (c.rank == 0) {
+    cudaDeviceProp prop;
+    int dev, version, ncclVersion = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+    fcGetVersion(&version);
+    if (haveNccl) c.nccl.getVersion(&ncclVersion);
+    printf("# fc-bench arnorm: %d ranks, %s, libfusedcomm %d, %s, graph of %d calls, %d replays (median, "
+           "interleaved), %d warm-up; NCCL: %s\n",
+           c.nranks, prop.name, version, o.dtype.c_str(), o.iters, o.replays, o.warmup,
+           haveNccl ? std::to_string(ncclVersion).c_str() : ("not run (" + why + ")").c_str());
+    printf("op,tokens,hidden,bytes,type,fused_us,fused_nopdl_us,unfused_us,allreduce_us,nccl_us,over_ar_us,speedup,"
+           "eager_us,maxerr,check\n");
+  }
+  int failures = 0;
+  for (size_t hidden : hiddenV) {
+    for (size_t tokens : tokensV) {
+      const size_t n = tokens * hidden, bytes = n * es;
+      // Integer inputs: the rank sum and the residual add are exact in every dtype.
+      const uint64_t seed = fcSplitMix(tokens * 7919 + hidden);
+      std::vector<char> h = fcPatternInput(type, n, seed, c.rank);
+      CUDA_OK(cudaMemcpyAsync(in, h.data(), bytes, cudaMemcpyHostToDevice, c.stream));
+      std::vector<char> hr = fcPatternInput(type, n, seed + 1, 0), hw = fcPatternInput(type, hidden, seed + 2, 0);
+      CUDA_OK(cudaMemcpyAsync(res, hr.data(), bytes, cudaMemcpyHostToDevice, c.stream));
+      CUDA_OK(cudaMemcpyAsync(w, hw.data(), hidden * es, cudaMemcpyHostToDevice, c.stream));
+      CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
+      CUDA_OK(cudaMemsetAsync(resOut, 0xff, bytes, c.stream));
+      auto call = [&](fcComm_t comm) {
+        return [&, comm] {
+          FC_OK(fcAllReduceResidualRMSNorm(in, res, w, resOut, out, tokens, hidden, 1e-6f, type, comm, c.stream));
+        };
+      };
+      call(c.comm)();
+      std::vector<char> gotRes(bytes), got(bytes);
+      CUDA_OK(cudaMemcpyAsync(gotRes.data(), resOut, bytes, cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaMemcpyAsync(got.data(), out, bytes, cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      double err = 0;
+      for (size_t t = 0; t < tokens; ++t) {
+        double ss = 0;
+        for (size_t k = 0; k < hidden; ++k) {
+          const size_t i = t * hidden + k;
+          double want = fcLoad(hr.data(), type, i);
+          for (int r = 0; r < c.nranks; ++r) want += fcPatternValue(seed, r, i);
+          const double x = fcLoad(gotRes.data(), type, i);
+          const double e = std::fabs(x - want);
+          if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+          ss += x * x;
+        }
+        const double rstd = 1.0 / std::sqrt(ss / double(hidden) + 1e-6);
+        for (size_t k = 0; k < hidden; ++k) {
+          const size_t i = t * hidden + k;
+          const double want = fcLoad(gotRes.data(), type, i) * rstd * fcLoad(hw.data(), type, k);
+          const double e = std::fabs(fcLoad(got.data(), type, i) - want) / std::max(std::fabs(want), 1e-3);
+          if (!(e <= 0x1p-7)) err = std::max(err, std::isnan(e) ? 1e30 : e);
+        }
+      }
+      auto ar = [&] { FC_OK(fcAllReduce(in, out, n, type, fcSum, c.comm, c.stream)); };
+      std::vector<std::function<void()>> ops = {call(c.comm), call(noPdl), call(unfused), ar};
+      if (haveNccl)
+        ops.push_back([&] {
+          if (int r = c.nccl.allReduce(in, out, n, int(type), 0, c.ncclComm, c.stream); r != 0) {
+            fprintf(stderr, "fc-bench: NCCL call failed: %s\n", c.nccl.getErrorString(r));
+            exit(1);
+          }
+        });
+      std::vector<double> us = timeGraphs(c, o, ops);
+      for (double& u : us) u = maxOverRanks(c, u);
+      const EagerTimes eager = o.eager ? timeEager(c, o, call(c.comm)) : EagerTimes{};
+      const double worstErr = maxOverRanks(c, err);
+      // Exact residualOut (0) and normOut within 2^-7 (the check above keeps err there).
+      const bool ok = worstErr <= 0x1p-7;
+      failures += !ok;
+      if (c.rank == 0) {
+        printf("arnorm,%zu,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%g,%s\n", tokens, hidden, bytes,
+               fcTypeName(type), us[0], us[1], us[2], us[3], haveNccl ? us[4] : 0.0, us[0] - us[3], us[2] / us[0],
+               eager.syncUs, worstErr, ok ? "OK" : "FAIL");
+        fflush(stdout);
+      }
+    }
+  }
+  for (void* p : {in, res, w, resOut, out}) CUDA_OK(cudaFree(p));
+  FC_OK(fcCommDestroy(noPdl));
+  FC_OK(fcCommDestroy(unfused));
+  return failures ? 1 : 0;
+}
