@@ -80,6 +80,7 @@ _SIGNATURES = {
     "fcAllGather": (_R, [_P, _P, _SZ, _I, _P, _P]),
     "fcAllGatherMatmul": (_R, [_P, _P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
     "fcMatmulReduceScatter": (_R, [_P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
+    "fcAllReduceResidualRMSNorm": (_R, [_P, _P, _P, _P, _P, _SZ, _SZ, _c.c_float, _I, _P, _P]),
 }
 
 
@@ -243,6 +244,12 @@ class Communicator:
     def matmul_reduce_scatter(self, a, b, c, m, n, k, dtype, trans_b=OP_N, stream=0):
         self._check(self.lib.fcMatmulReduceScatter(a, b, c, m, n, k, trans_b, dtype, self.handle, stream),
                     "fcMatmulReduceScatter")
+
+    def all_reduce_residual_rmsnorm(self, send, residual, weight, residual_out, norm_out, tokens, hidden, eps,
+                                    dtype, stream=0):
+        self._check(self.lib.fcAllReduceResidualRMSNorm(send, residual, weight, residual_out, norm_out, tokens,
+                                                        hidden, eps, dtype, self.handle, stream),
+                    "fcAllReduceResidualRMSNorm")
 
     def barrier(self, stream=0):
         self._check(self.lib.fcBarrier(self.handle, stream), "fcBarrier")

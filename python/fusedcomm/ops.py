@@ -14,7 +14,13 @@ fake (meta) implementation, so torch.compile(fullgraph=True) traces them.
     matmul_reduce_scatter(a, weight, comm) rows [rank*M/W, (rank+1)*M/W) of sum_r a_r @ weight_r.T:
                                            a [M, K], weight [N, K] -> [M/W, N]
 
-weight is an nn.Linear weight ([out_features, in_features]). Errors raise FcError.
+    all_reduce_residual_rmsnorm(x, residual, weight, eps, comm)
+                                           (normed, residual_out): residual_out = allreduce(x) + residual,
+                                           normed = RMSNorm(residual_out) * weight; x, residual
+                                           [tokens, hidden], weight [hidden]
+
+weight is an nn.Linear weight ([out_features, in_features]), or RMSNorm's gamma.
+Errors raise FcError.
 """
 import torch
 
@@ -111,3 +117,28 @@ def matmul_reduce_scatter(a: torch.Tensor, weight: torch.Tensor, comm: int) -> t
 def _(a, weight, comm):
     _check_linear(a, weight, "matmul_reduce_scatter")
     return a.new_empty((_rows_per_rank(a, communicator(comm).count(), "matmul_reduce_scatter"), weight.shape[0]))
+
+
+def _check_norm(x, residual, weight):
+    if x.dim() != 2 or residual.shape != x.shape or weight.shape != (x.shape[1],):
+        raise ValueError("all_reduce_residual_rmsnorm: x and residual [tokens, hidden], weight [hidden] expected, "
+                         "got %s, %s, %s" % (tuple(x.shape), tuple(residual.shape), tuple(weight.shape)))
+
+
+@torch.library.custom_op("fusedcomm::all_reduce_residual_rmsnorm", mutates_args=())
+def all_reduce_residual_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                                comm: int) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_norm(x, residual, weight)
+    c = communicator(comm)
+    x, residual, weight = x.contiguous(), residual.contiguous(), weight.contiguous()
+    normed, residual_out = torch.empty_like(x), torch.empty_like(x)
+    c.all_reduce_residual_rmsnorm(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), residual_out.data_ptr(),
+                                  normed.data_ptr(), x.shape[0], x.shape[1], eps, dtype_of(x), _stream())
+    return normed, residual_out
+
+
+@all_reduce_residual_rmsnorm.register_fake
+def _(x, residual, weight, eps, comm):
+    _check_norm(x, residual, weight)
+    return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(
+        x, memory_format=torch.contiguous_format)

@@ -158,11 +158,16 @@ enum class Path { Unfused, Pipeline, Engine };
 // - else unfused: with smaller shards the engine's fixed costs (the staging copy, the
 //   pulls' latency before the first remote tile, the flags) exceed what the overlap
 //   hides (512 x 14336 x 4096: engine 116, unfused 98 us).
+// The engine rule is off (kAutoEngine) until a wrong result is explained: forced at 2
+// ranks (FC_AGMM_ALGO=engine, two ranks sharing one H200, 2026-11-23), the GEMM
+// suite's 2048 x 4224 x 200 case returned 338-373 wrong elements of C, then timed out
+// waiting for a shard flag. Auto picks the pipeline or the unfused path instead.
+constexpr bool kAutoEngine = false;
 Path autoPath(size_t M, size_t N, int W, int smCount) {
   const size_t shardRows = M / size_t(W);
   if (overlapPays(shardRows, N)) return Path::Pipeline;
   const size_t tiles = (M + 127) / 128 * ((N + 255) / 256);
-  if (shardRows >= 1024 && tiles >= size_t(smCount)) return Path::Engine;
+  if (kAutoEngine && shardRows >= 1024 && tiles >= size_t(smCount)) return Path::Engine;
   return Path::Unfused;
 }
 

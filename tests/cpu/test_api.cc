@@ -395,6 +395,9 @@ TEST_CASE("communicator calls reject a NULL or dead comm", "[api][comm]") {
     CHECK(fcMatmulReduceScatter(&out, &out, &out, 4, 4, 4, fcOpN, fcBfloat16, nullptr, nullptr) ==
           fcInvalidArgument);
     CHECK_THAT(lastError(), ContainsSubstring("fcMatmulReduceScatter"));
+    CHECK(fcAllReduceResidualRMSNorm(&out, &out, &out, &out, &out, 1, 8, 1e-6f, fcBfloat16, nullptr, nullptr) ==
+          fcInvalidArgument);
+    CHECK_THAT(lastError(), ContainsSubstring("fcAllReduceResidualRMSNorm"));
     CHECK(out == -7);  // outputs untouched
   }
   SECTION("memory that is not a live communicator") {

@@ -73,7 +73,19 @@ def main():
             "all_gather_matmul": lambda: torch.ops.fusedcomm.all_gather_matmul(shard, w, c),
             "matmul_reduce_scatter": lambda: torch.ops.fusedcomm.matmul_reduce_scatter(x, w, c),
         }
-        tol = {"all_reduce": 2e-2, "reduce_scatter": 2e-2, "all_gather": 0, "all_gather_matmul": 2e-2,
+        # all_reduce_residual_rmsnorm: 5 tokens x 256, residual and weight the same on
+        # every rank; the reference in fp32 from the bf16 residual_out it returns.
+        xs_n = [inputs(seed + 200 + r, (5, 256), bf16) for r in range(world)]
+        res_n, w_n = inputs(seed + 300, (5, 256), bf16).cuda(), inputs(seed + 301, (256,), bf16).cuda()
+        x_n = xs_n[rank].cuda()
+        want["all_reduce_residual_rmsnorm"] = sum(t.float() for t in xs_n).cuda() + res_n.float()
+        calls["all_reduce_residual_rmsnorm"] = lambda: torch.ops.fusedcomm.all_reduce_residual_rmsnorm(
+            x_n, res_n, w_n, 1e-6, c)[1]
+        normed, res_out = torch.ops.fusedcomm.all_reduce_residual_rmsnorm(x_n, res_n, w_n, 1e-6, c)
+        r32 = res_out.float()
+        check("eager all_reduce_residual_rmsnorm normed", normed,
+              r32 * torch.rsqrt(r32.pow(2).mean(-1, keepdim=True) + 1e-6) * w_n.float(), 2e-2)
+        tol = {"all_reduce": 2e-2, "all_reduce_residual_rmsnorm": 2e-2, "reduce_scatter": 2e-2, "all_gather": 0, "all_gather_matmul": 2e-2,
                "matmul_reduce_scatter": 2e-2}
         for name, call in calls.items():
             check("eager " + name, call(), want[name], tol[name])
