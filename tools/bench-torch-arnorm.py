@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""All-reduce + residual add + RMSNorm from PyTorch, side by side in one run, graph-replayed:
+
+  ours        torch.ops.fusedcomm.all_reduce_residual_rmsnorm (fcAllReduceResidualRMSNorm)
+  ours_ar     torch.ops.fusedcomm.all_reduce, then the residual add and RMSNorm in torch
+  nccl        torch.distributed.all_reduce (NCCL), then the residual add and RMSNorm in torch
+  nccl_ar     the NCCL all-reduce alone
+  symm        torch symmetric memory's one_shot_all_reduce, then the add and RMSNorm in torch
+
+    PYTHONPATH=<installed package> build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-arnorm.py [--csv FILE]
+
+RMSNorm in torch: torch.nn.functional.rms_norm of the bf16 residual sum (fp32 inside),
+as an engine without a fused kernel runs it. Shapes (issue 19): tokens 1-4096 x hidden
+4096 and 8192, bf16. Time per call: a CUDA graph of 5 calls, median of 15 interleaved
+replays, max over ranks (fusedcomm.bench.time_graphs). Our result is checked against
+NCCL + torch (max error relative to the largest magnitude).
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fusedcomm  # noqa: E402
+import fusedcomm.ops  # noqa: E402,F401
+from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
+
+EPS = 1e-6
+
+
+def torch_norm(summed, residual, weight):
+    r = summed + residual
+    return torch.nn.functional.rms_norm(r, (r.shape[-1],), weight, EPS), r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
+    ap.add_argument("--tokens", default="1,2,4,8,16,32,64,128,256,512,1024,2048,4096")
+    ap.add_argument("--hidden", default="4096,8192")
+    args = ap.parse_args()
+    rank, world = init_process_group("bench-arnorm")
+    comm = fusedcomm.Communicator.from_process_group()
+    c = comm.id
+    symm = None
+    try:
+        import torch.distributed._symmetric_memory as symm_mem
+        symm = symm_mem
+    except ImportError:
+        pass
+    header = "tokens,hidden,bytes,ours_us,ours_ar_torch_us,nccl_torch_us,nccl_ar_us,symm_torch_us,max_relerr"
+    rows = []
+    if rank == 0:
+        print("# %d ranks, %s, torch %s, bf16, graph of 5 calls, median of 15 interleaved replays, max over ranks"
+              % (world, torch.cuda.get_device_name(), torch.__version__))
+        print(header)
+    group_name = dist.group.WORLD.group_name
+    for hidden in [int(h) for h in args.hidden.split(",")]:
+        for tokens in [int(t) for t in args.tokens.split(",")]:
+            g = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden + rank)
+            x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
+            g0 = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden)  # the same on every rank
+            residual = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g0)
+            weight = torch.randn(hidden, device="cuda", dtype=torch.bfloat16, generator=g0)
+            buf = x.clone()
+
+            def nccl_ar():
+                buf.copy_(x)
+                dist.all_reduce(buf)
+                return buf
+
+            fns = [lambda: torch.ops.fusedcomm.all_reduce_residual_rmsnorm(x, residual, weight, EPS, c),
+                   lambda: torch_norm(torch.ops.fusedcomm.all_reduce(x, c), residual, weight),
+                   lambda: torch_norm(nccl_ar(), residual, weight),
+                   nccl_ar]
+            sym_in = None
+            if symm is not None:
+                sym_in = symm.empty(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+                symm.rendezvous(sym_in, group_name)
+                sym_in.copy_(x)
+                fns.append(lambda: torch_norm(torch.ops.symm_mem.one_shot_all_reduce(sym_in, "sum", group_name),
+                                              residual, weight))
+            normed, res_out = fns[0]()
+            want_normed, want_res = fns[2]()
+            torch.cuda.synchronize()
+            err = max(((normed.float() - want_normed.float()).abs().max() / want_normed.float().abs().max()).item(),
+                      ((res_out.float() - want_res.float()).abs().max() / want_res.float().abs().max()).item())
+            us = time_graphs(fns)
+            if symm is None:
+                us.append(0.0)
+            row = "%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2e" % (tokens, hidden, tokens * hidden * 2, *us, err)
+            rows.append(row)
+            if rank == 0:
+                print(row, flush=True)
+    if rank == 0 and args.csv:
+        with open(args.csv, "w") as f:
+            f.write(header + "\n" + "\n".join(rows) + "\n")
+    comm.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
