@@ -99,19 +99,6 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
   return x;
 }
 
-// This thread's first kKeep packs of a row of the residual and of the weight.
-__device__ __forceinline__ void prefetch(const Pack* residualRow, const Pack* weight, size_t rowPacks,
-                                         unsigned threads, Pack (&res)[kKeep], Pack (&w)[kKeep]) {
-#pragma unroll
-  for (int j = 0; j < kKeep; ++j) {
-    const size_t p = threadIdx.x + size_t(j) * threads;
-    if (p < rowPacks) {
-      res[j] = residualRow[p];
-      w[j] = weight[p];
-    }
-  }
-}
-
 template <typename T, int NR>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormArgs<T> a, uint32_t sig) {
@@ -156,40 +143,28 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     int parity = 0;
     for (size_t row = blockIdx.x; row < a.tokens; row += rowStep, parity ^= 1) {
       const size_t first = row * rowPacks;
-      // The residual and the weight do not depend on the peers: their loads go out
-      // before the first wait and land while it lasts.
-      Pack keep[kKeep], res[kKeep], w[kKeep];
-      prefetch(residual + first, weight, rowPacks, threads, res, w);
+      Pack keep[kKeep];
       float ss = 0.f;
-      // Pack p of the row: sum over ranks, add the residual, store residualOut.
-      auto reduce = [&](size_t p, const Pack& r) -> Pack {
+      int j = 0;
+      for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+        if (failed) break;
         float acc[E];
         if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, first + p, in[first + p], acc)) {
           failed = 1;
-          return Pack{};
+          break;
         }
-        const Pack x = addResidual<T>(acc, r, ss);
+        const Pack x = addResidual<T>(acc, residual[first + p], ss);
         residualOut[first + p] = x;
-        return x;
-      };
-      // The first kKeep packs in registers (unrolled: fixed indices), the rest re-read.
-#pragma unroll
-      for (int j = 0; j < kKeep; ++j) {
-        const size_t p = threadIdx.x + size_t(j) * threads;
-        if (p < rowPacks && !failed) keep[j] = reduce(p, res[j]);
+        if (j < kKeep) keep[j] = x;
       }
-      for (size_t p = threadIdx.x + size_t(kKeep) * threads; p < rowPacks && !failed; p += threads)
-        reduce(p, residual[first + p]);
       const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(rowPacks * E) + a.eps);
       if (failed) continue;
-#pragma unroll
-      for (int j = 0; j < kKeep; ++j) {
-        const size_t p = threadIdx.x + size_t(j) * threads;
-        if (p < rowPacks) out[first + p] = normPack<T>(keep[j], w[j], rstd);
+      j = 0;
+      for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+        // Beyond the registers, re-read what this thread stored above (its own write).
+        const Pack x = j < kKeep ? keep[j] : residualOut[first + p];
+        out[first + p] = normPack<T>(x, weight[p], rstd);
       }
-      // Beyond the registers, re-read what this thread stored above (its own writes).
-      for (size_t p = threadIdx.x + size_t(kKeep) * threads; p < rowPacks; p += threads)
-        out[first + p] = normPack<T>(residualOut[first + p], weight[p], rstd);
     }
   }
   if (__syncthreads_or(failed)) return;
@@ -214,32 +189,24 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormArgs<T> 
   int parity = 0;
   for (size_t row = blockIdx.x; row < a.tokens; row += gridDim.x, parity ^= 1) {
     const size_t first = row * rowPacks;
-    Pack keep[kKeep], res[kKeep], w[kKeep];
-    prefetch(residual + first, weight, rowPacks, threads, res, w);
+    Pack keep[kKeep];
     float ss = 0.f;
-    auto reduce = [&](size_t p, const Pack& r) -> Pack {
+    int j = 0;
+    for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
       float acc[E];
 #pragma unroll
       for (int e = 0; e < E; ++e) acc[e] = 0.f;
       dev::accumulate<T>(acc, sum[first + p]);
-      const Pack x = addResidual<T>(acc, r, ss);
+      const Pack x = addResidual<T>(acc, residual[first + p], ss);
       residualOut[first + p] = x;
-      return x;
-    };
-#pragma unroll
-    for (int j = 0; j < kKeep; ++j) {
-      const size_t p = threadIdx.x + size_t(j) * threads;
-      if (p < rowPacks) keep[j] = reduce(p, res[j]);
+      if (j < kKeep) keep[j] = x;
     }
-    for (size_t p = threadIdx.x + size_t(kKeep) * threads; p < rowPacks; p += threads) reduce(p, residual[first + p]);
     const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(rowPacks * E) + a.eps);
-#pragma unroll
-    for (int j = 0; j < kKeep; ++j) {
-      const size_t p = threadIdx.x + size_t(j) * threads;
-      if (p < rowPacks) out[first + p] = normPack<T>(keep[j], w[j], rstd);
+    j = 0;
+    for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+      const Pack x = j < kKeep ? keep[j] : residualOut[first + p];
+      out[first + p] = normPack<T>(x, weight[p], rstd);
     }
-    for (size_t p = threadIdx.x + size_t(kKeep) * threads; p < rowPacks; p += threads)
-      out[first + p] = normPack<T>(residualOut[first + p], weight[p], rstd);
   }
 }
 

@@ -115,7 +115,9 @@ TEST_CASE("any number of streams with no dependencies between them: a fresh stre
   // per-thread and per-stream allocations come and go in 2 MiB pages (8 MiB seen).
   const long long grown = (long long)free0 - (long long)freeDeviceMemory();
   INFO("device memory taken during the section: " << grown << " bytes");
-  CHECK(grown < (32ll << 20));
+  // Ranks sharing one GPU (FC_SHARE_GPU=1) see each other's allocations come and go.
+  const char* share = getenv("FC_SHARE_GPU");
+  if (share == nullptr || std::string(share) != "1") CHECK(grown < (32ll << 20));
 }
 
 TEST_CASE("graph capture on a side stream in global mode, ops on streams forked inside the capture, replayed while "

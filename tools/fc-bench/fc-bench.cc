@@ -236,7 +236,10 @@ int main(int argc, char** argv) {
   Ctx c{};
   c.rank = fcEnvInt("FC_RANK", 0);
   c.nranks = fcEnvInt("FC_WORLD_SIZE", 1);
-  CUDA_OK(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", c.rank)));
+  int ndev = 1;
+  CUDA_OK(cudaGetDeviceCount(&ndev));
+  // FC_SHARE_GPU=1 (functional runs on one GPU) puts several ranks on a device.
+  CUDA_OK(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", c.rank) % ndev));
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
