@@ -282,7 +282,9 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  *     barrier of signal pads, each rank reads every peer's copy with 16-byte loads in
  *     rank-rotated order and sums, then a departure barrier lets the workspace be
  *     reused.
- * One kernel on stream; capturable; no host synchronisation.
+ * One kernel on stream; capturable; no host synchronisation. The Lamport kernels are
+ * launched with programmatic dependent launch (FC_PDL=0: without), so that their
+ * launch overlaps the end of the previous kernel on stream, in graphs too.
  * Errors: fcInvalidArgument (NULL comm or buffers, a buffer that is not memory of
  * comm's GPU (see "Buffers" above), bad datatype/op, count too large), fcInvalidUsage (the current device is not comm's), fcUnhandledCudaError (launch). */
 fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,

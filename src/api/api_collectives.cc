@@ -123,7 +123,8 @@ fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
                                                            : fc::lamportMaxBytes(c.comm->nranks);
   if (bytes <= lamportMax &&
       c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
-    return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype, stream);
+    return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
+                                      c.comm->params.pdl, stream);
   return fc::launchAllReduceOneShot(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                     zeroCopySource(c), stream);
 }
@@ -186,7 +187,7 @@ fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
     case ArAlgo::OneShot: return launchOneShot(c, stream);
     case ArAlgo::LamportTwoShot:
       return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
-                                               stream);
+                                               comm->params.pdl, stream);
     case ArAlgo::CopyEngine:
       return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send,
                                    c.recv, c.sendElems, c.dtype, stream);

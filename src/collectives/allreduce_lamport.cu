@@ -43,6 +43,9 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   const size_t packs = (count + E - 1) / E;
   const unsigned threads = dev::lamportDataThreads();
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
+  // Programmatic dependent launch: the launch and the lines above overlapped the
+  // previous kernel; its writes (our input, the Lamport state) are visible after this.
+  dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, count);
 
@@ -60,6 +63,9 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
         run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
     }
 
+    // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
+    // finish before it reads anything.
+    dev::allowDependentLaunch();
     // Reset our previous run's buffer (every chunk it used) for the run after next,
     // while the pushes are on their way.
     run.resetStale();
@@ -86,7 +92,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
-                  cudaStream_t stream) {
+                  bool pdl, cudaStream_t stream) {
   constexpr size_t E = dev::PackTraits<T>::kElems;
   constexpr size_t P = dev::LamportTraits<dev::LamportKind::OneShot>::kChunkPacks;
   const size_t chunks = ((count + E - 1) / E + P - 1) / P;
@@ -94,18 +100,18 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // every rank keeps the per-CTA buffer sequences equal across ranks.
   const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
   auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value>; });
-  return launchKernel(kernel, dim3(shape.grid), dim3(shape.threads), stream, dc, channel,
-                      static_cast<const T*>(in), static_cast<T*>(out), count, sig);
+  return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
+                        static_cast<const T*>(in), static_cast<T*>(out), count, sig);
 }
 
 }  // namespace
 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
-                                  void* recvbuff, size_t count, fcDataType_t datatype,
+                                  void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                   cudaStream_t stream) {
   const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, pdl, stream);
   });
 }
 

@@ -159,6 +159,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // Passes start at multiples of passElems, a whole number of packs, and every slice
   // is one too: all are as aligned as the buffers.
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);
+  dev::waitForPreviousGrid();  // programmatic dependent launch: as the one-shot's
   Run run(dc, channel);
   // The call warp checks the call (once per kernel) while the data threads run the
   // first pass, then joins the CTA-wide steps between passes.
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
-                  cudaStream_t stream) {
+                  bool pdl, cudaStream_t stream) {
   const size_t passElems = size_t(dc.nranks) * (kLamportSlotBytes / sizeof(T));
   // Every CTA that ever ran keeps state; the same count gives the same shape on
   // every rank, so the per-CTA buffer sequences stay equal across ranks.
@@ -199,18 +200,18 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   auto kernel = byWorldSize(dc.nranks, [](auto nr) {
     return allReduceLamportTwoShotKernel<T, decltype(nr)::value>;
   });
-  return launchKernel(kernel, dim3(shape.grid), dim3(shape.threads), stream, dc, channel,
-                      static_cast<const T*>(in), static_cast<T*>(out), count, passElems, sig);
+  return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
+                        static_cast<const T*>(in), static_cast<T*>(out), count, passElems, sig);
 }
 
 }  // namespace
 
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
-                                         void* recvbuff, size_t count, fcDataType_t datatype,
+                                         void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                          cudaStream_t stream) {
   const uint32_t sig = opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport two-shot all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, pdl, stream);
   });
 }
 

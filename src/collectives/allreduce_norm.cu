@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   Pack* out = reinterpret_cast<Pack*>(a.out);
   // Programmatic dependent launch: everything above overlapped the previous kernel;
   // nothing it writes (inputs, the Lamport state) is read before this.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, a.tokens * rowPacks * E);
   const size_t rowStep = gridDim.x;  // maxCtas
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       }
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
-    asm volatile("griddepcontrol.launch_dependents;");
+    dev::allowDependentLaunch();
     run.resetStale();
 
     // 2. Row by row: sum, add the residual, store residualOut; then normalise. Every
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormArgs<T> 
   const Pack* weight = reinterpret_cast<const Pack*>(a.weight);
   Pack* residualOut = reinterpret_cast<Pack*>(a.residualOut);
   Pack* out = reinterpret_cast<Pack*>(a.out);
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  dev::waitForPreviousGrid();
   int parity = 0;
   for (size_t row = blockIdx.x; row < a.tokens; row += gridDim.x, parity ^= 1) {
     const size_t first = row * rowPacks;

@@ -20,15 +20,15 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
                                   const SymSource* symmetricIn, cudaStream_t stream);
 
 // Lamport one-shot all-reduce (push, poll the data; no flags): count*size must not
-// exceed kLamportSlotBytes.
+// exceed kLamportSlotBytes. pdl: launch with programmatic dependent launch.
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
-                                  void* recvbuff, size_t count, fcDataType_t datatype,
+                                  void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                   cudaStream_t stream);
 
 // Lamport two-shot all-reduce (push the slices, poll the data; no flags); any count
-// (passes of nranks push slots).
+// (passes of nranks push slots). pdl as above.
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
-                                         void* recvbuff, size_t count, fcDataType_t datatype,
+                                         void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                          cudaStream_t stream);
 
 // fcAllReduceResidualRMSNorm's arguments (validated by src/api): tokens rows of

@@ -25,6 +25,7 @@
 
 #include "collectives/chunks.cuh"
 #include "device/device_comm.h"
+#include "device/pdl.cuh"
 #include "device/sync.cuh"
 
 namespace fc::dev {

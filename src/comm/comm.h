@@ -59,8 +59,8 @@ struct CommParams {
   // every cross-rank wait lasts up to a scheduling time slice: for running the multi-rank
   // tests on a one-GPU machine, never for measurements.
   bool shareGpu = false;
-  // FC_PDL: launch the kernels that support it (fcAllReduceResidualRMSNorm's) with
-  // programmatic dependent launch.
+  // FC_PDL: launch the kernels that support it (the Lamport all-reduces and
+  // fcAllReduceResidualRMSNorm's; device/pdl.cuh) with programmatic dependent launch.
   bool pdl = true;
 };
 

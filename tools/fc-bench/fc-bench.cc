@@ -12,7 +12,8 @@
 // (--eager 1, the default): -n times one call + cudaStreamSynchronize (median wall
 // time), -n calls back to back + one synchronize (wall time per call), and the host
 // time spent issuing each of those. NCCL (dlopened, when available) is timed the
-// same ways in the same run. algbw = size / time, where size
+// same ways in the same run; the all-reduce also without programmatic dependent
+// launch (nopdl_us: FC_PDL=0, timed interleaved with the default). algbw = size / time, where size
 // is the all-reduce buffer, the reduce-scatter input or the all-gather output;
 // busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n (reduce-scatter, all-gather).
 // Rank 0 prints the table (or --csv / --json); exit status non-zero if a check fails.
@@ -57,6 +58,9 @@ int bench(Ctx& c, const Options& o, Mode mode) {
 
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
+  // The all-reduce again without programmatic dependent launch (its Lamport kernels
+  // use it by default), timed interleaved with the default.
+  fcComm_t noPdl = mode == Mode::AllReduce ? commWithEnv(c, "FC_PDL", "0") : nullptr;
   int failures = 0;
   if (c.rank == 0) {
     cudaDeviceProp prop;
@@ -72,7 +76,7 @@ int bench(Ctx& c, const Options& o, Mode mode) {
            haveNccl ? std::to_string(ncclVersion).c_str() : ("not run (" + why + ")").c_str());
     if (o.csv)
       printf("op,size,count,type,algo,time_us,algbw,busbw,nccl_time_us,nccl_busbw,speedup,maxerr,check,"
-             "eager_us,b2b_us,host_us,nccl_eager_us,nccl_b2b_us\n");
+             "eager_us,b2b_us,host_us,nccl_eager_us,nccl_b2b_us,nopdl_us\n");
     else if (!o.json)
       printf("# %12s %12s %9s %8s %10s %9s %9s %10s %9s %7s %7s %6s %9s %9s %8s %10s %10s\n", "size(B)", "count",
              "type", "algo", "time(us)", "algbw", "busbw", "nccl(us)", "nccl_bus", "speedup", "maxerr", "check",
@@ -110,7 +114,15 @@ int bench(Ctx& c, const Options& o, Mode mode) {
         if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
       }
     }
-    const double us = maxOverRanks(c, timeGraph(c, o, ours));
+    double us, noPdlUs = 0;
+    if (noPdl) {
+      const std::vector<double> t = timeGraphs(
+          c, o, {ours, [&] { FC_OK(fcAllReduce(in, out, count, type, fcSum, noPdl, c.stream)); }});
+      us = maxOverRanks(c, t[0]);
+      noPdlUs = maxOverRanks(c, t[1]);
+    } else {
+      us = maxOverRanks(c, timeGraph(c, o, ours));
+    }
     const EagerTimes eager = o.eager ? timeEager(c, o, ours) : EagerTimes{};
     double ncclUs = 0;
     EagerTimes ncclEager;
@@ -138,16 +150,17 @@ int bench(Ctx& c, const Options& o, Mode mode) {
     const char* algo = o.algo.c_str();
     const char* status = o.check ? (ok ? "OK" : "FAIL") : "-";
     if (o.csv)
-      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f\n", modeName(mode), bytes,
-             count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status, eager.syncUs,
-             eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs);
+      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", modeName(mode),
+             bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status,
+             eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs, noPdlUs);
     else if (o.json)
       printf("{\"op\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\",\"time_us\":%.2f,"
              "\"algbw\":%.2f,\"busbw\":%.2f,\"nccl_time_us\":%.2f,\"nccl_busbw\":%.2f,\"speedup\":%.3f,"
              "\"maxerr\":%g,\"check\":\"%s\",\"eager_us\":%.2f,\"b2b_us\":%.2f,\"host_us\":%.2f,"
-             "\"nccl_eager_us\":%.2f,\"nccl_b2b_us\":%.2f}\n",
+             "\"nccl_eager_us\":%.2f,\"nccl_b2b_us\":%.2f,\"nopdl_us\":%.2f}\n",
              modeName(mode), bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus,
-             speedup, worstErr, status, eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs);
+             speedup, worstErr, status, eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs,
+             noPdlUs);
     else
       printf("  %12zu %12zu %9s %8s %10.2f %9.2f %9.2f %10.2f %9.2f %7.2f %7.2g %6s %9.2f %9.2f %8.2f %10.2f %10.2f\n",
              bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status,
@@ -157,6 +170,7 @@ int bench(Ctx& c, const Options& o, Mode mode) {
   if (o.symmetric) FC_OK(fcMemFree(c.comm, in));
   else CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
+  if (noPdl) FC_OK(fcCommDestroy(noPdl));
   if (c.rank == 0 && !o.csv && !o.json)
     printf("# %s\n", failures ? "FAILED: results differ from the reference" : "all results verified");
   return failures ? 1 : 0;
