@@ -61,5 +61,17 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nMeasured 2026-11-23"), "README block rewritten")
     expect("stale figures" not in new and new.endswith("<!-- report:end -->\nafter\n"), "README outside the block kept")
 
+# A one-rank sample (tests/data/report-sample-1rank): the all-reduce + RMSNorm section
+# and its rows; no section for what the folder lacks.
+with tempfile.TemporaryDirectory() as tmp:
+    perf = os.path.join(tmp, "perf.md")
+    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), sample + "-1rank", "--perf", perf,
+                    "--plots", os.path.join(tmp, "perf"), "--readme", ""], check=True)
+    text = open(perf).read()
+    expect("## All-reduce + residual + RMSNorm (fc-bench arnorm, bf16, 1 ranks)" in text, "section arnorm")
+    expect("| 1 | 4096 | 8 KiB | 4.36 | 5.35 | 5.23 | 2.77 | 1.43 | 1.59 | 1.198 |" in text, "arnorm row from the sample")
+    expect("all-reduce + RMSNorm at 1 x 4096: 1.59 us over the all-reduce alone" in text, "arnorm loss listed")
+    expect("## All-reduce (bf16" not in text, "no section without its file")
+
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)

@@ -233,7 +233,9 @@ int main(int argc, char** argv) {
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
   const bool gemmMode = agmm->parsed() || mmrs->parsed();
-  if (!gemmMode && !arnorm->parsed()) {
+  if (arnorm->parsed()) {
+    // Decode-sized calls: the collectives' defaults (20 calls per graph, 20 replays).
+  } else if (!gemmMode) {
     if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
     else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
   } else if (o.iters == Options{}.iters) {
