@@ -30,7 +30,7 @@ import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
-from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import Table, init_process_group, time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
 
@@ -48,12 +48,11 @@ def main():
     engine = fusedcomm.Communicator.from_process_group()
     del os.environ["FC_AGMM_ALGO"]
     bf16 = fusedcomm.BFLOAT16
-    rows = []
     header = "M,N,K,gemm_us,nccl_gemm_us,torch_us,ours_us,ours_sym_us,engine_us,ours_over_gemm,torch_over_gemm,max_relerr"
     if rank == 0:
         print("# %d ranks, %s, torch %s, graph of %d calls, median of %d interleaved replays, max over ranks"
               % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
-        print(header)
+    table = Table(header, rank)
     for m in [int(x) for x in args.m.split(",")]:
         for n2, k in ((3072, 4096), (14336, 4096), (3584, 5120), (27648, 5120)):
             n = n2 * 2 // world
@@ -103,13 +102,9 @@ def main():
             t = time_graphs([gemm, nccl_gemm, torch_fused, ours, lambda: ours(comm, a_fc), lambda: ours(engine, a)],
                             CALLS, REPLAYS)
             row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
-            rows.append(row)
-            if rank == 0:
-                print(row, flush=True)
+            table.add(row)
             comm.mem_free(a_fc.data_ptr())
-    if rank == 0 and args.csv:
-        with open(args.csv, "w") as f:
-            f.write(header + "\n" + "\n".join(rows) + "\n")
+    table.write(args.csv)
     engine.destroy()
     comm.destroy()
     dist.destroy_process_group()

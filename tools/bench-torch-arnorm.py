@@ -27,7 +27,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
-from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import Table, init_process_group, time_graphs  # noqa: E402
 
 EPS = 1e-6
 
@@ -53,11 +53,10 @@ def main():
     except ImportError:
         pass
     header = "tokens,hidden,bytes,ours_us,ours_ar_torch_us,nccl_torch_us,nccl_ar_us,symm_torch_us,max_relerr"
-    rows = []
     if rank == 0:
         print("# %d ranks, %s, torch %s, bf16, graph of 5 calls, median of 15 interleaved replays, max over ranks"
               % (world, torch.cuda.get_device_name(), torch.__version__))
-        print(header)
+    table = Table(header, rank)
     group_name = dist.group.WORLD.group_name
     for hidden in [int(h) for h in args.hidden.split(",")]:
         for tokens in [int(t) for t in args.tokens.split(",")]:
@@ -93,12 +92,8 @@ def main():
             if symm is None:
                 us.append(0.0)
             row = "%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2e" % (tokens, hidden, tokens * hidden * 2, *us, err)
-            rows.append(row)
-            if rank == 0:
-                print(row, flush=True)
-    if rank == 0 and args.csv:
-        with open(args.csv, "w") as f:
-            f.write(header + "\n" + "\n".join(rows) + "\n")
+            table.add(row)
+    table.write(args.csv)
     comm.destroy()
     dist.destroy_process_group()
 

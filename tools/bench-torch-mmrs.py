@@ -28,7 +28,7 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
-from fusedcomm.bench import init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import Table, init_process_group, time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
 
@@ -43,12 +43,11 @@ def main():
     comm = fusedcomm.Communicator.from_process_group()
     comm32 = fusedcomm.Communicator.from_process_group(config=fusedcomm.Config(fp32Partials=1))
     bf16 = fusedcomm.BFLOAT16
-    rows = []
     header = "M,N,K,gemm_us,nccl_us,torch_us,ours_us,ours_fp32_us,ours_over_gemm,torch_over_gemm,max_relerr"
     if rank == 0:
         print("# %d ranks, %s, torch %s, graph of %d calls, median of %d interleaved replays, max over ranks"
               % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
-        print(header)
+    table = Table(header, rank)
     for m in [int(x) for x in args.m.split(",")]:
         for n, k2 in ((4096, 7168), (4096, 2048), (5120, 13824), (5120, 2560)):
             k = k2 * 2 // world
@@ -87,12 +86,8 @@ def main():
             err = float("nan") if any(e != e for e in errs) else max(errs)
             t = time_graphs([gemm, nccl, torch_fused, ours, lambda: ours(comm32)], CALLS, REPLAYS)
             row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
-            rows.append(row)
-            if rank == 0:
-                print(row, flush=True)
-    if rank == 0 and args.csv:
-        with open(args.csv, "w") as f:
-            f.write(header + "\n" + "\n".join(rows) + "\n")
+            table.add(row)
+    table.write(args.csv)
     comm32.destroy()
     comm.destroy()
     dist.destroy_process_group()

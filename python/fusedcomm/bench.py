@@ -55,3 +55,23 @@ def time_graphs(fns, calls=5, replays=15, group=None):
     t = torch.tensor([sorted(ts)[len(ts) // 2] for ts in times], device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return t.tolist()
+
+
+class Table:
+    """A benchmark's CSV rows: rank 0 prints the header and each row as it comes, and
+    write(path) saves them all (rank 0, when a path is given)."""
+
+    def __init__(self, header, rank):
+        self.header, self.rank, self.rows = header, rank, []
+        if rank == 0:
+            print(header, flush=True)
+
+    def add(self, row):
+        self.rows.append(row)
+        if self.rank == 0:
+            print(row, flush=True)
+
+    def write(self, path):
+        if self.rank == 0 and path:
+            with open(path, "w") as f:
+                f.write(self.header + "\n" + "\n".join(self.rows) + "\n")

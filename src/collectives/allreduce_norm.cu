@@ -40,18 +40,6 @@ using dev::Pack;
 // rows with more (hidden > kKeep * 8 * 512 in bf16) re-read their residualOut.
 constexpr int kKeep = 4;
 
-template <typename T>
-struct NormArgs {
-  const T* in;
-  const T* residual;
-  const T* weight;
-  T* residualOut;
-  T* out;
-  size_t tokens;
-  uint32_t rowPacks;  // hidden / elements per pack
-  float eps;
-};
-
 // Named barrier 1 among the first `threads` threads (the data threads; the call warp
 // of a Lamport kernel never joins it). `threads` is a multiple of 32.
 __device__ __forceinline__ void dataBarrier(unsigned threads) {
@@ -99,26 +87,61 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
   return x;
 }
 
+// One row, by the `threads` data threads of the CTA: for each of this thread's packs p,
+// sum(p, acc) sets acc to the all-reduced fp32 pack (false: the wait gave up); then the
+// residual is added, residualOut stored, the row's mean square reduced and out
+// written. Every data thread calls it for every row, also once `failed` is set (it then
+// skips the sums and the stores but still passes the row's barrier, so that none is
+// left waiting there). Returns whether this thread's sums all came.
+template <typename T, typename Sum>
+__device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
+                                        int parity, bool failed, Sum sum) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const size_t rowPacks = c.hidden / E, first = row * rowPacks;
+  const Pack* residual = static_cast<const Pack*>(c.residual) + first;
+  const Pack* weight = static_cast<const Pack*>(c.weight);
+  Pack* residualOut = static_cast<Pack*>(c.residualOut) + first;
+  Pack* out = static_cast<Pack*>(c.out) + first;
+  Pack keep[kKeep];
+  float ss = 0.f;
+  int j = 0;
+  for (size_t p = threadIdx.x; p < rowPacks && !failed; p += threads, ++j) {
+    float acc[E];
+    if (!sum(first + p, acc)) {
+      failed = true;
+      break;
+    }
+    const Pack x = addResidual<T>(acc, residual[p], ss);
+    residualOut[p] = x;
+    if (j < kKeep) keep[j] = x;
+  }
+  const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(c.hidden) + c.eps);
+  if (failed) return false;
+  j = 0;
+  for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+    // Beyond the registers, re-read what this thread stored above (its own write).
+    const Pack x = j < kKeep ? keep[j] : residualOut[p];
+    out[p] = normPack<T>(x, weight[p], rstd);
+  }
+  return true;
+}
+
 template <typename T, int NR>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    allReduceNormLamportKernel(DeviceComm dc, int channel, NormArgs<T> a, uint32_t sig) {
+    allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
-  const size_t rowPacks = a.rowPacks;
-  const size_t packs = a.tokens * rowPacks;
+  const size_t rowPacks = c.hidden / E;
+  const size_t packs = c.tokens * rowPacks;
   const unsigned threads = dev::lamportDataThreads();
-  const Pack* in = reinterpret_cast<const Pack*>(a.in);
-  const Pack* residual = reinterpret_cast<const Pack*>(a.residual);
-  const Pack* weight = reinterpret_cast<const Pack*>(a.weight);
-  Pack* residualOut = reinterpret_cast<Pack*>(a.residualOut);
-  Pack* out = reinterpret_cast<Pack*>(a.out);
+  const Pack* in = static_cast<const Pack*>(c.in);
   // Programmatic dependent launch: everything above overlapped the previous kernel;
   // nothing it writes (inputs, the Lamport state) is read before this.
   dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
-  dev::LamportCall call(dc, channel, sig, a.tokens * rowPacks * E);
+  dev::LamportCall call(dc, channel, sig, packs * E);
   const size_t rowStep = gridDim.x;  // maxCtas
 
   int failed = 0;
@@ -126,7 +149,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
   } else {
     // 1. Push our rows' packs into our slot of every peer's current buffer.
-    for (size_t row = blockIdx.x; row < a.tokens; row += rowStep)
+    for (size_t row = blockIdx.x; row < c.tokens; row += rowStep)
       for (size_t pk = row * rowPacks + threadIdx.x; pk < (row + 1) * rowPacks; pk += threads) {
         const Pack v = dev::notEmpty(in[pk]);
 #pragma unroll 8
@@ -137,35 +160,14 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     dev::allowDependentLaunch();
     run.resetStale();
 
-    // 2. Row by row: sum, add the residual, store residualOut; then normalise. Every
-    // data thread goes through every row and barrier, also after a failed wait (it
-    // then stops waiting and writing), so that none is left at a barrier.
+    // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
+    // every rank), then the residual and the norm.
+    auto sum = [&](size_t pk, float(&acc)[E]) {
+      return run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc);
+    };
     int parity = 0;
-    for (size_t row = blockIdx.x; row < a.tokens; row += rowStep, parity ^= 1) {
-      const size_t first = row * rowPacks;
-      Pack keep[kKeep];
-      float ss = 0.f;
-      int j = 0;
-      for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
-        if (failed) break;
-        float acc[E];
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, first + p, in[first + p], acc)) {
-          failed = 1;
-          break;
-        }
-        const Pack x = addResidual<T>(acc, residual[first + p], ss);
-        residualOut[first + p] = x;
-        if (j < kKeep) keep[j] = x;
-      }
-      const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(rowPacks * E) + a.eps);
-      if (failed) continue;
-      j = 0;
-      for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
-        // Beyond the registers, re-read what this thread stored above (its own write).
-        const Pack x = j < kKeep ? keep[j] : residualOut[first + p];
-        out[first + p] = normPack<T>(x, weight[p], rstd);
-      }
-    }
+    for (size_t row = blockIdx.x; row < c.tokens; row += rowStep, parity ^= 1)
+      failed |= !normRow<T>(c, row, threads, red, parity, failed, sum);
   }
   if (__syncthreads_or(failed)) return;
   const uint32_t used[1] = {uint32_t(packs)};
@@ -173,55 +175,28 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   if (threadIdx.x == 0) run.save();
 }
 
-// The large path's second half: `sum` holds the all-reduced input (it may be `out`).
+// The large path's second half: `sum` holds the all-reduced input (it may be c.out).
 template <typename T>
-__global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormArgs<T> a, const T* sumIn) {
+__global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const T* sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
-  const size_t rowPacks = a.rowPacks;
-  const unsigned threads = blockDim.x;
-  const Pack* sum = reinterpret_cast<const Pack*>(sumIn);
-  const Pack* residual = reinterpret_cast<const Pack*>(a.residual);
-  const Pack* weight = reinterpret_cast<const Pack*>(a.weight);
-  Pack* residualOut = reinterpret_cast<Pack*>(a.residualOut);
-  Pack* out = reinterpret_cast<Pack*>(a.out);
+  const Pack* sums = reinterpret_cast<const Pack*>(sum);
   dev::waitForPreviousGrid();
-  int parity = 0;
-  for (size_t row = blockIdx.x; row < a.tokens; row += gridDim.x, parity ^= 1) {
-    const size_t first = row * rowPacks;
-    Pack keep[kKeep];
-    float ss = 0.f;
-    int j = 0;
-    for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
-      float acc[E];
+  auto load = [&](size_t pk, float(&acc)[E]) {
 #pragma unroll
-      for (int e = 0; e < E; ++e) acc[e] = 0.f;
-      dev::accumulate<T>(acc, sum[first + p]);
-      const Pack x = addResidual<T>(acc, residual[first + p], ss);
-      residualOut[first + p] = x;
-      if (j < kKeep) keep[j] = x;
-    }
-    const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(rowPacks * E) + a.eps);
-    j = 0;
-    for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
-      const Pack x = j < kKeep ? keep[j] : residualOut[first + p];
-      out[first + p] = normPack<T>(x, weight[p], rstd);
-    }
-  }
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
+    dev::accumulate<T>(acc, sums[pk]);
+    return true;
+  };
+  int parity = 0;
+  for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1)
+    normRow<T>(c, row, blockDim.x, red, parity, false, load);
 }
 
 // Data threads for a row: one per pack, a whole number of warps, at most kThreads.
-unsigned rowThreads(uint32_t rowPacks) {
-  const unsigned t = (rowPacks + 31u) / 32u * 32u;
-  return t < unsigned(dev::kThreads) ? t : unsigned(dev::kThreads);
-}
-
-template <typename T>
-NormArgs<T> normArgs(const NormCall& c) {
-  return NormArgs<T>{static_cast<const T*>(c.in),  static_cast<const T*>(c.residual),
-                     static_cast<const T*>(c.weight), static_cast<T*>(c.residualOut),
-                     static_cast<T*>(c.out), c.tokens,
-                     uint32_t(c.hidden / size_t(dev::PackTraits<T>::kElems)), c.eps};
+unsigned rowThreads(size_t rowPacks) {
+  const size_t t = (rowPacks + 31) / 32 * 32;
+  return unsigned(t < size_t(dev::kThreads) ? t : size_t(dev::kThreads));
 }
 
 }  // namespace
@@ -231,24 +206,22 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
   const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
-    const NormArgs<T> a = normArgs<T>(c);
     // Every CTA in every call (the Rows kind's rule, lamport.cuh).
     const unsigned grid = unsigned(dc.maxCtas);
-    const unsigned threads = rowThreads(a.rowPacks) + unsigned(dev::kCallWarpThreads);
+    const unsigned threads = rowThreads(c.hidden / dev::PackTraits<T>::kElems) + unsigned(dev::kCallWarpThreads);
     auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value>; });
-    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, a, sig);
+    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, c, sig);
   });
 }
 
 fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream) {
   return withElementType(c.datatype, "residual + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
-    const NormArgs<T> a = normArgs<T>(c);
     // One row per CTA up to a few CTAs per SM; beyond that CTAs take rows in turn.
     constexpr size_t kMaxGrid = 1024;
     const unsigned grid = unsigned(c.tokens < kMaxGrid ? c.tokens : kMaxGrid);
-    return launchKernelEx(residualNormKernel<T>, dim3(grid), dim3(rowThreads(a.rowPacks)), stream, pdl, a,
-                          static_cast<const T*>(sum));
+    return launchKernelEx(residualNormKernel<T>, dim3(grid), dim3(rowThreads(c.hidden / dev::PackTraits<T>::kElems)),
+                          stream, pdl, c, static_cast<const T*>(sum));
   });
 }
 

@@ -1,4 +1,4 @@
-// Kernel launches through cudaLaunchKernel: its return value is this launch's
+// Kernel launches through cudaLaunchKernelExC: its return value is this launch's
 // error alone. (cudaGetLastError after a <<<>>> launch would also report, and
 // clear, an unrelated earlier error of the caller's.)
 #pragma once
@@ -13,21 +13,16 @@
 namespace fc {
 
 template <typename... Params, typename... Args>
+fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
+                          Args&&... args);
+
+template <typename... Params, typename... Args>
 fcResult_t launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
                         Args&&... args) {
-  // Convert each argument to the kernel's parameter type first, so that the
-  // addresses handed to cudaLaunchKernel point at objects of exactly that type.
-  auto params = std::tuple<Params...>(std::forward<Args>(args)...);
-  void* ptrs[sizeof...(Params) > 0 ? sizeof...(Params) : 1];
-  std::apply([&](auto&... p) {
-    int i = 0;
-    ((ptrs[i++] = static_cast<void*>(&p)), ...);
-  }, params);
-  FC_CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), grid, block, ptrs, 0, stream));
-  return fcSuccess;
+  return launchKernelEx(kernel, grid, block, stream, false, std::forward<Args>(args)...);
 }
 
-// The same through cudaLaunchKernelExC; pdl: with programmatic stream serialization
+// launchKernel with launch attributes (cudaLaunchKernelExC); pdl: with programmatic stream serialization
 // (programmatic dependent launch), so that the kernel may start while the previous
 // one on the stream finishes. Such a kernel must execute griddepcontrol.wait before
 // it reads anything earlier work wrote (that wait returns at once without PDL).
@@ -35,6 +30,8 @@ fcResult_t launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaSt
 template <typename... Params, typename... Args>
 fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
                           Args&&... args) {
+  // Convert each argument to the kernel's parameter type first, so that the
+  // addresses handed to the launch point at objects of exactly that type.
   auto params = std::tuple<Params...>(std::forward<Args>(args)...);
   void* ptrs[sizeof...(Params) > 0 ? sizeof...(Params) : 1];
   std::apply([&](auto&... p) {

@@ -52,16 +52,9 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
   CUDA_OK(cudaMalloc(&out, maxElems * es));
   CUDA_OK(cudaMalloc(&w, *std::max_element(hiddenV.begin(), hiddenV.end()) * es));
   if (c.rank == 0) {
-    cudaDeviceProp prop;
-    int dev, version, ncclVersion = 0;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    fcGetVersion(&version);
-    if (haveNccl) c.nccl.getVersion(&ncclVersion);
-    printf("# fc-bench arnorm: %d ranks, %s, libfusedcomm %d, %s, graph of %d calls, %d replays (median, "
-           "interleaved), %d warm-up; NCCL: %s\n",
-           c.nranks, prop.name, version, o.dtype.c_str(), o.iters, o.replays, o.warmup,
-           haveNccl ? std::to_string(ncclVersion).c_str() : ("not run (" + why + ")").c_str());
+    printf("# fc-bench arnorm: %s, %s, graph of %d calls, %d replays (median, interleaved), %d warm-up; NCCL: %s\n",
+           describeRun(c).c_str(), o.dtype.c_str(), o.iters, o.replays, o.warmup,
+           describeNccl(c, haveNccl, why).c_str());
     printf("op,tokens,hidden,bytes,type,fused_us,fused_nopdl_us,unfused_us,allreduce_us,nccl_us,over_ar_us,speedup,"
            "eager_us,maxerr,check\n");
   }

@@ -97,5 +97,10 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
 // fc-bench arnorm (arnorm.cc): token counts and hidden sizes, comma-separated.
 int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);
 
+// The run line's common part: "<n> ranks, <GPU>, libfusedcomm <version>"; and NCCL's
+// version, or why it was not run.
+std::string describeRun(const Ctx& c);
+std::string describeNccl(const Ctx& c, bool haveNccl, const std::string& why);
+
 // The fused-GEMM modes' preamble on rank 0: the run line and the CSV header.
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why);

@@ -163,6 +163,21 @@ FusedEager timeFusedEager(const Ctx& c, const Options& o, const std::function<vo
   return t;
 }
 
+std::string describeRun(const Ctx& c) {
+  cudaDeviceProp prop;
+  int dev, version;
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaGetDeviceProperties(&prop, dev));
+  fcGetVersion(&version);
+  return std::to_string(c.nranks) + " ranks, " + prop.name + ", libfusedcomm " + std::to_string(version);
+}
+
+std::string describeNccl(const Ctx& c, bool haveNccl, const std::string& why) {
+  int version = 0;
+  if (haveNccl) c.nccl.getVersion(&version);
+  return haveNccl ? std::to_string(version) : "not run (" + why + ")";
+}
+
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
   if (c.rank != 0) return;
   const bool engine = std::string(mode) == "agmm";

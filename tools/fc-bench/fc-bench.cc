@@ -63,17 +63,9 @@ int bench(Ctx& c, const Options& o, Mode mode) {
   fcComm_t noPdl = mode == Mode::AllReduce ? commWithEnv(c, "FC_PDL", "0") : nullptr;
   int failures = 0;
   if (c.rank == 0) {
-    cudaDeviceProp prop;
-    int dev, version, ncclVersion = 0;
-    CUDA_OK(cudaGetDevice(&dev));
-    CUDA_OK(cudaGetDeviceProperties(&prop, dev));
-    fcGetVersion(&version);
-    if (haveNccl) c.nccl.getVersion(&ncclVersion);
-    printf("# fc-bench %s: %d ranks, %s, libfusedcomm %d, graph of %d calls, %d replays (median), "
-           "%d warm-up%s; NCCL: %s\n",
-           modeName(mode), c.nranks, prop.name, version, o.iters, o.replays, o.warmup,
-           o.symmetric ? ", sendbuff from fcMemAlloc (zero-copy)" : "",
-           haveNccl ? std::to_string(ncclVersion).c_str() : ("not run (" + why + ")").c_str());
+    printf("# fc-bench %s: %s, graph of %d calls, %d replays (median), %d warm-up%s; NCCL: %s\n", modeName(mode),
+           describeRun(c).c_str(), o.iters, o.replays, o.warmup,
+           o.symmetric ? ", sendbuff from fcMemAlloc (zero-copy)" : "", describeNccl(c, haveNccl, why).c_str());
     if (o.csv)
       printf("op,size,count,type,algo,time_us,algbw,busbw,nccl_time_us,nccl_busbw,speedup,maxerr,check,"
              "eager_us,b2b_us,host_us,nccl_eager_us,nccl_b2b_us,nopdl_us\n");
