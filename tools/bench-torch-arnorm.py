@@ -6,6 +6,8 @@
   nccl        torch.distributed.all_reduce (NCCL), then the residual add and RMSNorm in torch
   nccl_ar     the NCCL all-reduce alone
   symm        torch symmetric memory's one_shot_all_reduce, then the add and RMSNorm in torch
+  flashinfer  FlashInfer's trtllm_allreduce_fusion, pattern kARResidualRMSNorm (TensorRT-LLM's
+              fused kernel, what vLLM and SGLang call), when importable (0 and a note otherwise)
 
     PYTHONPATH=<installed package> build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-arnorm.py [--csv FILE]
 
@@ -27,7 +29,7 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
-from fusedcomm.bench import Table, init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import FlashInferPeer, Table, init_process_group, time_graphs  # noqa: E402
 
 EPS = 1e-6
 
@@ -35,6 +37,10 @@ EPS = 1e-6
 def torch_norm(summed, residual, weight):
     r = summed + residual
     return torch.nn.functional.rms_norm(r, (r.shape[-1],), weight, EPS), r
+
+
+def relerr(got, want):
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max().clamp_min(1e-30)).item()
 
 
 def main():
@@ -52,14 +58,19 @@ def main():
         symm = symm_mem
     except ImportError:
         pass
-    header = "tokens,hidden,bytes,ours_us,ours_ar_torch_us,nccl_torch_us,nccl_ar_us,symm_torch_us,max_relerr"
+    header = ("tokens,hidden,bytes,ours_us,ours_ar_torch_us,nccl_torch_us,nccl_ar_us,symm_torch_us,flashinfer_us,"
+              "max_relerr")
     if rank == 0:
         print("# %d ranks, %s, torch %s, bf16, graph of 5 calls, median of 15 interleaved replays, max over ranks"
               % (world, torch.cuda.get_device_name(), torch.__version__))
     table = Table(header, rank)
     group_name = dist.group.WORLD.group_name
+    tokens_list = [int(t) for t in args.tokens.split(",")]
     for hidden in [int(h) for h in args.hidden.split(",")]:
-        for tokens in [int(t) for t in args.tokens.split(",")]:
+        peer, why = FlashInferPeer.open(rank, world, max(tokens_list), hidden)
+        if peer is None and rank == 0:
+            print("# hidden %d: no FlashInfer column: %s" % (hidden, why), flush=True)
+        for tokens in tokens_list:
             g = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden + rank)
             x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
             g0 = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden)  # the same on every rank
@@ -83,16 +94,27 @@ def main():
                 sym_in.copy_(x)
                 fns.append(lambda: torch_norm(torch.ops.symm_mem.one_shot_all_reduce(sym_in, "sum", group_name),
                                               residual, weight))
-            normed, res_out = fns[0]()
+            else:
+                fns.append(lambda: None)
+            fi_res, fi_norm = torch.empty_like(x), torch.empty_like(x)
+            if peer is not None:
+                fns.append(lambda: peer.all_reduce_residual_rmsnorm(x, residual, weight, EPS, fi_res, fi_norm))
             want_normed, want_res = fns[2]()
+            outs = [fns[0]()]
+            if peer is not None:
+                fns[5]()
+                outs.append((fi_norm, fi_res))
             torch.cuda.synchronize()
-            err = max(((normed.float() - want_normed.float()).abs().max() / want_normed.float().abs().max()).item(),
-                      ((res_out.float() - want_res.float()).abs().max() / want_res.float().abs().max()).item())
+            err = max(max(relerr(n, want_normed), relerr(r, want_res)) for n, r in outs)
             us = time_graphs(fns)
-            if symm is None:
+            if peer is None:
                 us.append(0.0)
-            row = "%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2e" % (tokens, hidden, tokens * hidden * 2, *us, err)
+            if symm is None:
+                us[4] = 0.0
+            row = "%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2e" % (tokens, hidden, tokens * hidden * 2, *us, err)
             table.add(row)
+        if peer is not None:
+            peer.close()
     table.write(args.csv)
     comm.destroy()
     dist.destroy_process_group()

@@ -1,8 +1,10 @@
 """Timing helpers for benchmarks and examples that compare libfusedcomm with other
-libraries from PyTorch (docs/examples/python/tp_mlp.py, tools/bench-torch-agmm.py)."""
+libraries from PyTorch (docs/examples/python/tp_mlp.py, tools/bench-torch-*.py), and
+FlashInfer's TensorRT-LLM all-reduce as a peer when it is importable."""
 import hashlib
 import os
 import tempfile
+import time
 
 import torch
 import torch.distributed as dist
@@ -55,6 +57,75 @@ def time_graphs(fns, calls=5, replays=15, group=None):
     t = torch.tensor([sorted(ts)[len(ts) // 2] for ts in times], device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return t.tolist()
+
+
+def time_eager(fns, calls=20, replays=15, group=None):
+    """Microseconds per call of each function called eagerly, as a serving loop calls
+    it: `calls` calls back to back, then a synchronize; wall time per call, median over
+    `replays` rounds (the functions in turn within a round), max over the ranks."""
+    for fn in fns:
+        fn()
+    torch.cuda.synchronize()
+    times = [[] for _ in fns]
+    for _ in range(replays):
+        for fn, ts in zip(fns, times):
+            dist.barrier(group=group, device_ids=[torch.cuda.current_device()])
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+            ts.append((time.perf_counter() - t0) * 1e6 / calls)
+    t = torch.tensor([sorted(ts)[len(ts) // 2] for ts in times], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    return t.tolist()
+
+
+class FlashInferPeer:
+    """FlashInfer's trtllm_allreduce_fusion (TensorRT-LLM's Lamport all-reduce, what
+    vLLM and SGLang call at decode), for side-by-side columns. FlashInferPeer.open()
+    returns one, or None and the reason (not importable, or its setup failed): the
+    benchmarks then leave its columns out and say why. One workspace per hidden size
+    (FlashInfer sizes it for max_tokens x hidden); every rank of the group calls open
+    and close together."""
+
+    @staticmethod
+    def open(rank, world, max_tokens, hidden, group=None):
+        try:
+            from flashinfer.comm import trtllm_ar
+        except Exception as e:  # ImportError, or its JIT build failing
+            return None, "FlashInfer not importable: %s" % str(e).split("\n")[0]
+        try:
+            handles, ptrs, meta = trtllm_ar.trtllm_create_ipc_workspace_for_all_reduce_fusion(
+                rank, world, max_tokens, hidden, group=group, create_metadata=True)
+        except Exception as e:
+            return None, "FlashInfer workspace: %s" % str(e).split("\n")[0]
+        return FlashInferPeer(trtllm_ar, handles, ptrs, meta, rank, world, group), ""
+
+    def __init__(self, mod, handles, ptrs, meta, rank, world, group):
+        self.mod, self.handles, self.ptrs, self.meta = mod, handles, ptrs, meta
+        self.rank, self.world, self.group = rank, world, group
+
+    def _call(self, x, pattern, **outs):
+        none = dict(allreduce_out=None, residual_in=None, residual_out=None, norm_out=None, quant_out=None,
+                    scale_out=None, rms_gamma=None, rms_eps=None, scale_factor=None, layout_code=None)
+        none.update(outs)
+        self.mod.trtllm_allreduce_fusion(
+            allreduce_in=x, world_size=self.world, world_rank=self.rank, token_num=x.shape[0], hidden_dim=x.shape[1],
+            workspace_ptrs=self.ptrs, launch_with_pdl=True, trigger_completion_at_end=True, fp32_acc=True,
+            pattern_code=pattern, use_oneshot=None, metadata=self.meta, **none)
+
+    def all_reduce(self, x, out):
+        """out = sum over ranks of x ([tokens, hidden]), its own one-shot / two-shot choice."""
+        self._call(x, self.mod.AllReduceFusionPattern.kAllReduce, allreduce_out=out)
+
+    def all_reduce_residual_rmsnorm(self, x, residual, gamma, eps, residual_out, norm_out):
+        """residual_out = allreduce(x) + residual; norm_out = RMSNorm(residual_out) * gamma."""
+        self._call(x, self.mod.AllReduceFusionPattern.kARResidualRMSNorm, residual_in=residual,
+                   residual_out=residual_out, norm_out=norm_out, rms_gamma=gamma, rms_eps=eps)
+
+    def close(self):
+        self.mod.trtllm_destroy_ipc_workspace_for_all_reduce_fusion(self.handles, self.group)
 
 
 class Table:

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The small all-reduce from PyTorch, side by side in one run, graph-replayed and eager:
+
+  ours        torch.ops.fusedcomm.all_reduce (fcAllReduce, the default communicator)
+  nccl        torch.distributed.all_reduce (NCCL), in place on a copy
+  symm        torch symmetric memory's one_shot_all_reduce (its input in symmetric memory)
+  flashinfer  FlashInfer's trtllm_allreduce_fusion, pattern kAllReduce (TensorRT-LLM's
+              Lamport one-shot / two-shot, PDL on), when importable (../shared/anchors/flashinfer
+              prepares it; otherwise its columns are 0 and the header says why)
+
+    PYTHONPATH=<installed package> build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-allreduce.py [--csv FILE]
+
+Shapes (issue 23): tokens 1-2048 x hidden 4096 and 8192, bf16. Graph: a CUDA graph of 5
+calls, median of 15 interleaved replays, max over ranks (fusedcomm.bench.time_graphs);
+eager: 20 calls back to back then a synchronize, wall time per call (time_eager). Every
+result is checked against NCCL's (max error relative to the largest magnitude).
+"""
+import argparse
+import os
+import sys
+
+os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fusedcomm  # noqa: E402
+import fusedcomm.ops  # noqa: E402,F401
+from fusedcomm.bench import FlashInferPeer, Table, init_process_group, time_eager, time_graphs  # noqa: E402
+
+
+def relerr(got, want):
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max().clamp_min(1e-30)).item()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
+    ap.add_argument("--tokens", default="1,2,4,8,16,32,64,128,256,512,1024,2048")
+    ap.add_argument("--hidden", default="4096,8192")
+    args = ap.parse_args()
+    rank, world = init_process_group("bench-allreduce")
+    group_name = dist.group.WORLD.group_name
+    comm = fusedcomm.Communicator.from_process_group()
+    c = comm.id
+    import torch.distributed._symmetric_memory as symm_mem
+    tokens_list = [int(t) for t in args.tokens.split(",")]
+    header = ("tokens,hidden,bytes,ours_us,nccl_us,symm_us,flashinfer_us,ours_eager_us,nccl_eager_us,"
+              "flashinfer_eager_us,ours_over_flashinfer,max_relerr")
+    if rank == 0:
+        print("# %d ranks, %s, torch %s, bf16; graph: 5 calls, median of 15 interleaved replays; eager: 20 calls + "
+              "sync; max over ranks" % (world, torch.cuda.get_device_name(), torch.__version__))
+    table = Table(header, rank)
+    for hidden in [int(h) for h in args.hidden.split(",")]:
+        peer, why = FlashInferPeer.open(rank, world, max(tokens_list), hidden)
+        if peer is None and rank == 0:
+            print("# hidden %d: no FlashInfer columns: %s" % (hidden, why), flush=True)
+        for tokens in tokens_list:
+            g = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden + rank)
+            x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
+            buf = x.clone()
+            sym = symm_mem.empty(tokens, hidden, device="cuda", dtype=torch.bfloat16)
+            symm_mem.rendezvous(sym, group_name)
+            sym.copy_(x)
+            fi_out = torch.empty_like(x)
+
+            def nccl():
+                buf.copy_(x)
+                dist.all_reduce(buf)
+
+            fns = [lambda: torch.ops.fusedcomm.all_reduce(x, c), nccl,
+                   lambda: torch.ops.symm_mem.one_shot_all_reduce(sym, "sum", group_name)]
+            if peer is not None:
+                fns.append(lambda: peer.all_reduce(x, fi_out))
+            nccl()
+            want = buf.clone()
+            errs = [relerr(fns[0](), want), relerr(fns[2](), want)]
+            if peer is not None:
+                fns[3]()
+                errs.append(relerr(fi_out, want))
+            graph = time_graphs(fns)
+            eager = time_eager([fns[0], fns[1]] + ([fns[3]] if peer is not None else []))
+            fi, fi_eager = (graph[3], eager[2]) if peer is not None else (0.0, 0.0)
+            table.add("%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2e" % (
+                tokens, hidden, tokens * hidden * 2, graph[0], graph[1], graph[2], fi, eager[0], eager[1], fi_eager,
+                graph[0] / fi if fi else 0.0, max(errs)))
+        if peer is not None:
+            peer.close()
+    table.write(args.csv)
+    comm.destroy()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
