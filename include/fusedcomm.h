@@ -355,6 +355,26 @@ fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual
                                       float eps, fcDataType_t datatype, fcComm_t comm,
                                       cudaStream_t stream);
 
+/* fcAllReduceResidualRMSNorm with the normed rows quantised to fp8 (e4m3) for an fp8
+ * GEMM that follows (a per-tensor scale, as torch._scaled_mm takes it):
+ *   normOutFp8[t][h] = e4m3(RMSNorm(residualOut)[t][h] * weight[h] / *scale),
+ * rounded once to nearest even, saturated to +-448 (NaN stays NaN); residualOut as
+ * above; no normOut in datatype.
+ *   normOutFp8: tokens x hidden bytes, 16-byte aligned, overlapping no other buffer.
+ *   scale: one float in device memory (read by the kernel when it runs, so a graph
+ *     replay sees its current value), 4-byte aligned, > 0.
+ * Everything else (shapes, dtypes, paths, PDL, graphs, mismatches) as
+ * fcAllReduceResidualRMSNorm. The large path's all-reduce goes through the
+ * communicator's scratch (tokens * hidden * sizeof(datatype) bytes; config.scratchBytes):
+ * an eager call grows it once, a captured call that finds it too small fails with
+ * fcInvalidUsage naming the size, as the fused GEMM ops do.
+ * Errors: as fcAllReduceResidualRMSNorm, plus fcInvalidArgument for a NULL or
+ * misaligned scale. */
+fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* residual, const void* weight,
+                                         void* residualOut, void* normOutFp8, const float* scale, size_t tokens,
+                                         size_t hidden, float eps, fcDataType_t datatype, fcComm_t comm,
+                                         cudaStream_t stream);
+
 /* Reduce-scatter: recvbuff (recvcount elements) on rank r = the sum over all ranks of
  * elements [r*recvcount, (r+1)*recvcount) of their sendbuff (nranks*recvcount
  * elements). In place when recvbuff == sendbuff + rank*recvcount (NCCL's convention);

@@ -81,6 +81,7 @@ _SIGNATURES = {
     "fcAllGatherMatmul": (_R, [_P, _P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
     "fcMatmulReduceScatter": (_R, [_P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
     "fcAllReduceResidualRMSNorm": (_R, [_P, _P, _P, _P, _P, _SZ, _SZ, _c.c_float, _I, _P, _P]),
+    "fcAllReduceResidualRMSNormFp8": (_R, [_P, _P, _P, _P, _P, _P, _SZ, _SZ, _c.c_float, _I, _P, _P]),
 }
 
 
@@ -250,6 +251,12 @@ class Communicator:
         self._check(self.lib.fcAllReduceResidualRMSNorm(send, residual, weight, residual_out, norm_out, tokens,
                                                         hidden, eps, dtype, self.handle, stream),
                     "fcAllReduceResidualRMSNorm")
+
+    def all_reduce_residual_rmsnorm_fp8(self, send, residual, weight, residual_out, norm_out_fp8, scale, tokens,
+                                        hidden, eps, dtype, stream=0):
+        self._check(self.lib.fcAllReduceResidualRMSNormFp8(send, residual, weight, residual_out, norm_out_fp8, scale,
+                                                           tokens, hidden, eps, dtype, self.handle, stream),
+                    "fcAllReduceResidualRMSNormFp8")
 
     def barrier(self, stream=0):
         self._check(self.lib.fcBarrier(self.handle, stream), "fcBarrier")

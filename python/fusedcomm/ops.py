@@ -18,6 +18,9 @@ fake (meta) implementation, so torch.compile(fullgraph=True) traces them.
                                            (normed, residual_out): residual_out = allreduce(x) + residual,
                                            normed = RMSNorm(residual_out) * weight; x, residual
                                            [tokens, hidden], weight [hidden]
+    all_reduce_residual_rmsnorm_fp8(x, residual, weight, scale, eps, comm)
+                                           (q, residual_out): q = float8_e4m3fn(normed / scale),
+                                           saturated; scale a one-element float32 CUDA tensor
 
 weight is an nn.Linear weight ([out_features, in_features]), or RMSNorm's gamma.
 Errors raise FcError.
@@ -142,3 +145,30 @@ def _(x, residual, weight, eps, comm):
     _check_norm(x, residual, weight)
     return torch.empty_like(x, memory_format=torch.contiguous_format), torch.empty_like(
         x, memory_format=torch.contiguous_format)
+
+
+def _check_scale(scale):
+    if scale.numel() != 1 or scale.dtype != torch.float32 or not scale.is_cuda:
+        raise ValueError("all_reduce_residual_rmsnorm_fp8: scale must be a one-element float32 CUDA tensor, got %s %s"
+                         % (tuple(scale.shape), scale.dtype))
+
+
+@torch.library.custom_op("fusedcomm::all_reduce_residual_rmsnorm_fp8", mutates_args=())
+def all_reduce_residual_rmsnorm_fp8(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                                    scale: torch.Tensor, eps: float, comm: int) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_norm(x, residual, weight)
+    _check_scale(scale)
+    c = communicator(comm)
+    x, residual, weight, scale = x.contiguous(), residual.contiguous(), weight.contiguous(), scale.contiguous()
+    q, residual_out = torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device), torch.empty_like(x)
+    c.all_reduce_residual_rmsnorm_fp8(x.data_ptr(), residual.data_ptr(), weight.data_ptr(), residual_out.data_ptr(),
+                                      q.data_ptr(), scale.data_ptr(), x.shape[0], x.shape[1], eps, dtype_of(x),
+                                      _stream())
+    return q, residual_out
+
+
+@all_reduce_residual_rmsnorm_fp8.register_fake
+def _(x, residual, weight, scale, eps, comm):
+    _check_norm(x, residual, weight)
+    return (torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device),
+            torch.empty_like(x, memory_format=torch.contiguous_format))

@@ -1,27 +1,8 @@
 // Collective entry points: validate, pick an algorithm, hand over to src/collectives.
-#include "api/api.h"
-#include "collectives/collectives.h"
+#include "api/collective_call.h"
 #include "comm/pointers.h"
 
-namespace {
-
-// One collective call as the checks see it.
-struct Call {
-  const char* fn;
-  fcComm_t comm;
-  const void* send;
-  size_t sendElems;
-  void* recv;
-  size_t recvElems;
-  const void* inPlaceSend;  // sendbuff == this is the op's in-place form
-  fcDataType_t dtype;
-  const char* countName = "count";  // the count argument's name, for messages
-  const char* recvName = "recvbuff";  // the output's
-  size_t elem = 0;           // sizeof(dtype)
-  bool zeroCopy = false;     // sendbuff is symmetric: peers read it where it is
-  fc::SymSource src{};
-  fc::OpLane lane{};
-};
+namespace fc::api {
 
 // A count whose buffer cannot exist (over 2^48 bytes, or wrapping around the address
 // space) is refused as too large, before the overlap check: an overflowed count used
@@ -129,7 +110,9 @@ fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
                                     zeroCopySource(c), stream);
 }
 
-}  // namespace
+}  // namespace fc::api
+
+using namespace fc::api;
 
 FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
                                      fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
@@ -146,9 +129,7 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
   return fc::commOpEnd(comm, c.lane, stream, launchOneShot(c, stream));
 }
 
-namespace {
-
-enum class ArAlgo { OneShot, TwoShot, LamportTwoShot, CopyEngine };
+namespace fc::api {
 
 // fcAllReduce's algorithm for c (checks that come before beginOp included).
 fcResult_t chooseAllReduce(const Call& c, ArAlgo* algo) {
@@ -197,7 +178,7 @@ fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
   }
 }
 
-}  // namespace
+}  // namespace fc::api
 
 FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDataType_t datatype,
                               fcRedOp_t op, fcComm_t comm, cudaStream_t stream) {
@@ -212,104 +193,6 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   FC_CHECK(checkOverlap(c));
   FC_CHECK(beginOp(c, stream));
   return fc::commOpEnd(comm, c.lane, stream, launchAllReduce(c, algo, stream));
-}
-
-namespace {
-
-// [a, a + an) and [b, b + bn) share a byte (in integers: sizes were checked to fit).
-bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
-  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bn && y < x + an;
-}
-
-// fcAllReduceResidualRMSNorm's argument checks beyond checkArgs' (which saw sendbuff
-// and normOut): shape, alignment, eps, the other buffers' sizes and overlaps.
-fcResult_t checkNormArgs(const Call& c, const fc::NormCall& n) {
-  const char* fn = c.fn;
-  if (n.residual == nullptr || n.weight == nullptr || n.residualOut == nullptr)
-    return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn,
-                        !n.residual ? "residual" : !n.weight ? "weight" : "residualOut");
-  if (n.hidden * c.elem % 16 != 0)
-    return fc::setError(fcInvalidArgument,
-                        "%s: hidden = %zu: a row must be a multiple of 16 bytes (hidden a multiple of %zu for this "
-                        "datatype)",
-                        fn, n.hidden, 16 / c.elem);
-  if (!(n.eps >= 0.f && n.eps <= 3.4e38f))
-    return fc::setError(fcInvalidArgument, "%s: eps = %g: must be finite and >= 0", fn, double(n.eps));
-  const size_t count = n.tokens * n.hidden;
-  FC_CHECK(checkFits(c, "residual", n.residual, count));
-  FC_CHECK(checkFits(c, "residualOut", n.residualOut, count));
-  FC_CHECK(checkFits(c, "weight", n.weight, n.hidden));
-  const struct {
-    const char* name;
-    const void* p;
-  } bufs[] = {{"sendbuff", n.in}, {"residual", n.residual}, {"weight", n.weight},
-              {"residualOut", n.residualOut}, {"normOut", n.out}};
-  for (const auto& b : bufs)
-    if (reinterpret_cast<uintptr_t>(b.p) % 16 != 0)
-      return fc::setError(fcInvalidArgument, "%s: %s must be 16-byte aligned", fn, b.name);
-  const size_t bytes = count * c.elem, wbytes = n.hidden * c.elem;
-  // Outputs overlap nothing, except residualOut == residual (in place).
-  if (overlaps(n.out, bytes, n.in, bytes) || overlaps(n.out, bytes, n.residual, bytes) ||
-      overlaps(n.out, bytes, n.weight, wbytes) || overlaps(n.out, bytes, n.residualOut, bytes))
-    return fc::setError(fcInvalidArgument, "%s: normOut overlaps another buffer", fn);
-  if (overlaps(n.residualOut, bytes, n.in, bytes) || overlaps(n.residualOut, bytes, n.weight, wbytes) ||
-      (n.residualOut != n.residual && overlaps(n.residualOut, bytes, n.residual, bytes)))
-    return fc::setError(fcInvalidArgument,
-                        "%s: residualOut overlaps sendbuff, weight or residual (only residualOut == residual, "
-                        "in place, is allowed)",
-                        fn);
-  return fcSuccess;
-}
-
-}  // namespace
-
-FC_API fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual, const void* weight,
-                                             void* residualOut, void* normOut, size_t tokens, size_t hidden,
-                                             float eps, fcDataType_t datatype, fcComm_t comm,
-                                             cudaStream_t stream) {
-  fc::clearError();
-  const char* fn = "fcAllReduceResidualRMSNorm";
-  FC_CHECK(fc::checkComm(comm, fn));
-  if (tokens > 0 && hidden == 0) return fc::setError(fcInvalidArgument, "%s: hidden is 0", fn);
-  if (hidden > 0 && tokens > SIZE_MAX / hidden)
-    return fc::setError(fcInvalidArgument, "%s: tokens * hidden (%zu * %zu) overflows", fn, tokens, hidden);
-  Call c{fn, comm, sendbuff, tokens * hidden, normOut, tokens * hidden, nullptr, datatype, "tokens * hidden",
-         "normOut"};
-  bool noop;
-  FC_CHECK(checkArgs(c, fcSum, true, &noop));
-  if (noop) return fcSuccess;
-  const fc::NormCall n{sendbuff, residual, weight, residualOut, normOut, tokens, hidden, eps, datatype};
-  FC_CHECK(checkNormArgs(c, n));
-  // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
-  // push slot), else the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
-  // always; the baseline fc-bench arnorm measures against).
-  const size_t bytes = c.sendElems * c.elem;
-  const size_t lamportMax =
-      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : fc::lamportMaxBytes(comm->nranks);
-  const fc::FusedAlgo choice = comm->params.allReduceNormAlgo;
-  const bool small = choice == fc::FusedAlgo::Fused     ? bytes <= fc::kLamportSlotBytes
-                     : choice == fc::FusedAlgo::Unfused ? false
-                                                        : bytes <= lamportMax;
-  ArAlgo algo = ArAlgo::OneShot;
-  if (!small) {
-    detectZeroCopy(c, true);
-    FC_CHECK(chooseAllReduce(c, &algo));
-  }
-  FC_CHECK(fc::checkBuffers(comm, fn,
-                            {{"sendbuff", sendbuff}, {"residual", residual}, {"weight", weight},
-                             {"residualOut", residualOut}, {"normOut", normOut}}));
-  FC_CHECK(fc::commOpBegin(comm, fn, stream, &c.lane));
-  const bool pdl = comm->params.pdl;
-  if (small) {
-    FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, tokens, hidden, pdl ? " (PDL)" : "");
-    return fc::commOpEnd(comm, c.lane, stream,
-                         fc::launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, stream));
-  }
-  // Large: the all-reduce into normOut, then residual + RMSNorm over it in place.
-  fcResult_t res = launchAllReduce(c, algo, stream);
-  if (res == fcSuccess) res = fc::launchResidualNorm(n, normOut, pdl, stream);
-  return fc::commOpEnd(comm, c.lane, stream, res);
 }
 
 FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,

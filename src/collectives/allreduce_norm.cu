@@ -7,7 +7,8 @@
 //   out[t][h] = residualOut[t][h] * rsqrt(mean_h(residualOut[t][h]^2) + eps) * weight[h]
 //
 // The statistic is taken over the rounded residualOut, as a separate RMSNorm of
-// residualOut would, in fp32; out is rounded once.
+// residualOut would, in fp32; out is rounded once. The fp8 variant
+// (fcAllReduceResidualRMSNormFp8) writes out / scale as e4m3 (saturated) instead.
 //
 // Small path (one kernel, no flags, no barrier): the Rows kind of the Lamport protocol
 // (lamport.cuh): all maxCtas CTAs run in every call, CTA b takes rows b, b + maxCtas,
@@ -24,6 +25,8 @@
 //
 // Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
 // adds the residual and normalises each row (one CTA per row, rows in turn).
+#include <cuda_fp8.h>
+
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
@@ -59,16 +62,29 @@ __device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, u
   return s;
 }
 
-// out's pack: x * rstd * weight, rounded once.
+// Pack p of the normed row, x * rstd * weight: stored rounded once to T into out, or
+// (outFp8) divided by the scale (multiplied by invScale) and rounded once to e4m3 with
+// saturation to +-448, E bytes at element offset i.
 template <typename T>
-__device__ __forceinline__ Pack normPack(const Pack& x, const Pack& w, float rstd) {
+__device__ __forceinline__ void storeNormed(const NormCall& c, Pack* out, size_t p, size_t i, const Pack& x,
+                                            const Pack& w, float rstd, float invScale) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const T* xe = reinterpret_cast<const T*>(&x);
   const T* we = reinterpret_cast<const T*>(&w);
   float r[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) r[e] = dev::toFloat(xe[e]) * rstd * dev::toFloat(we[e]);
-  return dev::toPack<T>(r);
+  if (c.outFp8 == nullptr) {
+    out[p] = dev::toPack<T>(r);
+    return;
+  }
+  uint16_t q[E / 2];
+#pragma unroll
+  for (int e = 0; e < E; e += 2)
+    q[e / 2] = __nv_cvt_float2_to_fp8x2(make_float2(r[e] * invScale, r[e + 1] * invScale), __NV_SATFINITE, __NV_E4M3);
+  uint8_t* dst = static_cast<uint8_t*>(c.outFp8) + i;
+  if constexpr (E == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(q[0] | uint32_t(q[1]) << 16, q[2] | uint32_t(q[3]) << 16);
+  else *reinterpret_cast<uint32_t*>(dst) = q[0] | uint32_t(q[1]) << 16;
 }
 
 // residualOut's pack from the fp32 sum `acc` and the residual; adds its squares
@@ -95,13 +111,13 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // left waiting there). Returns whether this thread's sums all came.
 template <typename T, typename Sum>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
-                                        int parity, bool failed, Sum sum) {
+                                        int parity, bool failed, float invScale, Sum sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const size_t rowPacks = c.hidden / E, first = row * rowPacks;
   const Pack* residual = static_cast<const Pack*>(c.residual) + first;
   const Pack* weight = static_cast<const Pack*>(c.weight);
   Pack* residualOut = static_cast<Pack*>(c.residualOut) + first;
-  Pack* out = static_cast<Pack*>(c.out) + first;
+  Pack* out = c.out ? static_cast<Pack*>(c.out) + first : nullptr;  // NULL: the fp8 output instead
   Pack keep[kKeep];
   float ss = 0.f;
   int j = 0;
@@ -121,7 +137,7 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
     // Beyond the registers, re-read what this thread stored above (its own write).
     const Pack x = j < kKeep ? keep[j] : residualOut[p];
-    out[p] = normPack<T>(x, weight[p], rstd);
+    storeNormed<T>(c, out, p, (first + p) * E, x, weight[p], rstd, invScale);
   }
   return true;
 }
@@ -142,6 +158,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, packs * E);
+  const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   const size_t rowStep = gridDim.x;  // maxCtas
 
   int failed = 0;
@@ -167,7 +184,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     };
     int parity = 0;
     for (size_t row = blockIdx.x; row < c.tokens; row += rowStep, parity ^= 1)
-      failed |= !normRow<T>(c, row, threads, red, parity, failed, sum);
+      failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, sum);
   }
   if (__syncthreads_or(failed)) return;
   const uint32_t used[1] = {uint32_t(packs)};
@@ -182,6 +199,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
   __shared__ float red[2][32];
   const Pack* sums = reinterpret_cast<const Pack*>(sum);
   dev::waitForPreviousGrid();
+  const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   auto load = [&](size_t pk, float(&acc)[E]) {
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[e] = 0.f;
@@ -190,7 +208,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
   };
   int parity = 0;
   for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1)
-    normRow<T>(c, row, blockDim.x, red, parity, false, load);
+    normRow<T>(c, row, blockDim.x, red, parity, false, invScale, load);
 }
 
 // Data threads for a row: one per pack, a whole number of warps, at most kThreads.

@@ -38,10 +38,12 @@ struct NormCall {
   const void* residual;
   const void* weight;
   void* residualOut;
-  void* out;
+  void* out;  // the normed rows in datatype, or NULL when outFp8 takes them
   size_t tokens, hidden;
   float eps;
   fcDataType_t datatype;
+  void* outFp8 = nullptr;        // the normed rows as fp8 e4m3 (tokens x hidden bytes), or NULL
+  const float* scale = nullptr;  // outFp8 = normed / *scale, saturated (device memory)
 };
 
 // All-reduce + residual + RMSNorm in one Lamport kernel (allreduce_norm.cu):

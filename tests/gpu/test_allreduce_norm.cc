@@ -269,3 +269,86 @@ TEST_CASE("fcAllReduceResidualRMSNorm: bad arguments are refused and touch no ou
   CHECK(std::all_of(o.begin(), o.end(), [](char c) { return c == 0x5a; }));
   CHECK(std::all_of(ro.begin(), ro.end(), [](char c) { return c == 0x5a; }));
 }
+
+namespace {
+
+// An e4m3 byte's value (NaN for 0x7f / 0xff).
+double e4m3(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return std::nan("");
+  const double v = e == 0 ? m * 0x1p-9 : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+  return s ? -v : v;
+}
+
+// The spacing of e4m3 values around |v| (subnormals: 2^-9).
+double e4m3Ulp(double v) {
+  const double a = std::fabs(v);
+  return a < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(a) - 3);
+}
+
+}  // namespace
+
+TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale, saturated, both paths") {
+  const GpuEnv& env = gpuEnv();
+  struct Case {
+    size_t tokens, hidden;
+    float scale;
+  };
+  // 0.02 makes the largest normed values exceed 448 (saturated); 300 x 2056 takes the
+  // all-reduce + local kernel path (through the scratch).
+  const Case cases[] = {{3, 4096, 0.02f}, {7, 8192, 1.f}, {300, 2056, 0.05f}};
+  for (fcDataType_t t : {fcBfloat16, fcFloat32}) {
+    for (const Case& k : cases) {
+      const size_t es = fcTypeSize(t), n = k.tokens * k.hidden, bytes = n * es;
+      const uint64_t seed = freshSeed();
+      std::vector<std::vector<char>> ins;
+      for (int r = 0; r < env.nranks; ++r) ins.push_back(normals(t, n, seed + uint64_t(r), 1.f));
+      const std::vector<char> residual = normals(t, n, seed + 1000, 2.f);
+      const std::vector<char> weight = normals(t, k.hidden, seed + 2000, 1.f);
+      Buf in(bytes), res(bytes), w(k.hidden * es), resOut(bytes), q(n + 16), scale(sizeof(float));
+      upload(in.p, ins[size_t(env.rank)]);
+      upload(res.p, residual);
+      upload(w.p, weight);
+      CUDA_REQUIRE(cudaMemcpy(scale.p, &k.scale, sizeof(float), cudaMemcpyHostToDevice));
+      CUDA_REQUIRE(cudaMemset(q.p, 0x7f, n + 16));  // NaN in e4m3
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      FC_REQUIRE(fcAllReduceResidualRMSNormFp8(in.p, res.p, w.p, resOut.p, q.p, static_cast<const float*>(scale.p),
+                                               k.tokens, k.hidden, 1e-5f, t, env.comm, env.streams[0]));
+      CUDA_REQUIRE(cudaStreamSynchronize(env.streams[0]));
+      const std::vector<char> gotRes = download(resOut.p, bytes), got = download(q.p, n + 16);
+      size_t bad = 0, saturated = 0;
+      for (size_t row = 0; row < k.tokens; ++row) {
+        double ss = 0;
+        for (size_t h = 0; h < k.hidden; ++h) {
+          const double x = fcLoad(gotRes.data(), t, row * k.hidden + h);
+          ss += x * x;
+        }
+        const double rstd = 1.0 / std::sqrt(ss / double(k.hidden) + 1e-5);
+        for (size_t h = 0; h < k.hidden; ++h) {
+          const size_t i = row * k.hidden + h;
+          const double v = fcLoad(gotRes.data(), t, i) * rstd * fcLoad(weight.data(), t, h) / double(k.scale);
+          const double g = e4m3(uint8_t(got[i]));
+          if (std::fabs(v) > 448.0 + 16.0) {  // beyond the rounding range of 448: saturated
+            ++saturated;
+            bad += !(g == (v > 0 ? 448.0 : -448.0));
+          } else {
+            bad += !(std::fabs(g - v) <= 0.5 * e4m3Ulp(v) + std::fabs(v) * 0x1p-19);
+          }
+        }
+      }
+      // Nothing past the end was written.
+      bad += !std::isnan(e4m3(uint8_t(got[n])));
+      INFO(fcTypeName(t) << " " << k.tokens << " x " << k.hidden << " scale " << k.scale << ": " << saturated
+                         << " saturated");
+      CHECK(bad == 0);
+      if (k.scale < 0.03f) CHECK(saturated > 0);
+    }
+  }
+  // A NULL or misaligned scale is refused.
+  Buf a(4096 * 2), b(4096 * 2), wt(4096 * 2), ro(4096 * 2), o(4096), sc(16);
+  CHECK(fcAllReduceResidualRMSNormFp8(a.p, b.p, wt.p, ro.p, o.p, nullptr, 1, 4096, 1e-6f, fcBfloat16, env.comm,
+                                      nullptr) == fcInvalidArgument);
+  CHECK(fcAllReduceResidualRMSNormFp8(a.p, b.p, wt.p, ro.p, o.p, reinterpret_cast<const float*>(sc.c() + 2), 1, 4096,
+                                      1e-6f, fcBfloat16, env.comm, nullptr) == fcInvalidArgument);
+  CHECK(std::string(fcGetLastError(nullptr)).find("scale") != std::string::npos);
+}

@@ -83,8 +83,15 @@ def main():
             x_n, res_n, w_n, 1e-6, c)[1]
         normed, res_out = torch.ops.fusedcomm.all_reduce_residual_rmsnorm(x_n, res_n, w_n, 1e-6, c)
         r32 = res_out.float()
-        check("eager all_reduce_residual_rmsnorm normed", normed,
-              r32 * torch.rsqrt(r32.pow(2).mean(-1, keepdim=True) + 1e-6) * w_n.float(), 2e-2)
+        want_normed = r32 * torch.rsqrt(r32.pow(2).mean(-1, keepdim=True) + 1e-6) * w_n.float()
+        check("eager all_reduce_residual_rmsnorm normed", normed, want_normed, 2e-2)
+        # The fp8 variant: e4m3 of normed / scale (3 mantissa bits: each value within 1/16
+        # of itself, so within 1/16 of the largest; 0.07 leaves the fp32 arithmetic room).
+        scale = torch.tensor([0.05], device="cuda")
+        q, res_q = torch.ops.fusedcomm.all_reduce_residual_rmsnorm_fp8(x_n, res_n, w_n, scale, 1e-6, c)
+        check("eager all_reduce_residual_rmsnorm_fp8 residual", res_q, want["all_reduce_residual_rmsnorm"], 2e-2)
+        check("eager all_reduce_residual_rmsnorm_fp8 q", q.float() * 0.05, want_normed.clamp(-448 * 0.05, 448 * 0.05),
+              0.07)
         tol = {"all_reduce": 2e-2, "all_reduce_residual_rmsnorm": 2e-2, "reduce_scatter": 2e-2, "all_gather": 0, "all_gather_matmul": 2e-2,
                "matmul_reduce_scatter": 2e-2}
         for name, call in calls.items():

@@ -1,0 +1,133 @@
+// fcAllReduceResidualRMSNorm and its fp8 variant: validate, pick the path (one Lamport
+// kernel, or the all-reduce then the local residual + RMSNorm kernel), launch.
+#include "api/collective_call.h"
+#include "comm/pointers.h"
+
+namespace fc::api {
+namespace {
+
+// [a, a + an) and [b, b + bn) share a byte (in integers: sizes were checked to fit).
+bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
+  const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + bn && y < x + an;
+}
+
+// fcAllReduceResidualRMSNorm's argument checks beyond checkArgs' (which saw sendbuff
+// and normOut): shape, alignment, eps, the other buffers' sizes and overlaps.
+fcResult_t checkNormArgs(const Call& c, const NormCall& n) {
+  const char* fn = c.fn;
+  if (n.residual == nullptr || n.weight == nullptr || n.residualOut == nullptr)
+    return setError(fcInvalidArgument, "%s: %s is NULL", fn,
+                        !n.residual ? "residual" : !n.weight ? "weight" : "residualOut");
+  if (n.hidden * c.elem % 16 != 0)
+    return setError(fcInvalidArgument,
+                        "%s: hidden = %zu: a row must be a multiple of 16 bytes (hidden a multiple of %zu for this "
+                        "datatype)",
+                        fn, n.hidden, 16 / c.elem);
+  if (!(n.eps >= 0.f && n.eps <= 3.4e38f))
+    return setError(fcInvalidArgument, "%s: eps = %g: must be finite and >= 0", fn, double(n.eps));
+  const size_t count = n.tokens * n.hidden;
+  FC_CHECK(checkFits(c, "residual", n.residual, count));
+  FC_CHECK(checkFits(c, "residualOut", n.residualOut, count));
+  FC_CHECK(checkFits(c, "weight", n.weight, n.hidden));
+  const bool fp8 = n.outFp8 != nullptr;
+  const void* out = fp8 ? n.outFp8 : n.out;
+  const struct {
+    const char* name;
+    const void* p;
+  } bufs[] = {{"sendbuff", n.in}, {"residual", n.residual}, {"weight", n.weight},
+              {"residualOut", n.residualOut}, {"normOut", out}};
+  for (const auto& b : bufs)
+    if (reinterpret_cast<uintptr_t>(b.p) % 16 != 0)
+      return setError(fcInvalidArgument, "%s: %s must be 16-byte aligned", fn, b.name);
+  if (fp8 && reinterpret_cast<uintptr_t>(n.scale) % sizeof(float) != 0)
+    return setError(fcInvalidArgument, "%s: scale must be 4-byte aligned", fn);
+  const size_t bytes = count * c.elem, wbytes = n.hidden * c.elem;
+  const size_t outBytes = fp8 ? count : bytes;
+  // Outputs overlap nothing, except residualOut == residual (in place).
+  if (overlaps(out, outBytes, n.in, bytes) || overlaps(out, outBytes, n.residual, bytes) ||
+      overlaps(out, outBytes, n.weight, wbytes) || overlaps(out, outBytes, n.residualOut, bytes) ||
+      (fp8 && overlaps(out, outBytes, n.scale, sizeof(float))))
+    return setError(fcInvalidArgument, "%s: normOut overlaps another buffer", fn);
+  if (overlaps(n.residualOut, bytes, n.in, bytes) || overlaps(n.residualOut, bytes, n.weight, wbytes) ||
+      (fp8 && overlaps(n.residualOut, bytes, n.scale, sizeof(float))) ||
+      (n.residualOut != n.residual && overlaps(n.residualOut, bytes, n.residual, bytes)))
+    return setError(fcInvalidArgument,
+                        "%s: residualOut overlaps sendbuff, weight or residual (only residualOut == residual, "
+                        "in place, is allowed)",
+                        fn);
+  return fcSuccess;
+}
+
+// Both entry points: c.send / c.recv are sendbuff and the output (normOut, or the
+// fp8 one, for the NULL and size checks), n the whole call.
+fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
+  fcComm* comm = c.comm;
+  const char* fn = c.fn;
+  FC_CHECK(checkComm(comm, fn));
+  if (n.tokens > 0 && n.hidden == 0) return setError(fcInvalidArgument, "%s: hidden is 0", fn);
+  if (n.hidden > 0 && n.tokens > SIZE_MAX / n.hidden)
+    return setError(fcInvalidArgument, "%s: tokens * hidden (%zu * %zu) overflows", fn, n.tokens, n.hidden);
+  c.sendElems = c.recvElems = n.tokens * n.hidden;
+  bool noop;
+  FC_CHECK(checkArgs(c, fcSum, true, &noop));
+  if (noop) return fcSuccess;
+  if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", fn);
+  FC_CHECK(checkNormArgs(c, n));
+  // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
+  // push slot), else the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
+  // always; the baseline fc-bench arnorm measures against).
+  const size_t bytes = c.sendElems * c.elem;
+  const size_t lamportMax =
+      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : lamportMaxBytes(comm->nranks);
+  const FusedAlgo choice = comm->params.allReduceNormAlgo;
+  const bool small = choice == FusedAlgo::Fused     ? bytes <= kLamportSlotBytes
+                     : choice == FusedAlgo::Unfused ? false
+                                                    : bytes <= lamportMax;
+  ArAlgo algo = ArAlgo::OneShot;
+  if (!small) {
+    detectZeroCopy(c, true);
+    FC_CHECK(chooseAllReduce(c, &algo));
+  }
+  FC_CHECK(checkBuffers(comm, fn,
+                        {{"sendbuff", n.in}, {"residual", n.residual}, {"weight", n.weight},
+                         {"residualOut", n.residualOut}, {c.recvName, c.recv}, {"scale", n.scale}}));
+  FC_CHECK(commOpBegin(comm, fn, stream, &c.lane));
+  const bool pdl = comm->params.pdl;
+  if (small) {
+    FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
+    return commOpEnd(comm, c.lane, stream, launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, stream));
+  }
+  // Large: the all-reduce into normOut (the fp8 variant: into the channel's scratch),
+  // then residual + RMSNorm over it.
+  fcResult_t res = fcSuccess;
+  if (n.outFp8 != nullptr) res = commScratch(comm, fn, c.lane, bytes, &c.recv);
+  if (res == fcSuccess) res = launchAllReduce(c, algo, stream);
+  if (res == fcSuccess) res = launchResidualNorm(n, c.recv, pdl, stream);
+  return commOpEnd(comm, c.lane, stream, res);
+}
+
+}  // namespace
+}  // namespace fc::api
+
+FC_API fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual, const void* weight,
+                                             void* residualOut, void* normOut, size_t tokens, size_t hidden,
+                                             float eps, fcDataType_t datatype, fcComm_t comm,
+                                             cudaStream_t stream) {
+  fc::clearError();
+  fc::api::Call c{"fcAllReduceResidualRMSNorm", comm, sendbuff, 0, normOut, 0, nullptr, datatype,
+                  "tokens * hidden", "normOut"};
+  fc::NormCall n{sendbuff, residual, weight, residualOut, normOut, tokens, hidden, eps, datatype};
+  return fc::api::allReduceNorm(c, n, stream);
+}
+
+FC_API fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* residual, const void* weight,
+                                                void* residualOut, void* normOutFp8, const float* scale,
+                                                size_t tokens, size_t hidden, float eps, fcDataType_t datatype,
+                                                fcComm_t comm, cudaStream_t stream) {
+  fc::clearError();
+  fc::api::Call c{"fcAllReduceResidualRMSNormFp8", comm, sendbuff, 0, normOutFp8, 0, nullptr, datatype,
+                  "tokens * hidden", "normOutFp8"};
+  fc::NormCall n{sendbuff, residual, weight, residualOut, nullptr, tokens, hidden, eps, datatype, normOutFp8, scale};
+  return fc::api::allReduceNorm(c, n, stream);
+}
