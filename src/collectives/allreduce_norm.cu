@@ -39,8 +39,10 @@ namespace {
 
 using dev::Pack;
 
-// Row packs each data thread keeps in registers between the reduction and the norm;
-// rows with more (hidden > kKeep * 8 * 512 in bf16) re-read their residualOut.
+// Row packs each data thread keeps between the reduction and the norm (indexed at run
+// time, so in the thread's local memory, which measured faster than unrolled register
+// variants: docs/perf-log.md); rows with more (hidden > kKeep * 8 * 512 in bf16)
+// re-read their residualOut.
 constexpr int kKeep = 4;
 
 // Named barrier 1 among the first `threads` threads (the data threads; the call warp

@@ -4,17 +4,18 @@
 // Buffers. Per channel there are three buffers (used in turn by a CTA's runs), each
 // of four sets of one kLamportSlotBytes slot per sender rank: set 0 is the
 // one-shot's, sets 1 and 2 the two-shot's (its reduce-scatter and all-gather
-// pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still holding kLamportEmpty has not been written: writers never
-// write that word (notEmpty), readers poll until no word of a pack holds it, and a
-// run resets what the run before it consumed. No rank pushes to itself (its own
-// part is read from its input), so its own slots stay empty.
+// pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still
+// holding kLamportEmpty has not been written: writers never write that word
+// (notEmpty), readers poll until no word of a pack holds it, and a run resets what
+// the run before it consumed. No rank pushes to itself (its own part is read from
+// its input), so its own slots stay empty.
 //
 // The one-shot, the two-shot and the rows are independent instances of the protocol
 // (LamportKind): their own sets, their own per-CTA state (in device memory, private
 // to the rank: {buffer index, chunks each set of each buffer last held}), and their
-// own chunk size. (Rows differs in how CTAs share the work: LamportTraits.) Chunk c of a slot belongs to CTA c % maxCtas in every run and
-// phase of a kind, on every rank, so a CTA only ever waits for the same CTA of its
-// peers; a CTA walks its chunks with however many threads it was launched with
+// own chunk size. Chunk c of a slot belongs to CTA c % maxCtas in every run and
+// phase of a kind (Rows shares the work differently: LamportTraits), on every rank,
+// so a CTA only ever waits for the same CTA of its peers; a CTA walks its chunks with however many threads it was launched with
 // (LamportRun::ownedPack). Measured (docs/perf-log.md): 2 KiB chunks spread small
 // one-shots over many SMs (256 KiB: 128 CTAs of 128 threads, 5.9 instead of 6.3 us);
 // the two-shot's large passes ran 1-2 % faster with 8 KiB chunks.
