@@ -18,12 +18,12 @@ fcResult_t checkNormArgs(const Call& c, const NormCall& n) {
   const char* fn = c.fn;
   if (n.residual == nullptr || n.weight == nullptr || n.residualOut == nullptr)
     return setError(fcInvalidArgument, "%s: %s is NULL", fn,
-                        !n.residual ? "residual" : !n.weight ? "weight" : "residualOut");
+                    !n.residual ? "residual" : !n.weight ? "weight" : "residualOut");
   if (n.hidden * c.elem % 16 != 0)
     return setError(fcInvalidArgument,
-                        "%s: hidden = %zu: a row must be a multiple of 16 bytes (hidden a multiple of %zu for this "
-                        "datatype)",
-                        fn, n.hidden, 16 / c.elem);
+                    "%s: hidden = %zu: a row must be a multiple of 16 bytes (hidden a multiple of %zu for this "
+                    "datatype)",
+                    fn, n.hidden, 16 / c.elem);
   if (!(n.eps >= 0.f && n.eps <= 3.4e38f))
     return setError(fcInvalidArgument, "%s: eps = %g: must be finite and >= 0", fn, double(n.eps));
   const size_t count = n.tokens * n.hidden;
@@ -53,9 +53,9 @@ fcResult_t checkNormArgs(const Call& c, const NormCall& n) {
       (fp8 && overlaps(n.residualOut, bytes, n.scale, sizeof(float))) ||
       (n.residualOut != n.residual && overlaps(n.residualOut, bytes, n.residual, bytes)))
     return setError(fcInvalidArgument,
-                        "%s: residualOut overlaps sendbuff, weight or residual (only residualOut == residual, "
-                        "in place, is allowed)",
-                        fn);
+                    "%s: residualOut overlaps sendbuff, weight or residual (only residualOut == residual, "
+                    "in place, is allowed)",
+                    fn);
   return fcSuccess;
 }
 
