@@ -18,7 +18,6 @@ layers of Llama-3-8B (3072, 4096), (14336, 4096) and Qwen2.5-32B (3584, 5120),
 the columns' graphs are replayed in turn within each round.
 Every result is checked against the GEMM alone (max relative error printed).
 """
-import argparse
 import os
 import sys
 
@@ -30,16 +29,13 @@ import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
-from fusedcomm.bench import Table, init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import Table, init_process_group, ints, parse_args, time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
-    ap.add_argument("--m", default="512,2048,8192")
-    args = ap.parse_args()
+    args = parse_args(m="512,2048,8192")
     rank, world = init_process_group("bench-agmm")
     group = dist.group.WORLD
     symm_mem.enable_symm_mem_for_group(group.group_name)
@@ -49,11 +45,9 @@ def main():
     del os.environ["FC_AGMM_ALGO"]
     bf16 = fusedcomm.BFLOAT16
     header = "M,N,K,gemm_us,nccl_gemm_us,torch_us,ours_us,ours_sym_us,engine_us,ours_over_gemm,torch_over_gemm,max_relerr"
-    if rank == 0:
-        print("# %d ranks, %s, torch %s, graph of %d calls, median of %d interleaved replays, max over ranks"
-              % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
-    table = Table(header, rank)
-    for m in [int(x) for x in args.m.split(",")]:
+    table = Table(header, rank, world,
+                  "graph of %d calls, median of %d interleaved replays, max over ranks" % (CALLS, REPLAYS))
+    for m in ints(args.m):
         for n2, k in ((3072, 4096), (14336, 4096), (3584, 5120), (27648, 5120)):
             n = n2 * 2 // world
             ms = m // world

@@ -15,7 +15,6 @@ calls, median of 15 interleaved replays, max over ranks (fusedcomm.bench.time_gr
 eager: 20 calls back to back then a synchronize, wall time per call (time_eager). Every
 result is checked against NCCL's (max error relative to the largest magnitude).
 """
-import argparse
 import os
 import sys
 
@@ -27,35 +26,24 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
-from fusedcomm.bench import FlashInferPeer, Table, init_process_group, time_eager, time_graphs  # noqa: E402
-
-
-def relerr(got, want):
-    return ((got.float() - want.float()).abs().max() / want.float().abs().max().clamp_min(1e-30)).item()
+from fusedcomm.bench import (  # noqa: E402
+    flashinfer_by_hidden, Table, init_process_group, ints,
+    parse_args, relerr, time_eager, time_graphs)
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
-    ap.add_argument("--tokens", default="1,2,4,8,16,32,64,128,256,512,1024,2048")
-    ap.add_argument("--hidden", default="4096,8192")
-    args = ap.parse_args()
+    args = parse_args(tokens="1,2,4,8,16,32,64,128,256,512,1024,2048", hidden="4096,8192")
     rank, world = init_process_group("bench-allreduce")
     group_name = dist.group.WORLD.group_name
     comm = fusedcomm.Communicator.from_process_group()
     c = comm.id
     import torch.distributed._symmetric_memory as symm_mem
-    tokens_list = [int(t) for t in args.tokens.split(",")]
+    tokens_list = ints(args.tokens)
     header = ("tokens,hidden,bytes,ours_us,nccl_us,symm_us,flashinfer_us,ours_eager_us,nccl_eager_us,"
               "flashinfer_eager_us,ours_over_flashinfer,max_relerr")
-    if rank == 0:
-        print("# %d ranks, %s, torch %s, bf16; graph: 5 calls, median of 15 interleaved replays; eager: 20 calls + "
-              "sync; max over ranks" % (world, torch.cuda.get_device_name(), torch.__version__))
-    table = Table(header, rank)
-    for hidden in [int(h) for h in args.hidden.split(",")]:
-        peer, why = FlashInferPeer.open(rank, world, max(tokens_list), hidden)
-        if peer is None and rank == 0:
-            print("# hidden %d: no FlashInfer columns: %s" % (hidden, why), flush=True)
+    table = Table(header, rank, world,
+                  "bf16; graph: 5 calls, median of 15 interleaved replays; eager: 20 calls + sync; max over ranks")
+    for hidden, peer in flashinfer_by_hidden(rank, world, max(tokens_list), ints(args.hidden)):
         for tokens in tokens_list:
             g = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden + rank)
             x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -85,8 +73,6 @@ def main():
             table.add("%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2e" % (
                 tokens, hidden, tokens * hidden * 2, graph[0], graph[1], graph[2], fi, eager[0], eager[1], fi_eager,
                 graph[0] / fi if fi else 0.0, max(errs)))
-        if peer is not None:
-            peer.close()
     table.write(args.csv)
     comm.destroy()
     dist.destroy_process_group()

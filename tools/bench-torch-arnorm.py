@@ -17,7 +17,6 @@ as an engine without a fused kernel runs it. Shapes (issue 19): tokens 1-4096 x 
 replays, max over ranks (fusedcomm.bench.time_graphs). Our result is checked against
 NCCL + torch (max error relative to the largest magnitude).
 """
-import argparse
 import os
 import sys
 
@@ -29,7 +28,9 @@ import torch.distributed as dist  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
-from fusedcomm.bench import FlashInferPeer, Table, init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import (  # noqa: E402
+    flashinfer_by_hidden, Table, init_process_group,
+    ints, parse_args, relerr, time_graphs)
 
 EPS = 1e-6
 
@@ -39,16 +40,8 @@ def torch_norm(summed, residual, weight):
     return torch.nn.functional.rms_norm(r, (r.shape[-1],), weight, EPS), r
 
 
-def relerr(got, want):
-    return ((got.float() - want.float()).abs().max() / want.float().abs().max().clamp_min(1e-30)).item()
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
-    ap.add_argument("--tokens", default="1,2,4,8,16,32,64,128,256,512,1024,2048,4096")
-    ap.add_argument("--hidden", default="4096,8192")
-    args = ap.parse_args()
+    args = parse_args(tokens="1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hidden="4096,8192")
     rank, world = init_process_group("bench-arnorm")
     comm = fusedcomm.Communicator.from_process_group()
     c = comm.id
@@ -60,16 +53,11 @@ def main():
         pass
     header = ("tokens,hidden,bytes,ours_us,ours_ar_torch_us,nccl_torch_us,nccl_ar_us,symm_torch_us,flashinfer_us,"
               "max_relerr")
-    if rank == 0:
-        print("# %d ranks, %s, torch %s, bf16, graph of 5 calls, median of 15 interleaved replays, max over ranks"
-              % (world, torch.cuda.get_device_name(), torch.__version__))
-    table = Table(header, rank)
+    table = Table(header, rank, world,
+                  "bf16, graph of 5 calls, median of 15 interleaved replays, max over ranks")
     group_name = dist.group.WORLD.group_name
-    tokens_list = [int(t) for t in args.tokens.split(",")]
-    for hidden in [int(h) for h in args.hidden.split(",")]:
-        peer, why = FlashInferPeer.open(rank, world, max(tokens_list), hidden)
-        if peer is None and rank == 0:
-            print("# hidden %d: no FlashInfer column: %s" % (hidden, why), flush=True)
+    tokens_list = ints(args.tokens)
+    for hidden, peer in flashinfer_by_hidden(rank, world, max(tokens_list), ints(args.hidden)):
         for tokens in tokens_list:
             g = torch.Generator(device="cuda").manual_seed(tokens * 31 + hidden + rank)
             x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -113,8 +101,6 @@ def main():
                 us[4] = 0.0
             row = "%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2e" % (tokens, hidden, tokens * hidden * 2, *us, err)
             table.add(row)
-        if peer is not None:
-            peer.close()
     table.write(args.csv)
     comm.destroy()
     dist.destroy_process_group()

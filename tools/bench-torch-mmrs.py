@@ -17,7 +17,6 @@ layers of Llama-3-8B (4096, 7168), (4096, 2048) and Qwen2.5-32B (5120, 13824),
 over ranks (fusedcomm.bench.time_graphs). Every result is checked against NCCL +
 cuBLAS (max error relative to the output's largest magnitude).
 """
-import argparse
 import os
 import sys
 
@@ -28,27 +27,22 @@ import torch.distributed as dist  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
-from fusedcomm.bench import Table, init_process_group, time_graphs  # noqa: E402
+from fusedcomm.bench import Table, init_process_group, ints, parse_args, time_graphs  # noqa: E402
 
 CALLS, REPLAYS = 5, 15
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
-    ap.add_argument("--m", default="512,2048,8192")
-    args = ap.parse_args()
+    args = parse_args(m="512,2048,8192")
     rank, world = init_process_group("bench-mmrs")
     group_name = dist.group.WORLD.group_name
     comm = fusedcomm.Communicator.from_process_group()
     comm32 = fusedcomm.Communicator.from_process_group(config=fusedcomm.Config(fp32Partials=1))
     bf16 = fusedcomm.BFLOAT16
     header = "M,N,K,gemm_us,nccl_us,torch_us,ours_us,ours_fp32_us,ours_over_gemm,torch_over_gemm,max_relerr"
-    if rank == 0:
-        print("# %d ranks, %s, torch %s, graph of %d calls, median of %d interleaved replays, max over ranks"
-              % (world, torch.cuda.get_device_name(), torch.__version__, CALLS, REPLAYS))
-    table = Table(header, rank)
-    for m in [int(x) for x in args.m.split(",")]:
+    table = Table(header, rank, world,
+                  "graph of %d calls, median of %d interleaved replays, max over ranks" % (CALLS, REPLAYS))
+    for m in ints(args.m):
         for n, k2 in ((4096, 7168), (4096, 2048), (5120, 13824), (5120, 2560)):
             k = k2 * 2 // world
             g = torch.Generator(device="cuda").manual_seed(m * 7 + k + rank)

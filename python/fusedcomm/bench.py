@@ -128,13 +128,47 @@ class FlashInferPeer:
         self.mod.trtllm_destroy_ipc_workspace_for_all_reduce_fusion(self.handles, self.group)
 
 
+def parse_args(**lists):
+    """A benchmark's command line: --csv FILE, and one comma-separated list option per
+    keyword (its default the value), e.g. parse_args(tokens="1,2,4", hidden="4096")."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
+    for name, default in lists.items():
+        ap.add_argument("--" + name, default=default, help="comma-separated (default %(default)s)")
+    return ap.parse_args()
+
+
+def ints(text):
+    return [int(x) for x in text.split(",")]
+
+
+def relerr(got, want):
+    """max |got - want| / max |want| (float32)."""
+    return ((got.float() - want.float()).abs().max() / want.float().abs().max().clamp_min(1e-30)).item()
+
+
+def flashinfer_by_hidden(rank, world, max_tokens, hiddens, group=None):
+    """For each hidden size: (hidden, FlashInferPeer or None), its workspace open while the
+    caller's loop body runs and closed after; where there is none, rank 0 prints why."""
+    for hidden in hiddens:
+        peer, why = FlashInferPeer.open(rank, world, max_tokens, hidden, group)
+        if peer is None and rank == 0:
+            print("# hidden %d: no FlashInfer columns: %s" % (hidden, why), flush=True)
+        yield hidden, peer
+        if peer is not None:
+            peer.close()
+
+
 class Table:
-    """A benchmark's CSV rows: rank 0 prints the header and each row as it comes, and
+    """A benchmark's CSV rows: rank 0 prints a comment line (world size, device, torch
+    version, then `note`: how it times), the header, and each row as it comes;
     write(path) saves them all (rank 0, when a path is given)."""
 
-    def __init__(self, header, rank):
+    def __init__(self, header, rank, world, note):
         self.header, self.rank, self.rows = header, rank, []
         if rank == 0:
+            print("# %d ranks, %s, torch %s, %s" % (world, torch.cuda.get_device_name(), torch.__version__, note))
             print(header, flush=True)
 
     def add(self, row):

@@ -69,22 +69,38 @@ struct Result {
   double worstResidual = 0, worstNorm = 0;  // in ulps
 };
 
+// Fresh inputs of one call, on the host (every rank draws every rank's input from the
+// same seeds) and uploaded: this rank's input, the residual, the weight; and a
+// poisoned residualOut.
+struct Inputs {
+  std::vector<std::vector<char>> ins;  // ins[r]: rank r's input
+  std::vector<char> residual, weight;
+  Buf in, res, w, resOut;
+  Inputs(fcDataType_t t, size_t tokens, size_t hidden)
+      : in(tokens * hidden * fcTypeSize(t)), res(in.bytes), w(hidden * fcTypeSize(t)), resOut(in.bytes) {
+    const GpuEnv& env = gpuEnv();
+    const uint64_t seed = freshSeed();
+    const size_t n = tokens * hidden;
+    for (int r = 0; r < env.nranks; ++r) ins.push_back(normals(t, n, seed + uint64_t(r), 1.f));
+    residual = normals(t, n, seed + 1000, 2.f);
+    weight = normals(t, hidden, seed + 2000, 1.f);
+    upload(in.p, ins[size_t(env.rank)]);
+    upload(res.p, residual);
+    upload(w.p, weight);
+    CUDA_REQUIRE(cudaMemset(resOut.p, 0xff, in.bytes));
+  }
+};
+
 // One call on fresh inputs, checked against float64; returns the outputs' errors.
 Result runAndCheck(fcDataType_t t, Shape sh, bool inPlace, cudaStream_t stream, std::vector<char>* outBits) {
   const GpuEnv& env = gpuEnv();
   const size_t es = fcTypeSize(t), n = sh.tokens * sh.hidden, bytes = n * es;
-  const uint64_t seed = freshSeed();
-  std::vector<std::vector<char>> ins;
-  for (int r = 0; r < env.nranks; ++r) ins.push_back(normals(t, n, seed + uint64_t(r), 1.f));
-  const std::vector<char> residual = normals(t, n, seed + 1000, 2.f);
-  const std::vector<char> weight = normals(t, sh.hidden, seed + 2000, 1.f);
-  Buf in(bytes), res(bytes), w(sh.hidden * es), resOut(bytes), out(bytes + 16);
-  upload(in.p, ins[size_t(env.rank)]);
-  upload(res.p, residual);
-  upload(w.p, weight);
+  Inputs x(t, sh.tokens, sh.hidden);
+  const std::vector<std::vector<char>>& ins = x.ins;
+  const std::vector<char>&residual = x.residual, &weight = x.weight;
+  Buf &in = x.in, &res = x.res, &w = x.w, &resOut = x.resOut, out(bytes + 16);
   // All-ones bytes are NaN in every dtype: an element never written cannot pass.
   CUDA_REQUIRE(cudaMemset(out.p, 0xff, out.bytes));
-  CUDA_REQUIRE(cudaMemset(resOut.p, 0xff, bytes));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   void* ro = inPlace ? res.p : resOut.p;
   FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, ro, out.p, sh.tokens, sh.hidden, 1e-5f, t, env.comm,
@@ -299,23 +315,17 @@ TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale
   const Case cases[] = {{3, 4096, 0.005f}, {7, 8192, 1.f}, {300, 2056, 0.05f}};
   for (fcDataType_t t : {fcBfloat16, fcFloat32}) {
     for (const Case& k : cases) {
-      const size_t es = fcTypeSize(t), n = k.tokens * k.hidden, bytes = n * es;
-      const uint64_t seed = freshSeed();
-      std::vector<std::vector<char>> ins;
-      for (int r = 0; r < env.nranks; ++r) ins.push_back(normals(t, n, seed + uint64_t(r), 1.f));
-      const std::vector<char> residual = normals(t, n, seed + 1000, 2.f);
-      const std::vector<char> weight = normals(t, k.hidden, seed + 2000, 1.f);
-      Buf in(bytes), res(bytes), w(k.hidden * es), resOut(bytes), q(n + 16), scale(sizeof(float));
-      upload(in.p, ins[size_t(env.rank)]);
-      upload(res.p, residual);
-      upload(w.p, weight);
+      const size_t n = k.tokens * k.hidden, bytes = n * fcTypeSize(t);
+      const Inputs x(t, k.tokens, k.hidden);
+      Buf q(n + 16), scale(sizeof(float));
       CUDA_REQUIRE(cudaMemcpy(scale.p, &k.scale, sizeof(float), cudaMemcpyHostToDevice));
       CUDA_REQUIRE(cudaMemset(q.p, 0x7f, n + 16));  // NaN in e4m3
       CUDA_REQUIRE(cudaDeviceSynchronize());
-      FC_REQUIRE(fcAllReduceResidualRMSNormFp8(in.p, res.p, w.p, resOut.p, q.p, static_cast<const float*>(scale.p),
-                                               k.tokens, k.hidden, 1e-5f, t, env.comm, env.streams[0]));
+      FC_REQUIRE(fcAllReduceResidualRMSNormFp8(x.in.p, x.res.p, x.w.p, x.resOut.p, q.p,
+                                               static_cast<const float*>(scale.p), k.tokens, k.hidden, 1e-5f, t,
+                                               env.comm, env.streams[0]));
       CUDA_REQUIRE(cudaStreamSynchronize(env.streams[0]));
-      const std::vector<char> gotRes = download(resOut.p, bytes), got = download(q.p, n + 16);
+      const std::vector<char> gotRes = download(x.resOut.p, bytes), got = download(q.p, n + 16);
       size_t bad = 0, saturated = 0;
       for (size_t row = 0; row < k.tokens; ++row) {
         double ss = 0;
@@ -326,7 +336,7 @@ TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale
         const double rstd = 1.0 / std::sqrt(ss / double(k.hidden) + 1e-5);
         for (size_t h = 0; h < k.hidden; ++h) {
           const size_t i = row * k.hidden + h;
-          const double v = fcLoad(gotRes.data(), t, i) * rstd * fcLoad(weight.data(), t, h) / double(k.scale);
+          const double v = fcLoad(gotRes.data(), t, i) * rstd * fcLoad(x.weight.data(), t, h) / double(k.scale);
           const double g = e4m3(uint8_t(got[i]));
           if (std::fabs(v) > 448.0 + 16.0) {  // beyond the rounding range of 448: saturated
             ++saturated;
