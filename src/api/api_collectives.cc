@@ -39,6 +39,17 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop) {
   return fcSuccess;
 }
 
+// A symmetric sendbuff (fcMemAlloc) at a 16-byte aligned offset, not overwritten by
+// the op's own output, is read by the peers where it is.
+void detectZeroCopy(Call& c, bool extraAlignment) {
+  const size_t bytes = (c.sendElems * c.elem + 15) / 16 * 16;
+  c.zeroCopy = c.send != c.inPlaceSend && extraAlignment &&
+               fc::commSymmetricSource(c.comm, c.send, bytes, &c.src) && c.src.offset % 16 == 0;
+}
+
+// Helpers of this file only.
+namespace {
+
 // Buffers may overlap only in the op's in-place form (checked after the size limits,
 // whose message is the more useful one when a count is simply too large; they also
 // keep this arithmetic from wrapping).
@@ -49,14 +60,6 @@ fcResult_t checkOverlap(const Call& c) {
     return fc::setError(fcInvalidArgument, "%s: sendbuff and recvbuff overlap, and not in the op's "
                         "in-place form", c.fn);
   return fcSuccess;
-}
-
-// A symmetric sendbuff (fcMemAlloc) at a 16-byte aligned offset, not overwritten by
-// the op's own output, is read by the peers where it is.
-void detectZeroCopy(Call& c, bool extraAlignment) {
-  const size_t bytes = (c.sendElems * c.elem + 15) / 16 * 16;
-  c.zeroCopy = c.send != c.inPlaceSend && extraAlignment &&
-               fc::commSymmetricSource(c.comm, c.send, bytes, &c.src) && c.src.offset % 16 == 0;
 }
 
 // The last check before anything is enqueued: both buffers are memory of the comm's
@@ -110,6 +113,7 @@ fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
                                     zeroCopySource(c), stream);
 }
 
+}  // namespace
 }  // namespace fc::api
 
 using namespace fc::api;
