@@ -230,7 +230,8 @@ fcResult_t fcCommInitRankConfig(fcComm_t* comm, int nranks, fcUniqueId id, int r
  * devlist[i] (devlist NULL: devices 0..ndev-1). Blocks until all are ready; on failure
  * none is left and every comms[i] is NULL. The caller's current device is unchanged.
  * Errors: fcInvalidArgument (comms NULL, ndev < 1 or > 16, a device out of range or
- * listed twice), and those of fcCommInitRank. */
+ * listed twice: allowed with FC_SHARE_GPU=1, for functional tests on one GPU), and
+ * those of fcCommInitRank. */
 fcResult_t fcCommInitAll(fcComm_t* comms, int ndev, const int* devlist);
 
 /* Release the communicator: unmaps and frees its symmetric memory and closes its

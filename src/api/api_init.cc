@@ -77,13 +77,16 @@ FC_API fcResult_t fcCommInitAll(fcComm_t* comms, int ndev, const int* devlist) {
   for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
   int visible = 0;
   FC_CUDA_CHECK(cudaGetDeviceCount(&visible));
+  // FC_SHARE_GPU=1 (functional tests on one GPU) lets a device carry several ranks.
+  fc::CommParams params;
+  FC_CHECK(fc::commParamsResolve(nullptr, &params));
   std::vector<int> devs(static_cast<size_t>(ndev));
   for (int i = 0; i < ndev; ++i) {
     devs[size_t(i)] = devlist ? devlist[i] : i;
     if (devs[size_t(i)] < 0 || devs[size_t(i)] >= visible)
       return fc::setError(fcInvalidArgument, "fcCommInitAll: device %d is not in [0, %d)",
                           devs[size_t(i)], visible);
-    for (int j = 0; j < i; ++j)
+    for (int j = 0; j < i && !params.shareGpu; ++j)
       if (devs[size_t(j)] == devs[size_t(i)])
         return fc::setError(fcInvalidArgument, "fcCommInitAll: device %d is listed twice",
                             devs[size_t(i)]);

@@ -27,7 +27,9 @@
 //            at least one rank names both calls (run-fault-tests checks).
 //   cycles   N init/destroy cycles (FC_CYCLES, default 1000) leak no fds, device
 //            memory or address-space mappings
-//   initall  fcCommInitAll over every visible GPU in one process (run with -n 1)
+//   initall  fcCommInitAll over every visible GPU in one process (run with -n 1; with
+//            FC_SHARE_GPU=1 and one GPU, two ranks on it): all-reduce, copy-engine
+//            reduce-scatter, staged fcMatmulReduceScatter, checked exactly
 //
 // Survivors must see the error within FC_TIMEOUT_MS + 2 s of starting the loop.
 #include <cuda_runtime_api.h>
@@ -36,6 +38,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
@@ -232,45 +235,131 @@ int cycles(const fcUniqueId& id) {
                 n, s, fds0, fds1, free0, free1, lost, maps0, maps1);
 }
 
+// fcCommInitAll over every visible GPU, or (FC_SHARE_GPU=1 with one GPU) two ranks on
+// GPU 0, in one process; one thread drives every rank (launches are asynchronous, so
+// every rank's work is in flight before any of it has to finish). Besides the
+// lifecycle, the run gives compute-sanitizer one process that sees every rank's
+// writes (tools/gpu-check sanitize runs it under initcheck): the all-reduce, the
+// copy-engine reduce-scatter, and fcMatmulReduceScatter on its staged path (partials
+// past fcReduceScatter's copy-engine crossover), each checked exactly.
+struct InitAllRank {
+  fcComm_t comm = nullptr;
+  int dev = 0;
+  cudaStream_t stream = nullptr;
+  float *ar = nullptr, *rsIn = nullptr, *rsOut = nullptr;
+  void *A = nullptr, *B = nullptr, *C = nullptr;
+};
+
+// The staged fcMatmulReduceScatter's shape: partials of M x N bf16 (34 MB) beyond
+// the 32 MiB crossover; entries in {-1, 0, 1} keep every sum (at most W * kMmK = 256
+// in magnitude at 8 ranks) exact in bf16.
+constexpr size_t kMmM = 4096, kMmN = 4160, kMmK = 32;
+float ternary(uint64_t seed, int rank, size_t i) { return float((fcPatternValue(seed, rank, i) + 9) % 3 - 1); }
+
 int initAll() {
   int ndev = 0;
   CHECK_CUDA(cudaGetDeviceCount(&ndev));
-  std::vector<fcComm_t> comms(static_cast<size_t>(ndev), nullptr);
-  CHECK_FC(fcCommInitAll(comms.data(), ndev, nullptr));
-  const size_t count = 4097;
-  std::vector<float*> bufs(static_cast<size_t>(ndev));
-  for (int d = 0; d < ndev; ++d) {
-    CHECK_CUDA(cudaSetDevice(d));
+  const bool share = fcEnvInt("FC_SHARE_GPU", 0) == 1;
+  const int W = ndev > 1 ? ndev : share ? 2 : 1;
+  // The paths under test, whatever the sizes' automatic choice.
+  setenv("FC_REDUCE_SCATTER_ALGO", "ce", 1);
+  setenv("FC_MMRS_ALGO", "unfused", 1);
+  std::vector<int> devs(static_cast<size_t>(W));
+  for (int d = 0; d < W; ++d) devs[size_t(d)] = ndev > 1 ? d : 0;
+  std::vector<fcComm_t> comms(static_cast<size_t>(W), nullptr);
+  CHECK_FC(fcCommInitAll(comms.data(), W, devs.data()));
+  const size_t count = 4097, rc = 1 << 20;  // all-reduce; reduce-scatter block (4 MiB)
+  const size_t ms = kMmM / size_t(W);
+  std::vector<InitAllRank> ranks(static_cast<size_t>(W));
+  for (int d = 0; d < W; ++d) {
+    InitAllRank& r = ranks[size_t(d)];
+    r.comm = comms[size_t(d)];
+    r.dev = devs[size_t(d)];
+    CHECK_CUDA(cudaSetDevice(r.dev));
     int rank = -1, dev = -1;
-    CHECK_FC(fcCommUserRank(comms[size_t(d)], &rank));
-    CHECK_FC(fcCommCuDevice(comms[size_t(d)], &dev));
-    if (rank != d || dev != d) return report(false, "comm %d has rank %d on device %d", d, rank, dev);
-    std::vector<char> h = fcPatternInput(fcFloat32, count, 99, d);
-    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&bufs[size_t(d)]), h.size()));
-    CHECK_CUDA(cudaMemcpy(bufs[size_t(d)], h.data(), h.size(), cudaMemcpyHostToDevice));
+    CHECK_FC(fcCommUserRank(r.comm, &rank));
+    CHECK_FC(fcCommCuDevice(r.comm, &dev));
+    if (rank != d || dev != r.dev) return report(false, "comm %d has rank %d on device %d", d, rank, dev);
+    CHECK_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
+    const std::vector<char> ha = fcPatternInput(fcFloat32, count, 99, d);
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.ar), ha.size()));
+    CHECK_CUDA(cudaMemcpy(r.ar, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+    const std::vector<char> hr = fcPatternInput(fcFloat32, size_t(W) * rc, 7, d);
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsIn), hr.size()));
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsOut), rc * sizeof(float)));
+    CHECK_CUDA(cudaMemcpy(r.rsIn, hr.data(), hr.size(), cudaMemcpyHostToDevice));
+    std::vector<char> hA(kMmM * kMmK * 2), hB(kMmK * kMmN * 2);
+    for (size_t i = 0; i < kMmM * kMmK; ++i) fcStore(hA.data(), fcBfloat16, i, ternary(11, d, i));
+    for (size_t i = 0; i < kMmK * kMmN; ++i) fcStore(hB.data(), fcBfloat16, i, ternary(13, d, i));
+    CHECK_CUDA(cudaMalloc(&r.A, hA.size()));
+    CHECK_CUDA(cudaMalloc(&r.B, hB.size()));
+    CHECK_CUDA(cudaMalloc(&r.C, ms * kMmN * 2));
+    CHECK_CUDA(cudaMemcpy(r.A, hA.data(), hA.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(r.B, hB.data(), hB.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemset(r.rsOut, 0xff, rc * sizeof(float)));  // poison: NaN
+    CHECK_CUDA(cudaMemset(r.C, 0xff, ms * kMmN * 2));
+    CHECK_CUDA(cudaDeviceSynchronize());
   }
-  // One thread drives all GPUs: launches are asynchronous, so every rank's kernel is
-  // in flight before any of them has to finish.
-  for (int d = 0; d < ndev; ++d) {
-    CHECK_CUDA(cudaSetDevice(d));
-    CHECK_FC(fcAllReduceOneShot(bufs[size_t(d)], bufs[size_t(d)], count, fcFloat32, fcSum,
-                                comms[size_t(d)], nullptr));
+  for (InitAllRank& r : ranks) {
+    CHECK_CUDA(cudaSetDevice(r.dev));
+    CHECK_FC(fcAllReduceOneShot(r.ar, r.ar, count, fcFloat32, fcSum, r.comm, r.stream));
+    CHECK_FC(fcReduceScatter(r.rsIn, r.rsOut, rc, fcFloat32, fcSum, r.comm, r.stream));
+    CHECK_FC(fcMatmulReduceScatter(r.A, r.B, r.C, kMmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream));
   }
-  double worst = 0;
-  for (int d = 0; d < ndev; ++d) {
-    CHECK_CUDA(cudaSetDevice(d));
+  double worstAr = 0, worstRs = 0;
+  size_t badMm = 0;
+  for (int d = 0; d < W; ++d) {
+    InitAllRank& r = ranks[size_t(d)];
+    CHECK_CUDA(cudaSetDevice(r.dev));
+    CHECK_CUDA(cudaStreamSynchronize(r.stream));
     std::vector<char> h(count * sizeof(float));
-    CHECK_CUDA(cudaMemcpy(h.data(), bufs[size_t(d)], h.size(), cudaMemcpyDeviceToHost));
-    worst = std::max(worst, fcPatternSumError(h.data(), fcFloat32, count, 99, ndev));
-    CHECK_CUDA(cudaFree(bufs[size_t(d)]));
-    CHECK_FC(fcCommDestroy(comms[size_t(d)]));
+    CHECK_CUDA(cudaMemcpy(h.data(), r.ar, h.size(), cudaMemcpyDeviceToHost));
+    worstAr = std::max(worstAr, fcPatternSumError(h.data(), fcFloat32, count, 99, W));
+    std::vector<float> rs(rc);
+    CHECK_CUDA(cudaMemcpy(rs.data(), r.rsOut, rc * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < rc; ++i) {
+      int want = 0;
+      for (int q = 0; q < W; ++q) want += fcPatternValue(7, q, size_t(d) * rc + i);
+      const double e = std::fabs(double(rs[i]) - want);
+      if (!(e <= worstRs)) worstRs = std::isnan(e) ? INFINITY : e;
+    }
+    // C = rows [d*ms, (d+1)*ms) of sum over ranks q of A_q x B_q.
+    std::vector<char> hc(ms * kMmN * 2);
+    CHECK_CUDA(cudaMemcpy(hc.data(), r.C, hc.size(), cudaMemcpyDeviceToHost));
+    std::vector<float> acc(kMmN);
+    for (size_t i = 0; i < ms; ++i) {
+      std::fill(acc.begin(), acc.end(), 0.f);
+      for (int q = 0; q < W; ++q)
+        for (size_t k = 0; k < kMmK; ++k) {
+          const float a = ternary(11, q, (size_t(d) * ms + i) * kMmK + k);
+          if (a != 0.f)
+            for (size_t j = 0; j < kMmN; ++j) acc[j] += a * ternary(13, q, k * kMmN + j);
+        }
+      for (size_t j = 0; j < kMmN; ++j) badMm += !(fcLoad(hc.data(), fcBfloat16, i * kMmN + j) == acc[j]);
+    }
   }
-  return report(worst == 0.0, "fcCommInitAll over %d GPUs: all-reduce max error %g", ndev, worst);
+  for (InitAllRank& r : ranks) {
+    CHECK_CUDA(cudaSetDevice(r.dev));
+    for (void* p : {static_cast<void*>(r.ar), static_cast<void*>(r.rsIn), static_cast<void*>(r.rsOut), r.A, r.B, r.C})
+      CHECK_CUDA(cudaFree(p));
+    CHECK_CUDA(cudaStreamDestroy(r.stream));
+    CHECK_FC(fcCommDestroy(r.comm));
+  }
+  return report(worstAr == 0.0 && worstRs == 0.0 && badMm == 0,
+                "fcCommInitAll, %d ranks on %s: all-reduce max error %g, copy-engine reduce-scatter max error "
+                "%g, staged fcMatmulReduceScatter %zu wrong elements",
+                W, ndev > 1 ? "one GPU each" : "GPU 0", worstAr, worstRs, badMm);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // initall with ranks sharing a GPU puts them in one CUDA context. Lazy module
+  // loading may wait for that context to go idle before a kernel's first launch, and
+  // it never does while a rank's kernel waits for a peer that this thread has yet to
+  // launch: load every module when the context is made instead (before any CUDA call).
+  if (argc == 2 && std::string(argv[1]) == "initall" && fcEnvInt("FC_SHARE_GPU", 0) == 1)
+    setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     printf("SKIP: no CUDA GPU here\n");
@@ -289,7 +378,8 @@ int main(int argc, char** argv) {
   if (scenario == "initall") return initAll();
   fcUniqueId id;
   if (!fcUniqueIdFromEnv(&id)) return report(false, "FC_UNIQUE_ID not set: run under fcrun");
-  CHECK_CUDA(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", g_rank)));
+  // Ranks beyond the GPUs share them (FC_SHARE_GPU=1; init refuses it otherwise).
+  CHECK_CUDA(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", g_rank) % ndev));
   if (scenario == "cycles") return cycles(id);
 
   if (scenario == "kill-ce") setenv("FC_REDUCE_SCATTER_ALGO", "ce", 1);
