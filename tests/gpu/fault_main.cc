@@ -29,7 +29,9 @@
 //            memory or address-space mappings
 //   initall  fcCommInitAll over every visible GPU in one process (run with -n 1; with
 //            FC_SHARE_GPU=1 and one GPU, two ranks on it): all-reduce, copy-engine
-//            reduce-scatter, staged fcMatmulReduceScatter, checked exactly
+//            reduce-scatter, staged fcMatmulReduceScatter, checked exactly (one
+//            thread issues them: FC_INITALL_ORDER=rank, the default, rank by rank;
+//            =op, op by op)
 //
 // Survivors must see the error within FC_TIMEOUT_MS + 2 s of starting the loop.
 #include <cuda_runtime_api.h>
@@ -300,11 +302,19 @@ int initAll() {
     CHECK_CUDA(cudaMemset(r.C, 0xff, ms * kMmN * 2));
     CHECK_CUDA(cudaDeviceSynchronize());
   }
-  for (InitAllRank& r : ranks) {
-    CHECK_CUDA(cudaSetDevice(r.dev));
-    CHECK_FC(fcAllReduceOneShot(r.ar, r.ar, count, fcFloat32, fcSum, r.comm, r.stream));
-    CHECK_FC(fcReduceScatter(r.rsIn, r.rsOut, rc, fcFloat32, fcSum, r.comm, r.stream));
-    CHECK_FC(fcMatmulReduceScatter(r.A, r.B, r.C, kMmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream));
+  // Op k of rank r. FC_INITALL_ORDER=rank (default): rank 0 issues all its ops, then
+  // rank 1, ...; =op: every rank issues op 0, then every rank op 1, ...
+  auto issue = [&](InitAllRank& r, int k) {
+    cudaSetDevice(r.dev);
+    return k == 0   ? fcAllReduceOneShot(r.ar, r.ar, count, fcFloat32, fcSum, r.comm, r.stream)
+           : k == 1 ? fcReduceScatter(r.rsIn, r.rsOut, rc, fcFloat32, fcSum, r.comm, r.stream)
+                    : fcMatmulReduceScatter(r.A, r.B, r.C, kMmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream);
+  };
+  const bool opMajor = std::string(getenv("FC_INITALL_ORDER") ? getenv("FC_INITALL_ORDER") : "") == "op";
+  for (int i = 0; i < 3 * W; ++i) {
+    const int d = opMajor ? i % W : i / 3, k = opMajor ? i / W : i % 3;
+    if (issue(ranks[size_t(d)], k) != fcSuccess)
+      return report(false, "rank %d, op %d (%s order): %s", d, k, opMajor ? "op" : "rank", fcGetLastError(nullptr));
   }
   double worstAr = 0, worstRs = 0;
   size_t badMm = 0;
