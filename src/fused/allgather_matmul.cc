@@ -128,12 +128,17 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
                         [&](int, int s) { return copies.signal(flags + s, 1u); }));
   FC_CHECK(copies.mark(size_t(W)));
-  FC_CHECK(engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows), stream));
+  if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
+  // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
+  // the final barrier passed: a call that left flags set would let the next call's
+  // GEMM read shards that have not landed.
+  const fcResult_t gemm = engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows), stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
-  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  return gemm != fcSuccess ? gemm : barrier;
 }
 
 }  // namespace
@@ -158,10 +163,13 @@ enum class Path { Unfused, Pipeline, Engine };
 // - else unfused: with smaller shards the engine's fixed costs (the staging copy, the
 //   pulls' latency before the first remote tile, the flags) exceed what the overlap
 //   hides (512 x 14336 x 4096: engine 116, unfused 98 us).
-// The engine rule is off (kAutoEngine) until a wrong result is explained: forced at 2
-// ranks (FC_AGMM_ALGO=engine, two ranks sharing one H200, 2026-11-23), the GEMM
-// suite's 2048 x 4224 x 200 case returned 338-373 wrong elements of C, then timed out
-// waiting for a shard flag. Auto picks the pipeline or the unfused path instead.
+// The engine rule is off (kAutoEngine) until a 2-GPU run confirms the engine again:
+// forced at 2 ranks sharing one GPU (FC_AGMM_ALGO=engine, 2026-11-23), the GEMM
+// suite's 2048 x 4224 x 200 case timed out waiting for a shard flag and then computed
+// on stale rows, as a give-up does by design. The pulls stalled while both ranks'
+// persistent GEMMs spun on the time-sliced GPU (not a copy starved of SMs: design.md);
+// with FC_SHARE_GPU the GEMM now starts after the pulls (engineAfterPulls). Auto
+// picks the pipeline or the unfused path instead.
 constexpr bool kAutoEngine = false;
 Path autoPath(size_t M, size_t N, int W, int smCount) {
   const size_t shardRows = M / size_t(W);

@@ -27,6 +27,10 @@ struct AllGatherMatmulArgs {
   fcDataType_t datatype;
   void* scratch;    // allGatherMatmulScratch bytes of the channel's scratch
   int smCount;      // SMs of the device (the engine's persistent grid)
+  // The engine's GEMM starts only once every pull has landed (ranks sharing a GPU,
+  // FC_SHARE_GPU: measured there, the pulls stall while the ranks' persistent GEMMs
+  // spin on the time-sliced GPU; its waits then pass at once).
+  bool engineAfterPulls = false;
 };
 
 
