@@ -499,8 +499,13 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * GEMM waves take an unfused path: when all partials fit 32 MiB, one batched GEMM
  * writes each block straight into its owner's workspace and the owner sums them;
  * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
- * overrides. The partials live in the communicator's scratch (config.scratchBytes;
- * the fused path needs nranks blocks or chunks of rows x N partials, the unfused
+ * overrides; FC_MMRS_ALGO=engine (since 0.2, not yet measured, never chosen by auto)
+ * runs one persistent CUTLASS GEMM whose tiles signal their owner once stored, each
+ * owner pulling its block from a peer as soon as all of that block's tiles are in
+ * (bf16/fp16, partials in the input type, blocks of whole 128-row tiles, M x N
+ * partials within the workspace; else the fused path). The partials live in the
+ * communicator's scratch (config.scratchBytes; the fused path needs nranks blocks or
+ * chunks of rows x N partials, the engine nranks-1 blocks, the unfused
  * path M x N, plus M/nranks x N fp32 with fp32 partials), grown as for
  * fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe back to
  * back; ordered with the communicator's other ops. Collective (same M, N, K, transB,

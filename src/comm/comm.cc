@@ -301,6 +301,9 @@ fcResult_t commCheckAsync(fcComm* comm) {
       snprintf(waited, sizeof waited, "for rank %d's data in Lamport push buffer %u", e->peer, e->expected);
     else if (WaitKind(e->waitKind) == WaitKind::Shard)
       snprintf(waited, sizeof waited, "for rank %d's shard of A to land (copy engine)", e->peer);
+    else if (WaitKind(e->waitKind) == WaitKind::Tiles)
+      snprintf(waited, sizeof waited, "for rank %d's partial tiles of our block, %u of %u stored", e->peer,
+               e->seen, e->expected);
     else
       snprintf(waited, sizeof waited, "for rank %d to reach epoch %u, last saw %u", e->peer, e->expected,
                e->seen);

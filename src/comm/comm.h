@@ -51,7 +51,7 @@ struct CommParams {
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
-  FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO
+  FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials

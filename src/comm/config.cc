@@ -41,7 +41,8 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}};
 constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused}};
-constexpr std::pair<const char*, FusedAlgo> kAgmmAlgos[] = {
+// The fused GEMM ops also take the persistent GEMM engine (src/gemm/engine).
+constexpr std::pair<const char*, FusedAlgo> kGemmOpAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused},
     {"engine", FusedAlgo::Engine}};
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
@@ -66,8 +67,8 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ALLREDUCE_ALGO", kAllReduceAlgos, &p->allReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_REDUCE_SCATTER_ALGO", kMoveAlgos, &p->reduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
-  FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kAgmmAlgos, &p->allGatherMatmulAlgo));
-  FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kFusedAlgos, &p->matmulReduceScatterAlgo));
+  FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kGemmOpAlgos, &p->allGatherMatmulAlgo));
+  FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kGemmOpAlgos, &p->matmulReduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kFusedAlgos, &p->allReduceNormAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));

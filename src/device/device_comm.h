@@ -10,7 +10,8 @@
 //   [kLamportStateOffset, +24 KiB)  lamport[channel][block][24]: per Lamport kind, {buffer
 //                                   index, chunks per buffer and set}, and the call header
 //                                   buffer index (collectives/lamport.cuh)
-//   [kShardFlagsOffset, +128)       shard flags[channel][shard] of the all-gather + GEMM engine
+//   [kShardFlagsOffset, +128)       the GEMM engine's flags[channel][rank]: shard flags
+//                                   (all-gather + GEMM), tile counters (GEMM + reduce-scatter)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][sender rank][kLamportSlotBytes], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -34,8 +35,11 @@ constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
 constexpr size_t kLamportStateWords = 24;  // per (channel, CTA): 8 per Lamport kind
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
-// The all-gather + GEMM engine's shard flags: [channel][shard], this rank's only
-// (written by its copy engine, read by its GEMM; gemm/engine/allgather_scheduler.cuh).
+// The GEMM engine's flags, [channel][rank]: all-gather + GEMM's shard flags, this
+// rank's only (written by its copy engine, read by its GEMM;
+// gemm/engine/allgather_scheduler.cuh); GEMM + reduce-scatter's tile counters (entry
+// r counts the tiles of our block that rank r has stored; gemm/engine/
+// tile_signal_epilogue.cuh). Each op leaves them zero.
 constexpr size_t kShardFlagsOffset = kLamportStateOffset + kLamportStateBytes;
 constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
@@ -77,8 +81,9 @@ enum class Op : uint32_t {
 enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, Mismatch = 4 };
 
 // What a device wait was waiting for: a peer's epoch in a signal pad, a peer's
-// pushed data in a Lamport buffer, or a shard of the all-gather + GEMM engine's A.
-enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2 };
+// pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, or a
+// peer's partial tiles of our block (the GEMM + reduce-scatter engine).
+enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3 };
 
 // What a rank is doing at a barrier, carried next to the epoch so that ranks calling
 // different collectives (or counts) at the same point notice: op (4 bits), dtype (4
@@ -113,7 +118,8 @@ struct ErrorRecord {
   uint32_t expected;  // epoch it waited for (Mismatch: this rank's op signature)
   uint32_t seen;      // epoch it last saw (Mismatch: the peer's op signature)
   uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
-  uint32_t waitKind;  // WaitKind (LamportData: expected = push buffer; Shard: peer = its shard)
+  uint32_t waitKind;  // WaitKind (LamportData: expected = push buffer; Shard: peer = its shard;
+                      // Tiles: expected = tiles, seen = tiles signalled)
 };
 
 struct DeviceComm {

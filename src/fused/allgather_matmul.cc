@@ -86,10 +86,11 @@ const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA
 }
 
 // The engine's GEMM over the gathered rows `A`, in shards of shardRows rows.
-engine::AllGatherGemm engineGemm(const DeviceComm& dc, int channel, const AllGatherMatmulArgs& a, const void* A,
+engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGatherMatmulArgs& a, const void* A,
                                  size_t shardRows) {
   return {A,       a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
-          engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(shardRows), dc, channel},
+          engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(shardRows),
+                                 int64_t(dc.rank) * int64_t(shardRows), dc, channel},
           a.smCount};
 }
 
@@ -209,8 +210,8 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
     // The engine alone (every row is ours: nothing to wait for), as benchmarks compare it.
     if (choice == FusedChoice::Engine) {
-      const engine::AllGatherGemm solo = engineGemm(dc, channel, a, A, a.M);
-      if (engine::allGatherGemmSupports(solo)) return engine::launchAllGatherGemm(solo, stream);
+      const engine::EngineGemm solo = engineGemm(dc, channel, a, A, a.M);
+      if (engine::engineSupports(solo)) return engine::launchAllGatherGemm(solo, stream);
     }
     return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
   }
@@ -223,7 +224,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
   // engine takes bf16 / fp16 with TMA-aligned rows only. A forced engine falls back
   // to the pipeline, the auto one to what auto takes without it.
-  const bool engineTakes = fits && engine::allGatherGemmSupports(engineGemm(dc, channel, a, gathered, shardRows));
+  const bool engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows));
   if (path == Path::Engine && !engineTakes)
     path = choice == FusedChoice::Engine ? Path::Pipeline : Path::Unfused;
   if (path == Path::Pipeline && !fits) path = Path::Unfused;

@@ -58,6 +58,7 @@ struct MatmulReduceScatterArgs {
   fcDataType_t datatype;
   void* scratch;  // matmulReduceScatterScratch bytes of the channel's scratch
   bool fp32Partials = false;  // partial products in fp32 (else in datatype)
+  int smCount = 0;            // SMs of the device (the engine's persistent grid)
 };
 
 // Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).
@@ -68,6 +69,12 @@ size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatte
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                      const MatmulReduceScatterArgs& a, FusedChoice choice,
                                      cudaStream_t stream);
+
+// Enqueue, on the copy queue's stream, a one-thread kernel that waits (bounded: the
+// communicator's deadline, abort, a peer's give-up) until *counter >= tiles: `producer`
+// has stored every tile of our block (tile_gate.cu).
+fcResult_t launchTileGate(const DeviceComm& dc, int channel, const uint32_t* counter, uint32_t tiles, int producer,
+                          cudaStream_t stream);
 
 // out[i] = round(own[i] + sum_j received[j * blockElems + i]), fp32 sums, i < n; the
 // partials (own, received) in fp32 or in datatype.

@@ -39,6 +39,15 @@
 // fcReduceScatter's algorithm on them (fp32 sums, one rounding; fp32 partials land in
 // an fp32 sum that is rounded after).
 //
+// Engine (FC_MMRS_ALGO=engine only, until measured on two GPUs; partials in the input
+// type): one persistent CUTLASS GEMM (src/gemm/engine) writes our whole partial
+// product into our workspace, tile rows from block rank+1 on and ours last, and each
+// tile, once stored, adds 1 to its owner's counter for us (tile_signal_epilogue.cuh).
+// Our copy queue pulls our block from rank r once its gate (a one-thread kernel with
+// the library's deadline, tile_gate.cu) sees r's counter reach the block's tiles,
+// rank-1's first (it computes our block first), while the GEMM goes on; then the
+// final sum and barrier as above. One GEMM launch, its tail shared by all blocks.
+//
 // The fused path's pulled partials live in the channel's scratch too
 // (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
 #include <algorithm>
@@ -49,23 +58,45 @@
 #include "core/log.h"
 #include "core/result.h"
 #include "fused/fused.h"
+#include "gemm/engine/engine.h"
 
 namespace fc {
 namespace {
 
-enum class Path { Fused, Scatter, Staged };
+enum class Path { Fused, Scatter, Staged, Engine };
 
 // fcReduceScatter's SM / copy-engine crossover (bytes of input, docs/perf-log.md). The
 // scatter path stays below it too: its GEMM's peer stores grow with the products.
 constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
 
-const char* pathName(Path p) { return p == Path::Fused ? "fused" : p == Path::Scatter ? "scatter" : "staged"; }
+const char* pathName(Path p) {
+  return p == Path::Fused ? "fused" : p == Path::Scatter ? "scatter" : p == Path::Engine ? "engine" : "staged";
+}
 
 // The partials' type: fp32, or the input type.
 fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partials ? fcFloat32 : a.datatype; }
 
 // Where the staged path's fp32 block sum starts in scratch: after the M x N partials.
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
+
+// The engine's GEMM: every row of our partial product into our workspace, tile rows
+// from rank+1's block on (ours last); each tile adds 1 to its owner's counter for us.
+// Two SMs stay free for the gates of the copy queue (tile_gate.cu).
+engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
+  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M);
+  char* counterOfRank0 = dc.base + kShardFlagsOffset + (size_t(channel) * kMaxRanks + size_t(dc.rank)) * sizeof(uint32_t);
+  return {a.A,
+          a.B,
+          ce::slot(dc, dc.rank, channel, 0),
+          a.M,
+          a.N,
+          a.K,
+          a.transB,
+          a.datatype,
+          engine::ShardReadiness{nullptr, M, ms, (dc.rank + 1) % W * ms, dc, channel},
+          a.smCount - 2,
+          engine::TileSignal{counterOfRank0, dc.stride, M, ms, 0}};
+}
 
 // The path, its chunks of rows (fused) and the scratch it needs.
 struct Plan {
@@ -86,11 +117,19 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   const bool fusedFits = p.chunks > 0;
   const bool scatterFits = W * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
   const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
-  p.path = choice == FusedChoice::Fused     ? (fusedFits ? Path::Fused : fallback)
+  // The engine (forced only, FC_MMRS_ALGO=engine, until measured on two GPUs): partials
+  // in the input type, all of them in our workspace, blocks of whole tile rows.
+  const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
+                          engine::scatterGemmSupports(scatterGemm(dc, 0, a));
+  p.path = choice == FusedChoice::Engine    ? (engineFits ? Path::Engine : fusedFits ? Path::Fused : fallback)
+           : choice == FusedChoice::Fused   ? (fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Unfused ? fallback
            : fusedFits && overlapPays(p.chunkRows, a.N) ? Path::Fused
                                                         : fallback;
   if (W == 1) p.scratchBytes = 0;
+  // Engine: the W-1 pulled partials of our block.
+  else if (p.path == Path::Engine)
+    p.scratchBytes = (W - 1) * partBytes;
   // Fused: the pulled partials of a chunk and our own (W blocks; W-1 with fp32
   // partials from W = 3 on, where our GEMM adds one pull in place: see fusedRows).
   else if (p.path == Path::Fused)
@@ -168,6 +207,40 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
   return launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
 }
 
+// The engine path: one persistent GEMM writes our partial product into our workspace,
+// block rank+1 first and ours last, each tile signalling its owner once stored; the
+// copy queue pulls our block from each peer as soon as that peer's gate opens (it
+// computes our block at step rank - r), while the GEMM goes on; then the final sum
+// and barrier, as the fused pipeline's.
+fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const MatmulReduceScatterArgs& a,
+                     uint32_t sig, cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t blockElems = a.M / size_t(W) * a.N, blockBytes = blockElems * dataTypeSize(a.datatype);
+  const engine::EngineGemm g = scatterGemm(dc, channel, a);
+  const uint32_t tiles = uint32_t(engine::scatterGemmTiles(g));
+  uint32_t* counters = shardFlags(dc, channel);  // ours: entry r counts rank r's tiles of our block
+  char* pulled = static_cast<char*>(a.scratch);
+  // The copy queue after everything before on S (the scratch and the previous op).
+  FC_CHECK(copies.after(stream, 0));
+  const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);
+  for (int t = 1; t < W; ++t) {
+    const int r = (rank - t + W) % W;  // computes our block t-th
+    FC_CHECK(launchTileGate(dc, channel, counters + r, tiles, r, copies.stream()));
+    FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes, ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes,
+                      blockBytes, copies.stream()));
+  }
+  FC_CHECK(copies.mark(size_t(W)));
+  FC_CHECK(copies.waitMark(stream, size_t(W)));
+  // Every counter back to zero (ours too: our own block's tiles count there), after the
+  // GEMM and the gates, before the final barrier after which peers signal again.
+  FC_CUDA_CHECK(cudaMemsetAsync(counters, 0, size_t(W) * sizeof(uint32_t), stream));
+  const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
+  FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));
+  // Final barrier: nobody pulls from our workspace any more.
+  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
+  return gemm != fcSuccess ? gemm : barrier;
+}
+
 }  // namespace
 
 size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice) {
@@ -187,6 +260,7 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
   if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
 
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
+  if (path == Path::Engine) return viaEngine(dc, channel, copies, a, sig, stream);
   if (path == Path::Scatter) {
     // Entry barrier: peers are about to write into our workspace.
     const fcDataType_t pt = partialType(a);

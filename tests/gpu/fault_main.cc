@@ -11,6 +11,8 @@
 //            (their waits poll the pushed data)
 //   kill-agmm  the same in a loop of fcAllGatherMatmul on the GEMM engine (its waits:
 //            the GEMM's tile rows for the shards the copy engine pulls)
+//   kill-mmrs  the same in a loop of fcMatmulReduceScatter on the GEMM engine (its
+//            waits: the gates before the pulls, for a peer's tiles of our block)
 //   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
 //            rank fails fast (the op signature in the flags differs)
@@ -60,6 +62,7 @@ using Clock = std::chrono::steady_clock;
 
 int g_rank = 0, g_nranks = 1;
 const char* g_scenario = "";
+bool g_mmrsEngine = false;  // kill-mmrs: fcMatmulReduceScatter on the GEMM engine
 
 // The rank that dies in the kill scenarios.
 int victim() { return g_nranks > 2 ? 2 : g_nranks - 1; }
@@ -147,8 +150,9 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
         break;
       }
       case FaultOp::MatmulReduceScatter: {
-        // A [M, K] and B [N, K] from the front of buf, C [M/W, N] behind them (bf16).
-        const size_t M = 64 * size_t(g_nranks), K = 64;
+        // A [M, K] and B [N, K] from the front of buf, C [M/W, N] behind them (bf16);
+        // 128 rows per rank on the GEMM engine (its blocks are whole tiles).
+        const size_t M = (g_mmrsEngine ? 128 : 64) * size_t(g_nranks), K = 64;
         char* base = reinterpret_cast<char*>(buf);
         firstError = fcMatmulReduceScatter(base, base + M * K * 2, base + (M + call.n) * K * 2, M, call.n, K,
                                            fcOpT, fcBfloat16, comm, s);
@@ -377,7 +381,7 @@ int main(int argc, char** argv) {
   }
   if (argc != 2) {
     fprintf(stderr,
-            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|abort|mismatch|mismatch-count|mismatch-dtype|"
+            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|kill-mmrs|abort|mismatch|mismatch-count|mismatch-dtype|"
             "mismatch-kind|mismatch-mmrs|cycles|initall (under fcrun)\n");
     return 2;
   }
@@ -394,6 +398,7 @@ int main(int argc, char** argv) {
 
   if (scenario == "kill-ce") setenv("FC_REDUCE_SCATTER_ALGO", "ce", 1);
   if (scenario == "kill-agmm") setenv("FC_AGMM_ALGO", "engine", 1);
+  if (scenario == "kill-mmrs") setenv("FC_MMRS_ALGO", "engine", 1), g_mmrsEngine = true;
   if (scenario == "kill-lamport2") setenv("FC_ALLREDUCE_ALGO", "twoshot-lamport", 1);
   fcComm_t comm;
   CHECK_FC(fcCommInitRank(&comm, g_nranks, id, g_rank));
@@ -403,12 +408,14 @@ int main(int argc, char** argv) {
     // finishes; its peers' last call finds nobody and times out.
     rc = faultLoop(comm, 20, [](int k, cudaStream_t, Call&) { return !(g_rank == 1 && k == 5); },
                    g_rank != 1);
-  } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2" || scenario == "kill-agmm") {
+  } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2" || scenario == "kill-agmm" ||
+             scenario == "kill-mmrs") {
     // 64 KiB: the Lamport one-shot; 4 MiB of input: the copy-engine reduce-scatter;
     // 8 MiB: two passes of the Lamport two-shot at 4 ranks.
     const FaultOp op = scenario == "kill"        ? FaultOp::OneShot
                        : scenario == "kill-ce"   ? FaultOp::ReduceScatter
                        : scenario == "kill-agmm" ? FaultOp::AllGatherMatmul
+                       : scenario == "kill-mmrs" ? FaultOp::MatmulReduceScatter
                                                  : FaultOp::AllReduce;
     rc = faultLoop(comm, 1000,
                    [](int k, cudaStream_t s, Call&) {

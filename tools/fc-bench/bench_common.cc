@@ -180,10 +180,11 @@ std::string describeNccl(const Ctx& c, bool haveNccl, const std::string& why) {
 
 void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
   if (c.rank != 0) return;
-  const bool engine = std::string(mode) == "agmm";
+  const bool agmm = std::string(mode) == "agmm";
   printf("# fc-bench %s: %d ranks, graph of %d calls, %d replays (median), %d warm-up; NCCL: %s\n", mode,
          c.nranks, o.iters, o.replays, o.warmup, haveNccl ? "yes" : ("not run (" + why + ")").c_str());
   printf("M,N,K,type,transB,gemm_us,nccl_gemm_us,fc_gemm_us,fused_us,fused_over_gemm,unfused_over_fused,"
          "tflops,relerr,check,fused_eager_us,fused_b2b_us,fused_host_us,unfused_eager_us,unfused_b2b_us%s\n",
-         engine ? ",engine_us,engine_over_gemm,engine_relerr,cutlass_gemm_us,pipeline_us" : "");
+         agmm ? ",engine_us,engine_over_gemm,engine_relerr,cutlass_gemm_us,pipeline_us"
+              : ",engine_us,engine_over_gemm,engine_relerr");
 }

@@ -13,6 +13,8 @@
 //   rounded to the type first unless FC_MMRS_PARTIALS=fp32; must be 0).
 //   Then eager (--eager 1): the fused op and the unfused one (NCCL's when present)
 //   called eagerly: call + sync, back to back, host time per call (timeEager).
+//   Last, engine: the fused op on a communicator made with FC_MMRS_ALGO=engine (the
+//   persistent GEMM engine, where it applies), its time over the GEMM's, its relerr.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -33,6 +35,9 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   FC_OK(fcGetUniqueId(&id));
   fcComm_t solo;
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  // The fused op on the persistent GEMM engine (FC_MMRS_ALGO=engine; where it does not
+  // apply, the op's fallback).
+  fcComm_t engineComm = commWithEnv(c, "FC_MMRS_ALGO", "engine");
   printGemmHeader(c, o, "mmrs", haveNccl, why);
   int failures = 0;
   std::stringstream ss(shapes);
@@ -58,34 +63,38 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
     CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
     for (fcOperation_t op : {fcOpN, fcOpT}) {
       if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
-      CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
-      FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream));
-      std::vector<char> got(ms * N * es);
-      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
-      CUDA_OK(cudaStreamSynchronize(c.stream));
-      double err = 0;
-      std::mt19937_64 rng(seedA + size_t(op));
-      for (int s = 0; s < 1000; ++s) {
-        const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
-        // Integer products: exact. Each rank's partial rounded to the type unless the
-        // communicator keeps fp32 partials (FC_MMRS_PARTIALS=fp32); one final rounding.
-        double want = 0, wantRounded = 0;
-        char rounded[4];
-        for (size_t r = 0; r < W; ++r) {
-          double partial = 0;
-          for (size_t k = 0; k < K; ++k)
-            partial += double(fcPatternValue(seedA, int(r), row * K + k)) *
-                       fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
-          want += partial;
-          fcStore(rounded, type, 0, float(partial));
-          wantRounded += double(fcLoad(rounded, type, 0));
+      // Max relative error of 1000 sampled elements of C from `comm`, max over ranks.
+      auto relerrOn = [&](fcComm_t comm) {
+        CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
+        FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, comm, c.stream));
+        std::vector<char> got(ms * N * es);
+        CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+        CUDA_OK(cudaStreamSynchronize(c.stream));
+        double err = 0;
+        std::mt19937_64 rng(seedA + size_t(op));
+        for (int s = 0; s < 1000; ++s) {
+          const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
+          // Integer products: exact. Each rank's partial rounded to the type unless the
+          // communicator keeps fp32 partials (FC_MMRS_PARTIALS=fp32); one final rounding.
+          double want = 0, wantRounded = 0;
+          char rounded[4];
+          for (size_t r = 0; r < W; ++r) {
+            double partial = 0;
+            for (size_t k = 0; k < K; ++k)
+              partial += double(fcPatternValue(seedA, int(r), row * K + k)) *
+                         fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
+            want += partial;
+            fcStore(rounded, type, 0, float(partial));
+            wantRounded += double(fcLoad(rounded, type, 0));
+          }
+          fcStore(rounded, type, 0, float(fp32Partials ? want : wantRounded));
+          const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
+                           std::max(1.0, std::fabs(want));
+          if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
         }
-        fcStore(rounded, type, 0, float(fp32Partials ? want : wantRounded));
-        const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
-                         std::max(1.0, std::fabs(want));
-        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
-      }
-      const double relerr = maxOverRanks(c, err);
+        return maxOverRanks(c, err);
+      };
+      const double relerr = relerrOn(c.comm), engineRelerr = relerrOn(engineComm);
       auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
       auto fcOp = [&] {
         gemm();
@@ -96,25 +105,28 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
         if (c.nccl.reduceScatter(P, Crs, ms * N, int(type), 0, c.ncclComm, c.stream) != 0) exit(1);
       };
       auto fusedOp = [&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, c.comm, c.stream)); };
-      std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp};
+      auto engineOp = [&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, engineComm, c.stream)); };
+      std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp, engineOp};
       if (haveNccl) timed.push_back(ncclOp);
       std::vector<double> us = timeGraphs(c, o, timed);
       for (double& u : us) u = maxOverRanks(c, u);
-      const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], ncclUs = haveNccl ? us[3] : 0;
+      const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], engineUs = us[3], ncclUs = haveNccl ? us[4] : 0;
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
-      const bool ok = relerr == 0.0;
+      const bool ok = relerr == 0.0 && engineRelerr == 0.0;
       failures += !ok;
       if (c.rank == 0) {
         const double unfused = haveNccl ? ncclUs : fcUs;
-        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f\n", M, N, K, fcTypeName(type),
-               op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs, unfused / fusedUs,
-               2.0 * double(M) * double(N) * double(K) / (fusedUs * 1e6), relerr, ok ? "OK" : "FAIL",
-               eager.fused.syncUs, eager.fused.b2bUs, eager.fused.hostUs, eager.unfused.syncUs, eager.unfused.b2bUs);
+        printf("%zu,%zu,%zu,%s,%s,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%g\n", M, N,
+               K, fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs, fcUs, fusedUs, fusedUs / gemmUs,
+               unfused / fusedUs, 2.0 * double(M) * double(N) * double(K) / (fusedUs * 1e6), relerr,
+               ok ? "OK" : "FAIL", eager.fused.syncUs, eager.fused.b2bUs, eager.fused.hostUs, eager.unfused.syncUs,
+               eager.unfused.b2bUs, engineUs, engineUs / gemmUs, engineRelerr);
         fflush(stdout);
       }
     }
     for (void* p : {A, B, P, C, Crs}) CUDA_OK(cudaFree(p));
   }
   FC_OK(fcCommDestroy(solo));
+  FC_OK(fcCommDestroy(engineComm));
   return failures ? 1 : 0;
 }

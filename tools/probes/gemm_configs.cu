@@ -25,8 +25,8 @@
 
 namespace fc::engine {
 // The library's own instantiations (src/gemm/engine).
-fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const AllGatherGemm&, cudaStream_t);
-fcResult_t runAllGatherGemm_bf16_t_128x128c2x1(const AllGatherGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x128c2x1(const EngineGemm&, cudaStream_t);
 }  // namespace fc::engine
 
 namespace {
@@ -58,7 +58,7 @@ const std::vector<Shape> kShapes = {
     {2048, 14336, 4096}, {2048, 3584, 5120}, {2048, 27648, 5120}, {8192, 3072, 4096}, {8192, 14336, 4096},
     {8192, 3584, 5120}, {8192, 27648, 5120}, {8192, 8192, 8192}};
 
-using Run = fcResult_t (*)(const fc::engine::AllGatherGemm&, cudaStream_t);
+using Run = fcResult_t (*)(const fc::engine::EngineGemm&, cudaStream_t);
 struct Candidate {
   const char* name;
   Run run;  // nullptr: cuBLASLt
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     for (int c = 0; c < n; ++c) {
       OK(cudaMalloc(&D[c], s.M * s.N * 2));
       OK(cudaMemsetAsync(D[c], 0xff, s.M * s.N * 2, stream));  // poison: NaN
-      fc::engine::AllGatherGemm g{A, B, D[c], s.M, s.N, s.K, fcOpT, fcBfloat16, {}, sms};
+      fc::engine::EngineGemm g{A, B, D[c], s.M, s.N, s.K, fcOpT, fcBfloat16, {}, sms};
       g.ready.M = int64_t(s.M);
       g.ready.shardRows = int64_t(s.M);  // one rank: every row is ours, nothing to wait for
       auto launch = [&] {

@@ -5,8 +5,8 @@
 
 namespace fc::engine::probe {
 
-fcResult_t coop256x128c1x2(const AllGatherGemm& g, cudaStream_t stream) {
-  return AllGatherGemmKernel<cutlass::bfloat16_t, true, EngineConfig<256, 128, 64, 1, 2>>::run(g, stream);
+fcResult_t coop256x128c1x2(const EngineGemm& g, cudaStream_t stream) {
+  return EngineGemmKernel<cutlass::bfloat16_t, true, EngineConfig<256, 128, 64, 1, 2>>::run(g, stream);
 }
 
 }  // namespace fc::engine::probe

@@ -5,8 +5,8 @@
 
 namespace fc::engine::probe {
 
-fcResult_t pingpong128x128c2x1(const AllGatherGemm& g, cudaStream_t stream) {
-  return AllGatherGemmKernel<cutlass::bfloat16_t, true, EngineConfig<128, 128, 64, 2, 1, true>>::run(g, stream);
+fcResult_t pingpong128x128c2x1(const EngineGemm& g, cudaStream_t stream) {
+  return EngineGemmKernel<cutlass::bfloat16_t, true, EngineConfig<128, 128, 64, 2, 1, true>>::run(g, stream);
 }
 
 }  // namespace fc::engine::probe

@@ -5,8 +5,8 @@
 
 namespace fc::engine::probe {
 
-fcResult_t stock128x256c2x1(const AllGatherGemm& g, cudaStream_t stream) {
-  return AllGatherGemmKernel<cutlass::bfloat16_t, true, Config128x256c2x1, cutlass::gemm::PersistentScheduler>::run(
+fcResult_t stock128x256c2x1(const EngineGemm& g, cudaStream_t stream) {
+  return EngineGemmKernel<cutlass::bfloat16_t, true, Config128x256c2x1, cutlass::gemm::PersistentScheduler>::run(
       g, stream);
 }
 

@@ -26,6 +26,7 @@
 #include "core/result.h"
 #include "gemm/engine/allgather_scheduler.cuh"
 #include "gemm/engine/engine.h"
+#include "gemm/engine/tile_signal_epilogue.cuh"
 
 namespace fc::engine {
 
@@ -47,9 +48,11 @@ using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
 
 // SchedulerTag: ours (AllGatherSchedulerTag), or CUTLASS's stock persistent
 // scheduler (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
+// kSignal: each output tile signals its owner once stored (GEMM + reduce-scatter,
+// tile_signal_epilogue.cuh).
 template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
-          typename SchedulerTag = AllGatherSchedulerTag>
-struct AllGatherGemmKernel {
+          typename SchedulerTag = AllGatherSchedulerTag, bool kSignal = false>
+struct EngineGemmKernel {
   using LayoutA = cutlass::layout::RowMajor;  // [M, K]
   // CUTLASS sees B as K x N: [N, K] row-major (fcOpT) is its column-major (K-major).
   using LayoutB = std::conditional_t<kTransB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
@@ -58,11 +61,12 @@ struct AllGatherGemmKernel {
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
 
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, LayoutD, kAlign,  // no C: D = A x op(B)
       Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
+  using Epilogue = std::conditional_t<kSignal, TileSignalEpilogue<StockEpilogue>, StockEpilogue>;
 
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
@@ -75,7 +79,7 @@ struct AllGatherGemmKernel {
   static constexpr bool kOurScheduler = std::is_same_v<SchedulerTag, AllGatherSchedulerTag>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-  static fcResult_t run(const AllGatherGemm& g, cudaStream_t stream) {
+  static fcResult_t run(const EngineGemm& g, cudaStream_t stream) {
     const int M = int(g.M), N = int(g.N), K = int(g.K);
     auto strideA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(M, K, 1));
     auto strideB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(N, K, 1));
@@ -96,10 +100,17 @@ struct AllGatherGemmKernel {
     const int64_t shardClusters = (g.ready.shardRows + kRowsPerCluster - 1) / kRowsPerCluster;
     const bool bInL2 = g.N * g.K * sizeof(Element) <= (64u << 20);
     sched.max_swizzle_size = bInL2 ? 1 : shardClusters >= 8 ? 8 : shardClusters >= 4 ? 4 : shardClusters >= 2 ? 2 : 1;
+    typename Epilogue::Arguments epilogue{};
+    static_cast<typename StockEpilogue::Arguments&>(epilogue) = {
+        {1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};
+    if constexpr (kSignal) {
+      epilogue.signal = g.signal;
+      epilogue.signal.blockM = cute::size<0>(TileShape{});
+    }
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
                                   {static_cast<const Element*>(g.A), strideA, static_cast<const Element*>(g.B), strideB},
-                                  {{1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD},
+                                  epilogue,
                                   hw,
                                   sched};
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess)

@@ -4,8 +4,8 @@
 
 namespace fc::engine {
 
-fcResult_t runAllGatherGemm_bf16_n_128x128c2x1(const AllGatherGemm& g, cudaStream_t stream) {
-  return AllGatherGemmKernel<cutlass::bfloat16_t, false, Config128x128c2x1>::run(g, stream);
+fcResult_t runAllGatherGemm_bf16_n_128x128c2x1(const EngineGemm& g, cudaStream_t stream) {
+  return EngineGemmKernel<cutlass::bfloat16_t, false, Config128x128c2x1>::run(g, stream);
 }
 
 }  // namespace fc::engine

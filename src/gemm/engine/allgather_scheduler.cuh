@@ -4,9 +4,12 @@
 // CUTLASS's static persistent scheduler hands CTA i the output tiles i, i + grid,
 // i + 2 grid, ... (raster along N: a wave covers whole rows of tiles). Ours does the
 // same over *rotated* tile rows: tile row t becomes (t + t0) mod rows, t0 being the
-// row holding this rank's first row of A. So every CTA starts on the rows of our own
-// shard, which are in place before the kernel starts, then moves through the rows of
-// shards rank+1, rank+2, ... - the order in which the copy engine pulls them.
+// row holding ready.firstRow. For all-gather + GEMM that is this rank's first row of
+// A: every CTA starts on the rows of our own shard, which are in place before the
+// kernel starts, then moves through the rows of shards rank+1, rank+2, ... - the order
+// in which the copy engine pulls them. For GEMM + reduce-scatter it is the first row of
+// rank+1's block: the blocks other ranks own come first, ours last (seed 002), and
+// nothing is waited for (ready.flags NULL).
 //
 // Before the mainloop producer warp issues the TMA loads of a tile, it waits until
 // every shard the tile's rows come from has landed: flags[s] != 0, set by the copy
@@ -79,7 +82,7 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
         typename Base::Arguments{args.max_swizzle_size, RasterOrderOptions::AlongN});
     p.ready = args.ready;
     p.blockM = int32_t(cute::size<0>(tile_shape));
-    p.firstTileRow = int32_t(int64_t(args.ready.dc.rank) * args.ready.shardRows / p.blockM);
+    p.firstTileRow = int32_t(args.ready.firstRow / p.blockM);
     return p;
   }
 
@@ -149,7 +152,8 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     w.M_idx = (w.M_idx + params_.firstTileRow) % rows;
     // Warp 0 of warp group 0 issues the mainloop's TMA loads (ProducerWarpRole::Mainloop
     // of the cooperative and the ping-pong kernels).
-    if (cutlass::canonical_warp_group_idx() == 0 && cutlass::canonical_warp_idx_sync() % 4 == 0)
+    if (params_.ready.flags != nullptr && cutlass::canonical_warp_group_idx() == 0 &&
+        cutlass::canonical_warp_idx_sync() % 4 == 0)
       waitForRows(w.M_idx);
     return w;
   }

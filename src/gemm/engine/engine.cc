@@ -8,13 +8,18 @@ namespace fc::engine {
 
 // The instantiations (allgather_gemm_<type>_<B layout>_<config>.cu).
 #define FC_ENGINE_DECLARE(type, layout)                                                             \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x256c2x1(const AllGatherGemm&, cudaStream_t); \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x128c2x1(const AllGatherGemm&, cudaStream_t);
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x128c2x1(const EngineGemm&, cudaStream_t);
 FC_ENGINE_DECLARE(bf16, n)
 FC_ENGINE_DECLARE(bf16, t)
 FC_ENGINE_DECLARE(fp16, n)
 FC_ENGINE_DECLARE(fp16, t)
 #undef FC_ENGINE_DECLARE
+// GEMM + reduce-scatter (scatter_gemm_<type>_<B layout>_128x256c2x1.cu).
+fcResult_t runScatterGemm_bf16_n_128x256c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterGemm_fp16_n_128x256c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterGemm_fp16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
 
 namespace {
 
@@ -24,7 +29,7 @@ namespace {
 // (measured interleaved on one H200, docs/perf-log.md: 512 x 3072 x 4096 in 24.4
 // instead of 43.0 us, 512 x 27648 x 5120 in 196 instead of 217; but 512 x 14336 x
 // 4096, a tie in waves, in 84.8 with the bigger tiles against 90.0).
-bool smallTiles(const AllGatherGemm& g) {
+bool smallTiles(const EngineGemm& g) {
   const size_t sms = size_t(g.smCount);
   const size_t rows = (g.M + 127) / 128;
   const size_t big = rows * ((g.N + 255) / 256), small = rows * ((g.N + 127) / 128);
@@ -34,7 +39,7 @@ bool smallTiles(const AllGatherGemm& g) {
 
 }  // namespace
 
-bool allGatherGemmSupports(const AllGatherGemm& g) {
+bool engineSupports(const EngineGemm& g) {
   if (g.datatype != fcBfloat16 && g.datatype != fcFloat16) return false;
   if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) return false;
   // TMA: every row starts 16-byte aligned (8 elements), and so do the bases.
@@ -43,7 +48,7 @@ bool allGatherGemmSupports(const AllGatherGemm& g) {
   return g.K % 8 == 0 && g.N % 8 == 0 && bases % 16 == 0;
 }
 
-fcResult_t launchAllGatherGemm(const AllGatherGemm& g, cudaStream_t stream) {
+fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
   const bool t = g.transB == fcOpT, small = smallTiles(g);
   if (g.datatype == fcBfloat16) {
     if (t) return small ? runAllGatherGemm_bf16_t_128x128c2x1(g, stream) : runAllGatherGemm_bf16_t_128x256c2x1(g, stream);
@@ -51,6 +56,19 @@ fcResult_t launchAllGatherGemm(const AllGatherGemm& g, cudaStream_t stream) {
   }
   if (t) return small ? runAllGatherGemm_fp16_t_128x128c2x1(g, stream) : runAllGatherGemm_fp16_t_128x256c2x1(g, stream);
   return small ? runAllGatherGemm_fp16_n_128x128c2x1(g, stream) : runAllGatherGemm_fp16_n_128x256c2x1(g, stream);
+}
+
+size_t scatterGemmTiles(const EngineGemm& g) { return (g.signal.blockRows / 128) * ((g.N + 255) / 256); }
+
+bool scatterGemmSupports(const EngineGemm& g) {
+  return engineSupports(g) && g.signal.blockRows > 0 && g.signal.blockRows % 128 == 0;
+}
+
+fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream) {
+  const bool t = g.transB == fcOpT;
+  if (g.datatype == fcBfloat16)
+    return t ? runScatterGemm_bf16_t_128x256c2x1(g, stream) : runScatterGemm_bf16_n_128x256c2x1(g, stream);
+  return t ? runScatterGemm_fp16_t_128x256c2x1(g, stream) : runScatterGemm_fp16_n_128x256c2x1(g, stream);
 }
 
 }  // namespace fc::engine

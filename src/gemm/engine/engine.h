@@ -17,20 +17,37 @@
 
 namespace fc::engine {
 
-// Where the gathered A's shards stand (a kernel argument, by value).
+// The tile order and, for all-gather + GEMM, where the gathered A's shards stand (a
+// kernel argument, by value). Tile rows are taken from the one holding row firstRow
+// on, wrapping around: all-gather + GEMM starts on this rank's own shard (in place
+// before the kernel starts), GEMM + reduce-scatter on the block of rank+1 (its own
+// block last, seed 002's destination order).
 struct ShardReadiness {
-  const uint32_t* flags = nullptr;  // flags[s] != 0: shard s is in place (this rank's memory)
-  int64_t M = 0;                    // rows of the gathered A
+  const uint32_t* flags = nullptr;  // flags[s] != 0: shard s is in place (this rank's
+                                    // memory); NULL: nothing to wait for
+  int64_t M = 0;                    // rows of A
   int64_t shardRows = 0;            // M / nranks
+  int64_t firstRow = 0;             // the row whose tile row comes first
   DeviceComm dc{};                  // rank, nranks, deadline, error record
   int channel = 0;
 };
 
+// GEMM + reduce-scatter: after each output tile has landed, a release add of 1 (system
+// scope) to the counter of the rank owning the tile's rows: owner r's counter is at
+// counters + r * stride (tile_signal_epilogue.cuh). NULL counters: no signals.
+struct TileSignal {
+  char* counters = nullptr;
+  uint64_t stride = 0;
+  int64_t M = 0;          // rows of D
+  int64_t blockRows = 0;  // rows each rank owns (M / nranks), a multiple of blockM
+  int64_t blockM = 0;     // rows per tile (set by the kernel's configuration)
+};
+
 // D [M, N] = A [M, K] x op(B), row-major, bf16 or fp16 in and out, fp32 accumulation;
-// op(B) = B [K, N] (fcOpN) or B^T with B [N, K] (fcOpT). A's rows are the gathered
-// shards; the kernel starts on this rank's own rows (which must be in place before
-// it starts) and waits for flags[s] before reading shard s.
-struct AllGatherGemm {
+// op(B) = B [K, N] (fcOpN) or B^T with B [N, K] (fcOpT). Tile rows in the order of
+// `ready`, waiting for flags[s] before reading shard s of A (when flags are given);
+// with `signal`, each tile signals its owner once stored.
+struct EngineGemm {
   const void* A;
   const void* B;
   void* D;
@@ -39,14 +56,24 @@ struct AllGatherGemm {
   fcDataType_t datatype;
   ShardReadiness ready;
   int smCount;  // SMs of the device: the persistent grid
+  TileSignal signal{};
 };
 
 // Whether the engine takes this problem: bf16 / fp16, and every row of A, B and D
 // 16-byte aligned (TMA), sizes within int range.
-bool allGatherGemmSupports(const AllGatherGemm& g);
+bool engineSupports(const EngineGemm& g);
 
-// Enqueue the kernel on `stream` (one launch). fcNotSupported when CUTLASS refuses
-// the problem.
-fcResult_t launchAllGatherGemm(const AllGatherGemm& g, cudaStream_t stream);
+// Enqueue the all-gather + GEMM kernel on `stream` (one launch; no signals).
+// fcNotSupported when CUTLASS refuses the problem.
+fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream);
+
+// GEMM + reduce-scatter: one configuration, 128 x 256 x 64 tiles in 2 x 1 clusters.
+// It takes what engineSupports takes whose blocks (g.signal.blockRows) are whole tile
+// rows; each rank's counter then reaches scatterGemmTiles(g) once its block is stored.
+bool scatterGemmSupports(const EngineGemm& g);
+size_t scatterGemmTiles(const EngineGemm& g);
+
+// Enqueue the GEMM + reduce-scatter kernel (g.signal set; no waits: ready.flags NULL).
+fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine
