@@ -49,10 +49,4 @@ fcResult_t CopyQueue::signal(uint32_t* flag, uint32_t value) {
   return fcSuccess;
 }
 
-fcResult_t CopyQueue::waitAtLeast(const uint32_t* flag, uint32_t value) {
-  FC_CU_CHECK(cuStreamWaitValue32(reinterpret_cast<CUstream>(stream_), reinterpret_cast<CUdeviceptr>(flag), value,
-                                  CU_STREAM_WAIT_VALUE_GEQ));
-  return fcSuccess;
-}
-
 }  // namespace fc

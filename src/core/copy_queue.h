@@ -48,10 +48,6 @@ class CopyQueue {
   // that sees the value also sees the copies' data (cuStreamWriteValue32).
   fcResult_t signal(uint32_t* flag, uint32_t value);
 
-  // Work enqueued on the copy stream from now on starts once the 32-bit word at `flag`
-  // (device memory) is >= value (cuStreamWaitValue32; the writer releases it).
-  fcResult_t waitAtLeast(const uint32_t* flag, uint32_t value);
-
  private:
   cudaStream_t stream_ = nullptr;
   cudaEvent_t toCopy_[kSlots] = {};

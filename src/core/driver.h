@@ -25,7 +25,6 @@ struct DriverApi {
   PFN_cuMemUnmap_v10020 cuMemUnmap;
   PFN_cuMemSetAccess_v10020 cuMemSetAccess;
   PFN_cuStreamWriteValue32_v11070 cuStreamWriteValue32;
-  PFN_cuStreamWaitValue32_v11070 cuStreamWaitValue32;
   PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
 };
 
