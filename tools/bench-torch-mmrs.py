@@ -6,6 +6,8 @@
   torch       torch.ops.symm_mem.fused_matmul_reduce_scatter
   ours        fcMatmulReduceScatter (ctypes), partials in the input type (default)
   ours-fp32   the same with fp32 partials (config.fp32Partials = 1)
+  engine      the same on a communicator made with FC_MMRS_ALGO=engine (the
+              persistent GEMM engine where it applies, else the op's fallback)
 
     FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=python \\
       build/tools/fcrun/fcrun -n 2 -- python3 tools/bench-torch-mmrs.py [--csv FILE]
@@ -38,8 +40,12 @@ def main():
     group_name = dist.group.WORLD.group_name
     comm = fusedcomm.Communicator.from_process_group()
     comm32 = fusedcomm.Communicator.from_process_group(config=fusedcomm.Config(fp32Partials=1))
+    os.environ["FC_MMRS_ALGO"] = "engine"  # read at init
+    engine = fusedcomm.Communicator.from_process_group()
+    del os.environ["FC_MMRS_ALGO"]
     bf16 = fusedcomm.BFLOAT16
-    header = "M,N,K,gemm_us,nccl_us,torch_us,ours_us,ours_fp32_us,ours_over_gemm,torch_over_gemm,max_relerr"
+    header = ("M,N,K,gemm_us,nccl_us,torch_us,ours_us,ours_fp32_us,engine_us,ours_over_gemm,torch_over_gemm,"
+              "max_relerr")
     table = Table(header, rank, world,
                   "graph of %d calls, median of %d interleaved replays, max over ranks" % (CALLS, REPLAYS))
     for m in ints(args.m):
@@ -71,17 +77,20 @@ def main():
             ref = ref_out.float()
             scale = ref.abs().max().item()
             errs = []
-            for on in (comm, comm32):
+            for on in (comm, comm32, engine):
                 c.fill_(float("nan"))
                 ours(on)
                 torch.cuda.synchronize()
                 errs.append((c.float() - ref).abs().max().item() / scale)
             errs.append((torch_fused().float() - ref).abs().max().item() / scale)
             err = float("nan") if any(e != e for e in errs) else max(errs)
-            t = time_graphs([gemm, nccl, torch_fused, ours, lambda: ours(comm32)], CALLS, REPLAYS)
-            row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0], err)
+            t = time_graphs([gemm, nccl, torch_fused, ours, lambda: ours(comm32), lambda: ours(engine)], CALLS,
+                            REPLAYS)
+            row = "%d,%d,%d,%.1f,%.1f,%.1f,%.1f,%.1f,%.1f,%.3f,%.3f,%.3g" % (m, n, k, *t, t[3] / t[0], t[2] / t[0],
+                                                                               err)
             table.add(row)
     table.write(args.csv)
+    engine.destroy()
     comm32.destroy()
     comm.destroy()
     dist.destroy_process_group()
