@@ -108,7 +108,7 @@ fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
   if (bytes <= lamportMax &&
       c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
     return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
-                                      c.comm->params.pdl, stream);
+                                      c.comm->params.pdl, stream, c.comm->params.lamportStages);
   return fc::launchAllReduceOneShot(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                     zeroCopySource(c), stream);
 }

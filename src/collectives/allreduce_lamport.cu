@@ -34,9 +34,12 @@ namespace {
 
 using dev::kThreads;
 
-template <typename T, int NR>
+// kMeasure: `stages` picks the stages (fc-bench stages); otherwise every stage runs
+// once and the argument is ignored, so real calls run code with no stage branches.
+template <typename T, int NR, bool kMeasure>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig) {
+    allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
+                           uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
@@ -49,69 +52,77 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, count);
 
+  // How often each stage runs: once in every real call (kLamportFull); 0 or 2 times
+  // only when its cost is measured (LamportStage).
+  const uint32_t stages = kMeasure ? stagesArg : uint32_t(kLamportFull);
+  auto times = [stages](uint32_t stage, uint32_t twice) { return (stages & stage) ? (stages & twice) ? 2 : 1 : 0; };
   int failed = 0;
   if (call.isCallWarp()) {
     failed = !call.run(Op::AllReduceOneShot, channel);
   } else {
     // 1. Push our packs into our slot of every peer's current buffer (set 0).
-    for (size_t k = threadIdx.x;; k += threads) {
-      const size_t pk = run.ownedPack(k);
-      if (pk >= packs) break;
-      const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
+    for (int rep = times(kLamportPush, kLamportPushTwice); rep > 0; --rep)
+      for (size_t k = threadIdx.x;; k += threads) {
+        const size_t pk = run.ownedPack(k);
+        if (pk >= packs) break;
+        const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
 #pragma unroll 8
-      for (int j = 1; j < W; ++j)
-        run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
-    }
+        for (int j = 1; j < W; ++j)
+          run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
+      }
 
     // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
     // finish before it reads anything.
     dev::allowDependentLaunch();
     // Reset our previous run's buffer (every chunk it used) for the run after next,
     // while the pushes are on their way.
-    run.resetStale();
+    for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.resetStale();
 
     // 2. Poll our buffer for every peer's packs; add them to our own input; store.
-    for (size_t k = threadIdx.x;; k += threads) {
-      const size_t pk = run.ownedPack(k);
-      if (pk >= packs) break;
-      const size_t i = pk * E;
-      float acc[E];
-      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
-                                              dev::loadInputPack(in, i, count, vecIn), acc)) {
-        failed = 1;
-        break;
+    for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0 && !failed; --rep)
+      for (size_t k = threadIdx.x;; k += threads) {
+        const size_t pk = run.ownedPack(k);
+        if (pk >= packs) break;
+        const size_t i = pk * E;
+        float acc[E];
+        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
+                                                dev::loadInputPack(in, i, count, vecIn), acc)) {
+          failed = 1;
+          break;
+        }
+        dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
       }
-      dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
-    }
   }
   if (__syncthreads_or(failed)) return;
   const uint32_t used[1] = {uint32_t((packs + run.kChunkPacks - 1) / run.kChunkPacks)};
   run.advance(used);
-  if (threadIdx.x == 0) run.save();
+  if (threadIdx.x == 0 && (stages & kLamportSave)) run.save();
 }
 
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
-                  bool pdl, cudaStream_t stream) {
+                  bool pdl, uint32_t stages, cudaStream_t stream) {
   constexpr size_t E = dev::PackTraits<T>::kElems;
   constexpr size_t P = dev::LamportTraits<dev::LamportKind::OneShot>::kChunkPacks;
   const size_t chunks = ((count + E - 1) / E + P - 1) / P;
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
   const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
-  auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value>; });
+  auto kernel = stages == kLamportFull
+                    ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
+                    : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
   return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
-                        static_cast<const T*>(in), static_cast<T*>(out), count, sig);
+                        static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
 }
 
 }  // namespace
 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
-                                  cudaStream_t stream) {
+                                  cudaStream_t stream, uint32_t stages) {
   const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, pdl, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, pdl, stages, stream);
   });
 }
 

@@ -20,10 +20,11 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
                                   const SymSource* symmetricIn, cudaStream_t stream);
 
 // Lamport one-shot all-reduce (push, poll the data; no flags): count*size must not
-// exceed kLamportSlotBytes. pdl: launch with programmatic dependent launch.
+// exceed kLamportSlotBytes. pdl: launch with programmatic dependent launch. stages:
+// kLamportFull, but for measurements of the stages (device_comm.h, LamportStage).
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
-                                  cudaStream_t stream);
+                                  cudaStream_t stream, uint32_t stages = kLamportFull);
 
 // Lamport two-shot all-reduce (push the slices, poll the data; no flags); any count
 // (passes of nranks push slots). pdl as above.

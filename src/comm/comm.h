@@ -62,6 +62,9 @@ struct CommParams {
   // FC_PDL: launch the kernels that support it (the Lamport all-reduces and
   // fcAllReduceResidualRMSNorm's; device/pdl.cuh) with programmatic dependent launch.
   bool pdl = true;
+  // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
+  // anything but full only for timing them (fc-bench lamport-stages): wrong results.
+  uint32_t lamportStages = kLamportFull;
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,

@@ -51,6 +51,15 @@ constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32",
 // FC_SHARE_GPU: 1 lets several ranks use one GPU (functional tests only). FC_PDL: 0
 // launches without programmatic dependent launch.
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
+// FC_LAMPORT_STAGES: the Lamport one-shot's stages, for timing them (device_comm.h).
+constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
+    {"full", kLamportFull},
+    {"push-only", kLamportPush | kLamportReset | kLamportSave},
+    {"push-twice", kLamportFull | kLamportPushTwice},
+    {"sum-twice", kLamportFull | kLamportSumTwice},
+    {"reset-twice", kLamportFull | kLamportResetTwice},
+    {"no-reset", kLamportPush | kLamportSum | kLamportSave},
+    {"no-save", kLamportPush | kLamportSum | kLamportReset}};
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -74,6 +83,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
   FC_CHECK(choiceFromEnv("FC_PDL", kOnOff, &p->pdl));
+  FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

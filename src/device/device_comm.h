@@ -62,6 +62,21 @@ constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nrank
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;
 
+// The stages of the Lamport one-shot kernel (FC_LAMPORT_STAGES): all of them once
+// (kLamportFull) in every real call; the others leave stages out or run them twice, to
+// time what each costs (fc-bench lamport-stages). Those break the protocol: their
+// results are wrong, and the communicator is fit only for more such calls.
+enum LamportStage : uint32_t {
+  kLamportPush = 1,         // push our input into every peer's buffer
+  kLamportSum = 2,          // poll for the peers' packs, sum, store
+  kLamportReset = 4,        // reset the buffer of the run before
+  kLamportSave = 8,         // save the per-CTA state (buffer index, chunk counts)
+  kLamportPushTwice = 16,   // with kLamportPush: push twice
+  kLamportSumTwice = 32,    // with kLamportSum: poll, sum and store twice
+  kLamportResetTwice = 64,  // with kLamportReset: reset twice
+  kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave,
+};
+
 // Operations, as recorded in an error record.
 enum class Op : uint32_t {
   None = 0,

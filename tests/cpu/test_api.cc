@@ -287,7 +287,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_WORKSPACE_BYTES", "lots"}, Case{"FC_WORKSPACE_BYTES", "0"},
                         Case{"FC_ALLREDUCE_ALGO", "ring"}, Case{"FC_REDUCE_SCATTER_ALGO", "dma"},
                         Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"},
-                        Case{"FC_MMRS_ALGO", "1"}, Case{"FC_MMRS_ALGO", "persistent"},
+                        Case{"FC_MMRS_ALGO", "1"}, Case{"FC_MMRS_ALGO", "persistent"}, Case{"FC_LAMPORT_STAGES", "push"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
                         Case{"FC_CHECK_POINTERS", "off"}}) {
     INFO(c.var << "=" << c.value);

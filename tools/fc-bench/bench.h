@@ -97,6 +97,9 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
 // fc-bench arnorm (arnorm.cc): token counts and hidden sizes, comma-separated.
 int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);
 
+// fc-bench stages: the Lamport one-shot's stages left out or run twice (stages.cc).
+int benchStages(Ctx& c, const Options& o);
+
 // The run line's common part: "<n> ranks, <GPU>, libfusedcomm <version>"; and NCCL's
 // version, or why it was not run.
 std::string describeRun(const Ctx& c);

@@ -185,6 +185,8 @@ int main(int argc, char** argv) {
   CLI::App* arnorm =
       app.add_subcommand("arnorm", "fcAllReduceResidualRMSNorm vs fcAllReduce alone and all-reduce + RMSNorm");
   std::string tokens = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hiddens = "4096,8192";
+  CLI::App* stages = app.add_subcommand(
+      "stages", "the Lamport one-shot all-reduce with stages left out or twice (timings only; wrong sums)");
   arnorm->add_option("--tokens", tokens, "token counts (rows), comma-separated");
   arnorm->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
@@ -198,14 +200,17 @@ int main(int argc, char** argv) {
     sub->add_option("--nccl", o.nccl, "time the unfused path with NCCL when libnccl.so.2 loads (1/0)");
     sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
   }
-  for (CLI::App* sub : {ar, rs, ag}) {
+  for (CLI::App* sub : {ar, rs, ag, stages}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
-    sub->add_option("-e,--maxbytes", o.maxBytes, "largest size (default 64M all-reduce, 256M others)");
+    sub->add_option("-e,--maxbytes", o.maxBytes,
+                    "largest size (default 64M all-reduce, 1M stages, 256M others)");
     sub->add_option("-f,--stepfactor", o.factor, "size multiplier")->check(CLI::Range(1.01, 1e6));
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 | fp32");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
+  }
+  for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-c,--check", o.check, "verify results (1/0)");
     sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
     sub->add_option("--nccl", o.nccl, "time NCCL side by side when libnccl.so.2 loads (1/0)");
@@ -225,7 +230,7 @@ int main(int argc, char** argv) {
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
   const bool gemmMode = agmm->parsed() || mmrs->parsed();
-  if (arnorm->parsed()) {
+  if (arnorm->parsed() || stages->parsed()) {
     // Decode-sized calls: the collectives' defaults (20 calls per graph, 20 replays).
   } else if (!gemmMode) {
     if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
@@ -251,7 +256,8 @@ int main(int argc, char** argv) {
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
-  const int rc = arnorm->parsed() ? benchArnorm(c, o, tokens, hiddens)
+  const int rc = stages->parsed()   ? benchStages(c, o)
+                 : arnorm->parsed() ? benchArnorm(c, o, tokens, hiddens)
                  : agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
                  : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
                                   : bench(c, o, mode);

@@ -20,6 +20,7 @@
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/util/packed_stride.hpp>
 
+#include <cstdint>
 #include <mutex>
 #include <type_traits>
 
@@ -115,13 +116,22 @@ struct EngineGemmKernel {
                                   sched};
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess)
       return setError(fcNotSupported, "the GEMM engine cannot run M, N, K = %d, %d, %d", M, N, K);
-    // Shared memory beyond 48 KiB must be allowed once per kernel, outside any capture.
-    static std::once_flag smemOnce;
-    static cudaError_t smemErr = cudaSuccess;
-    std::call_once(smemOnce, [] {
-      smemErr = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     int(Kernel::SharedStorageSize));
-    });
+    // Shared memory beyond 48 KiB must be allowed once per kernel and device (a process
+    // may drive several GPUs: fcCommInitAll), outside any capture.
+    static std::mutex smemMutex;
+    static uint64_t smemDone = 0;  // bit d: set on device d
+    cudaError_t smemErr = cudaSuccess;
+    int device = 0;
+    smemErr = cudaGetDevice(&device);
+    if (smemErr == cudaSuccess) {
+      std::lock_guard<std::mutex> lock(smemMutex);
+      const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
+      if ((smemDone & bit) == 0 || bit == 0) {
+        smemErr = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(Kernel::SharedStorageSize));
+        if (smemErr == cudaSuccess) smemDone |= bit;
+      }
+    }
     if (smemErr != cudaSuccess)
       return setError(fcUnhandledCudaError, "the GEMM engine's shared memory (%d bytes): %s",
                       int(Kernel::SharedStorageSize), cudaGetErrorString(smemErr));

@@ -2,8 +2,10 @@
 // epilogue (it stores each output tile with TMA, as always), followed by a signal
 // once the tile's stores have landed: a release add of 1, at system scope, to the
 // counter of the rank that owns the tile's rows (its block), in that rank's memory.
-// That rank's copy queue waits for its counter to reach the tiles of its block
-// (cuStreamWaitValue32) before it pulls the block (fused/matmul_reduce_scatter.cc).
+// That rank's copy queue pulls the block once a gate kernel has seen the counter reach
+// the block's tiles (fused/tile_gate.cu, fused/matmul_reduce_scatter.cc). Tiles the
+// scheduler adds past the problem (rows or columns rounded up to whole clusters or
+// swizzle bands) signal nothing, so that the count is exact.
 //
 // Why after the stores have *landed*: the TMA store pipeline only waits for its
 // stores to have read shared memory (cp.async.bulk.wait_group.read), so the signal
@@ -51,16 +53,22 @@ class TileSignalEpilogue : public Base {
   template <class... Args>
   CUTLASS_DEVICE auto store(Args&&... args) {
     auto tuple = std::forward_as_tuple(args...);
+    const auto problem = std::get<4>(tuple);
+    const auto tileShape = std::get<5>(tuple);
     const auto tileCoord = std::get<6>(tuple);
-    const int threadIdx = std::get<9>(tuple);
+    const int thread = std::get<9>(tuple);
     auto next = Base::store(std::forward<Args>(args)...);
-    signalTile(int64_t(cute::get<0>(tileCoord)), threadIdx);
+    // A column of tiles past N (swizzle bands round the columns up): nothing stored.
+    const bool inN = int64_t(cute::get<1>(tileCoord)) * int64_t(cute::size<1>(tileShape)) <
+                     int64_t(cute::get<1>(problem));
+    if (inN) signalTile(int64_t(cute::get<0>(tileCoord)), thread);
     return next;
   }
 
  private:
   // Warp 0 of the epilogue threads issued the tile's TMA stores (the stock epilogue's
-  // rule); it waits for them, then one lane releases the owner's counter.
+  // rule: all its lanes, each committing its own bulk groups); every lane waits for its
+  // own, then lane 0 releases the owner's counter.
   CUTLASS_DEVICE void signalTile(int64_t tileRow, int thread) const {
     if (signal_.counters == nullptr || thread / 32 != 0) return;
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
@@ -68,7 +76,7 @@ class TileSignalEpilogue : public Base {
     __syncwarp();
     if (thread == 0) {
       const int64_t row = tileRow * signal_.blockM;
-      if (row >= signal_.M) return;  // a padded tile row: no rows, no signal
+      if (row >= signal_.M) return;  // a tile row past M (whole clusters): nothing stored
       const int owner = int(row / signal_.blockRows);
       uint32_t* counter = reinterpret_cast<uint32_t*>(signal_.counters + size_t(owner) * signal_.stride);
       asm volatile("red.release.sys.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
