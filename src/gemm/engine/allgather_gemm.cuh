@@ -120,9 +120,8 @@ struct EngineGemmKernel {
     // may drive several GPUs: fcCommInitAll), outside any capture.
     static std::mutex smemMutex;
     static uint64_t smemDone = 0;  // bit d: set on device d
-    cudaError_t smemErr = cudaSuccess;
     int device = 0;
-    smemErr = cudaGetDevice(&device);
+    cudaError_t smemErr = cudaGetDevice(&device);
     if (smemErr == cudaSuccess) {
       std::lock_guard<std::mutex> lock(smemMutex);
       const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
