@@ -256,10 +256,11 @@ struct InitAllRank {
   void *A = nullptr, *B = nullptr, *C = nullptr;
 };
 
-// The staged fcMatmulReduceScatter's shape: partials of M x N bf16 (34 MB) beyond
-// the 32 MiB crossover; entries in {-1, 0, 1} keep every sum (at most W * kMmK = 256
-// in magnitude at 8 ranks) exact in bf16.
-constexpr size_t kMmM = 4096, kMmN = 4160, kMmK = 32;
+// The staged fcMatmulReduceScatter's shape: kMmRows rows per rank, so that from 2 ranks
+// the partials (M x N bf16, 17 MB per rank) pass the 32 MiB crossover; entries in
+// {-1, 0, 1} keep every sum (at most W * kMmK = 256 in magnitude at 8 ranks) exact in
+// bf16.
+constexpr size_t kMmRows = 2048, kMmN = 4160, kMmK = 32;
 float ternary(uint64_t seed, int rank, size_t i) { return float((fcPatternValue(seed, rank, i) + 9) % 3 - 1); }
 
 int initAll() {
@@ -275,7 +276,7 @@ int initAll() {
   std::vector<fcComm_t> comms(static_cast<size_t>(W), nullptr);
   CHECK_FC(fcCommInitAll(comms.data(), W, devs.data()));
   const size_t count = 4097, rc = 1 << 20;  // all-reduce; reduce-scatter block (4 MiB)
-  const size_t ms = kMmM / size_t(W);
+  const size_t ms = kMmRows, mmM = ms * size_t(W);  // fcMatmulReduceScatter's M
   std::vector<InitAllRank> ranks(static_cast<size_t>(W));
   for (int d = 0; d < W; ++d) {
     InitAllRank& r = ranks[size_t(d)];
@@ -294,8 +295,8 @@ int initAll() {
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsIn), hr.size()));
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsOut), rc * sizeof(float)));
     CHECK_CUDA(cudaMemcpy(r.rsIn, hr.data(), hr.size(), cudaMemcpyHostToDevice));
-    std::vector<char> hA(kMmM * kMmK * 2), hB(kMmK * kMmN * 2);
-    for (size_t i = 0; i < kMmM * kMmK; ++i) fcStore(hA.data(), fcBfloat16, i, ternary(11, d, i));
+    std::vector<char> hA(mmM * kMmK * 2), hB(kMmK * kMmN * 2);
+    for (size_t i = 0; i < mmM * kMmK; ++i) fcStore(hA.data(), fcBfloat16, i, ternary(11, d, i));
     for (size_t i = 0; i < kMmK * kMmN; ++i) fcStore(hB.data(), fcBfloat16, i, ternary(13, d, i));
     CHECK_CUDA(cudaMalloc(&r.A, hA.size()));
     CHECK_CUDA(cudaMalloc(&r.B, hB.size()));
@@ -312,7 +313,7 @@ int initAll() {
     cudaSetDevice(r.dev);
     return k == 0   ? fcAllReduceOneShot(r.ar, r.ar, count, fcFloat32, fcSum, r.comm, r.stream)
            : k == 1 ? fcReduceScatter(r.rsIn, r.rsOut, rc, fcFloat32, fcSum, r.comm, r.stream)
-                    : fcMatmulReduceScatter(r.A, r.B, r.C, kMmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream);
+                    : fcMatmulReduceScatter(r.A, r.B, r.C, mmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream);
   };
   const bool opMajor = std::string(getenv("FC_INITALL_ORDER") ? getenv("FC_INITALL_ORDER") : "") == "op";
   for (int i = 0; i < 3 * W; ++i) {
