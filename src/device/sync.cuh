@@ -153,6 +153,25 @@ __device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint64_t* fla
   }
 }
 
+// Wait (one thread) until the 32-bit word written by another agent - a copy engine's
+// stream write, a peer's release add - reaches at least `target`; acquire at system
+// scope, polls backed off. Gives up through WaitExits (the error is recorded with
+// `peer`, `kind`, target and the last value seen) and returns false; returns false at
+// once when this rank has already given up (its error guard is set), so that later
+// waits of a failed op do not each wait out the deadline.
+__device__ inline bool waitAtLeast(const DeviceComm& dc, Op op, const uint32_t* word, uint32_t target, int peer,
+                                   int channel, WaitKind kind) {
+  if (loadVolatile(errorGuard(dc)) != 0u) return false;
+  WaitExits exits;
+  for (uint32_t spin = 1;; ++spin) {
+    uint32_t v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(word) : "memory");
+    if (v >= target) return true;
+    __nanosleep(64);
+    if ((spin & 1023u) == 0u && exits.giveUp(dc, op, peer, channel, target, v, kind)) return false;
+  }
+}
+
 // Barrier of CTA blockIdx.x of every rank on `channel` at `epoch`. All threads of
 // the CTA must call it. Returns false (on every thread) if it gave up.
 //

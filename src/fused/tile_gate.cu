@@ -11,21 +11,11 @@
 namespace fc {
 namespace {
 
+// The writers are the peer's epilogue threads, over NVLink (release adds at system
+// scope). On a give-up the error is recorded and the op reports it.
 __global__ void tileGateKernel(DeviceComm dc, int channel, const uint32_t* counter, uint32_t tiles, int producer) {
-  if (threadIdx.x != 0) return;
-  // After a give-up (ours or another CTA's) nothing waits any more: the op reports it.
-  if (dev::loadVolatile(dev::errorGuard(dc)) != 0u) return;
-  dev::WaitExits exits;
-  for (uint32_t spin = 1;; ++spin) {
-    uint32_t v;
-    // System scope: the writers are the peer's epilogue threads, over NVLink.
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(counter) : "memory");
-    if (v >= tiles) return;
-    __nanosleep(256);
-    if ((spin & 1023u) == 0u &&
-        exits.giveUp(dc, Op::MatmulReduceScatter, producer, channel, tiles, v, WaitKind::Tiles))
-      return;
-  }
+  if (threadIdx.x == 0)
+    dev::waitAtLeast(dc, Op::MatmulReduceScatter, counter, tiles, producer, channel, WaitKind::Tiles);
 }
 
 }  // namespace

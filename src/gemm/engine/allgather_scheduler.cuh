@@ -172,21 +172,11 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     __syncwarp();
   }
 
+  // System scope: the writer is a copy engine, not an SM. After a give-up (ours or
+  // another CTA's) nothing waits any more: see above.
   CUTLASS_DEVICE void waitForShard(int s) const {
     const fc::engine::ShardReadiness& r = params_.ready;
-    // After a give-up (ours or another CTA's) nothing waits any more: see above.
-    if (fc::dev::loadVolatile(fc::dev::errorGuard(r.dc)) != 0u) return;
-    fc::dev::WaitExits exits;
-    for (uint32_t spin = 1;; ++spin) {
-      uint32_t v;
-      // System scope: the writer is a copy engine, not an SM.
-      asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(r.flags + s) : "memory");
-      if (v != 0u) return;
-      __nanosleep(64);
-      if ((spin & 1023u) == 0u &&
-          exits.giveUp(r.dc, fc::Op::AllGatherMatmul, s, r.channel, 1u, v, fc::WaitKind::Shard))
-        return;
-    }
+    fc::dev::waitAtLeast(r.dc, fc::Op::AllGatherMatmul, r.flags + s, 1u, s, r.channel, fc::WaitKind::Shard);
   }
 
   Params params_;
