@@ -63,7 +63,7 @@ struct CommParams {
   // fcAllReduceResidualRMSNorm's; device/pdl.cuh) with programmatic dependent launch.
   bool pdl = true;
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
-  // anything but full only for timing them (fc-bench lamport-stages): wrong results.
+  // anything but full only for timing them (fc-bench stages): wrong results.
   uint32_t lamportStages = kLamportFull;
 };
 

@@ -64,7 +64,7 @@ constexpr uint32_t kLamportEmpty = 0xffffffffu;
 
 // The stages of the Lamport one-shot kernel (FC_LAMPORT_STAGES): all of them once
 // (kLamportFull) in every real call; the others leave stages out or run them twice, to
-// time what each costs (fc-bench lamport-stages). Those break the protocol: their
+// time what each costs (fc-bench stages). Those break the protocol: their
 // results are wrong, and the communicator is fit only for more such calls.
 enum LamportStage : uint32_t {
   kLamportPush = 1,         // push our input into every peer's buffer

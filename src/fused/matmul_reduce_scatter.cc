@@ -84,7 +84,8 @@ size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255
 // Two SMs stay free for the gates of the copy queue (tile_gate.cu).
 engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
   const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M);
-  char* counterOfRank0 = dc.base + kShardFlagsOffset + (size_t(channel) * kMaxRanks + size_t(dc.rank)) * sizeof(uint32_t);
+  // Our counter in every rank's flags (entry dc.rank), at rank 0's address + r * stride.
+  char* counterOfRank0 = reinterpret_cast<char*>(shardFlags(dc, channel) + dc.rank) - size_t(dc.rank) * dc.stride;
   return {a.A,
           a.B,
           ce::slot(dc, dc.rank, channel, 0),
