@@ -96,7 +96,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
           a.datatype,
           engine::ShardReadiness{nullptr, M, ms, (dc.rank + 1) % W * ms, dc, channel},
           a.smCount - 2,
-          engine::TileSignal{counterOfRank0, dc.stride, M, ms, 0}};
+          engine::TileSignal{counterOfRank0, dc.stride, ms, dc.rank}};
 }
 
 // The path, its chunks of rows (fused) and the scratch it needs.

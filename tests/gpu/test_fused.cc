@@ -305,8 +305,12 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
   // Tiny with blocks of 210 elements (no 16-byte loads), tiny, mid-size, and one whose
   // fp32 products exceed the copy-engine crossover (32 MiB); with the fused path
   // forced (tools/gpu-check), its 1024-row blocks run in 5 chunks of rows (205 x 4 +
-  // 204) at the tests' 8 MiB workspace.
-  const Shape shapes[] = {{3, 70, 40}, {8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}};
+  // 204) at the tests' 8 MiB workspace. With the engine forced, the last two take its
+  // two configurations at 2 ranks (engine.cc): 128 x 128 ping-pong for the short K
+  // (with a column of tiles cut by N), 128 x 256 cooperative for the last (one wave of
+  // its tiles, K > 2048).
+  const Shape shapes[] = {{3, 70, 40}, {8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}, {256, 1032, 520},
+                          {512, 3840, 2304}};
   cudaStream_t s = env.streams[1];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})

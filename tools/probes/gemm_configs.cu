@@ -8,7 +8,12 @@
 // holds its power limit by lowering the clock), which favoured whoever went first.
 //
 //   build/tools/probes/gemm-configs [rounds] [M,N,K ...]
-// Output: CSV, one line per shape, times in us per GEMM (graph of 5 GEMMs).
+// Output: CSV, one line per shape, times in us per GEMM (graph of 5 GEMMs), and the
+// configuration cuBLASLt's heuristic picked (its tile, stages and cluster enums,
+// cublasLt.h: the tile is in its column-major view, N x M of ours).
+// FC_PROBE_SWIZZLES=0,1,4 times every CUTLASS candidate at each of these swizzles
+// (EngineGemm::swizzle; 0: the engine's rule), one column each.
+#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -26,7 +31,11 @@
 namespace fc::engine {
 // The library's own instantiations (src/gemm/engine).
 fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
-fcResult_t runAllGatherGemm_bf16_t_128x128c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
+// GEMM + reduce-scatter's, each tile signalling a counter (here two counters in this
+// GPU's memory, as if the rows were two ranks' blocks): the cost of the signals.
+fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
 }  // namespace fc::engine
 
 namespace {
@@ -66,10 +75,12 @@ struct Candidate {
 const Candidate kCandidates[] = {
     {"cublaslt", nullptr},
     {"coop128x256c2x1", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
-    {"coop128x128c2x1", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1},
+    {"pingpong128x128c2x1", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
+    {"coop128x128c2x1", fc::engine::probe::coop128x128c2x1},
     {"stock128x256c2x1", fc::engine::probe::stock128x256c2x1},
-    {"pingpong128x128c2x1", fc::engine::probe::pingpong128x128c2x1},
-    {"coop256x128c1x2", fc::engine::probe::coop256x128c1x2},
+    {"coop256x128c2x1", fc::engine::probe::coop256x128c2x1},
+    {"scatter128x256c2x1", fc::engine::runScatterGemm_bf16_t_128x256c2x1},
+    {"scatter128x128c2x1p", fc::engine::runScatterGemm_bf16_t_128x128c2x1p},
 };
 constexpr int kIters = 5;
 
@@ -81,6 +92,63 @@ __global__ void fillSmallInts(__nv_bfloat16* p, size_t n, uint32_t seed) {
     x ^= x >> 13;
     p[i] = __float2bfloat16(float(int(x % 5u) - 2));
   }
+}
+
+// What cuBLASLt's heuristic picks for D [M, N] = A [M, K] x B^T (bf16, fp32 compute,
+// the library's column-major view: m = N, n = M): "tile/stages/cluster/splitK/swizzle".
+std::string cublasChoice(const Shape& s) {
+  cublasLtHandle_t h;
+  if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) return "?";
+  cublasLtMatmulDesc_t desc;
+  cublasLtMatrixLayout_t a, b, d;
+  cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+  const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN);
+  cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, s.K, s.N, s.K);
+  cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, s.K, s.M, s.K);
+  cublasLtMatrixLayoutCreate(&d, CUDA_R_16BF, s.N, s.M, s.N);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  const size_t ws = size_t(32) << 20;  // the library's workspace (gemm.cc)
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  std::string out = "?";
+  if (cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, d, d, pref, 1, &r, &found) == CUBLAS_STATUS_SUCCESS && found) {
+    uint32_t tile = 0, stages = 0, cluster = 0, splitk = 0, swz = 0;
+    size_t n;
+    cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof cluster, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &n);
+    cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swz, sizeof swz, &n);
+    char buf[96];
+    snprintf(buf, sizeof buf, "tile%u/stages%u/cluster%u/splitk%u/swizzle%u", tile, stages, cluster, splitk, swz);
+    out = buf;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(a);
+  cublasLtMatrixLayoutDestroy(b);
+  cublasLtMatrixLayoutDestroy(d);
+  cublasLtMatmulDescDestroy(desc);
+  cublasLtDestroy(h);
+  return out;
+}
+
+// The swizzles to time each CUTLASS candidate at (FC_PROBE_SWIZZLES; default: the rule).
+std::vector<int> swizzles() {
+  std::vector<int> out;
+  const char* env = getenv("FC_PROBE_SWIZZLES");
+  for (const char* p = env ? env : "0"; *p;) {
+    char* end;
+    const long v = strtol(p, &end, 10);
+    if (end == p) break;
+    out.push_back(int(v));
+    p = *end == ',' ? end + 1 : end;
+  }
+  if (out.empty()) out.push_back(0);
+  return out;
 }
 
 }  // namespace
@@ -103,12 +171,28 @@ int main(int argc, char** argv) {
   OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   fc::Gemm cublas;
   FC(cublas.init());
+  uint32_t* counters;
+  OK(cudaMalloc(&counters, 2 * sizeof(uint32_t)));
 
   printf("# gemm-configs: %s, %d SMs, bf16, B [N, K]; graph of %d GEMMs, %d interleaved rounds (median)\n",
          prop.name, sms, kIters, rounds);
+  // Columns: cuBLASLt, then every CUTLASS candidate at every swizzle asked for.
+  struct Column {
+    const Candidate* c;
+    int swizzle;
+    std::string name;
+  };
+  std::vector<Column> cols;
+  const std::vector<int> swz = swizzles();
+  for (const Candidate& c : kCandidates)
+    for (int w : c.run ? swz : std::vector<int>{0}) {
+      std::string name = c.name;
+      if (c.run && (swz.size() > 1 || w != 0)) name += "_s" + std::to_string(w);
+      cols.push_back({&c, w, name});
+    }
   printf("M,N,K");
-  for (const Candidate& c : kCandidates) printf(",%s_us", c.name);
-  printf(",best,best_over_cublaslt,exact\n");
+  for (const Column& c : cols) printf(",%s_us", c.name.c_str());
+  printf(",best,best_over_cublaslt,exact,cublaslt_choice\n");
   int failures = 0;
   for (const Shape& s : shapes) {
     __nv_bfloat16 *A, *B;
@@ -117,17 +201,24 @@ int main(int argc, char** argv) {
     fillSmallInts<<<1024, 256, 0, stream>>>(A, s.M * s.K, 1u);
     fillSmallInts<<<1024, 256, 0, stream>>>(B, s.N * s.K, 2u);
     OK(cudaGetLastError());
-    const int n = int(std::size(kCandidates));
+    const int n = int(cols.size());
     std::vector<__nv_bfloat16*> D(n);
     std::vector<cudaGraphExec_t> exec(n);
     for (int c = 0; c < n; ++c) {
       OK(cudaMalloc(&D[c], s.M * s.N * 2));
       OK(cudaMemsetAsync(D[c], 0xff, s.M * s.N * 2, stream));  // poison: NaN
       fc::engine::EngineGemm g{A, B, D[c], s.M, s.N, s.K, fcOpT, fcBfloat16, {}, sms};
+      g.swizzle = cols[c].swizzle;
+      // The scatter kernels' signals (the others ignore them): two blocks of rows when
+      // they are whole tile rows, else one; as in the op, the block computed last is
+      // "ours" and counts nothing.
+      const bool twoBlocks = s.M % 256 == 0;
+      g.signal = {reinterpret_cast<char*>(counters), sizeof(uint32_t), int64_t(twoBlocks ? s.M / 2 : s.M),
+                  twoBlocks ? 1 : 0};
       g.ready.M = int64_t(s.M);
       g.ready.shardRows = int64_t(s.M);  // one rank: every row is ours, nothing to wait for
       auto launch = [&] {
-        if (kCandidates[c].run) FC(kCandidates[c].run(g, stream));
+        if (cols[c].c->run) FC(cols[c].c->run(g, stream));
         else FC(cublas.matmul(A, s.M, B, D[c], s.N, s.K, fcOpT, fcBfloat16, stream));
         OK(cudaGetLastError());
       };
@@ -148,7 +239,7 @@ int main(int argc, char** argv) {
       OK(cudaMemcpy(got.data(), D[c], got.size() * 2, cudaMemcpyDeviceToHost));
       if (got != ref) {
         exact = false;
-        fprintf(stderr, "%zu,%zu,%zu: %s differs from cuBLASLt\n", s.M, s.N, s.K, kCandidates[c].name);
+        fprintf(stderr, "%zu,%zu,%zu: %s differs from cuBLASLt\n", s.M, s.N, s.K, cols[c].name.c_str());
       }
     }
     failures += !exact;
@@ -178,7 +269,8 @@ int main(int argc, char** argv) {
     }
     printf("%zu,%zu,%zu", s.M, s.N, s.K);
     for (double u : us) printf(",%.1f", u);
-    printf(",%s,%.3f,%s\n", kCandidates[best].name, us[best] / us[0], exact ? "yes" : "NO");
+    printf(",%s,%.3f,%s,%s\n", cols[best].name.c_str(), us[best] / us[0], exact ? "yes" : "NO",
+           cublasChoice(s).c_str());
     fflush(stdout);
     OK(cudaEventDestroy(t0));
     OK(cudaEventDestroy(t1));

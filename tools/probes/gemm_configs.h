@@ -8,7 +8,7 @@ namespace fc::engine::probe {
 
 // bf16, B [N, K]; D = A x B^T.
 fcResult_t stock128x256c2x1(const EngineGemm& g, cudaStream_t stream);     // CUTLASS's own scheduler
-fcResult_t pingpong128x128c2x1(const EngineGemm& g, cudaStream_t stream);  // ours, ping-pong
-fcResult_t coop256x128c1x2(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
+fcResult_t coop128x128c2x1(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
+fcResult_t coop256x128c2x1(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
 
 }  // namespace fc::engine::probe

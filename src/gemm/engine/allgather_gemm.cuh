@@ -6,9 +6,9 @@
 // Configurations: 128 x 256 x 64 tiles, 2 x 1 clusters (the B tile is multicast to
 // both CTAs of a cluster, which work on neighbouring rows of A), stages as many as
 // shared memory holds after the epilogue's - PyTorch's async-input GEMM's choice -
-// and 128 x 128 x 64 where those need fewer waves of the GPU (engine.cc, smallTiles).
-// Measured on one H200 against 256 x 128 / 1 x 2 and 128 x 256 / 1 x 1 as well
-// (docs/perf-log.md); further tuning is open.
+// and 128 x 128 x 64 ping-pong where those need fewer waves of the GPU or K is short
+// (engine.cc). Measured on one H200 against 256 x 128 (1 x 2 and 2 x 1 clusters),
+// 128 x 256 / 1 x 1 and 2 x 2, and cooperative 128 x 128 (docs/perf-log.md).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -46,6 +46,7 @@ struct EngineConfig {
 };
 using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
 using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
+using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
 
 // SchedulerTag: ours (AllGatherSchedulerTag), or CUTLASS's stock persistent
 // scheduler (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
@@ -90,24 +91,28 @@ struct EngineGemmKernel {
     hw.sm_count = g.smCount;
     typename Kernel::TileSchedulerArguments sched;
     if constexpr (kOurScheduler) sched.ready = g.ready;
-    // When B is well beyond L2 (50 MiB), raster along N in bands of up to 8 clusters of
-    // tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then read
-    // by the band's rows while it is in L2 instead of once per tile row. Measured on
-    // one H200 (docs/perf-log.md): 8192 x 27648 x 5120 (B 270 MiB) in 3594 instead of
-    // 3691 us, 8192 x 14336 x 4096 (112 MiB) in 1266 instead of 1380; but where B
-    // (nearly) fits it costs A's reuse: 8192 x 3072 x 4096 (24 MiB) 400 instead of 257
-    // us, 8192 x 3584 x 5120 (35 MiB) 449 instead of 383.
+    // When B is well beyond L2 (50 MiB), raster along N in bands of 2, 4 or 8 clusters
+    // of tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then
+    // read by the band's rows while it is in L2 instead of once per tile row. The band's
+    // rows of A must stay in L2 too: the widest band whose A takes at most 24 MiB (half
+    // of L2), and none wider than a shard. Measured on one H200, interleaved
+    // (docs/perf-log.md): 8192 x 14336 x 4096 in 1.03x cuBLASLt's time with bands of 8
+    // against 1.07 unbanded; at K = 6912 and 16384 bands of 8 (28 and 64 MiB of A) took
+    // 1.32x where bands of 2-4 take 1.01-1.02; where B (nearly) fits, banding costs A's
+    // reuse: 8192 x 3584 x 5120 (35 MiB) 1.15x with bands of 4, 1.01 without.
     constexpr int kRowsPerCluster = cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{});
     const int64_t shardClusters = (g.ready.shardRows + kRowsPerCluster - 1) / kRowsPerCluster;
     const bool bInL2 = g.N * g.K * sizeof(Element) <= (64u << 20);
-    sched.max_swizzle_size = bInL2 ? 1 : shardClusters >= 8 ? 8 : shardClusters >= 4 ? 4 : shardClusters >= 2 ? 2 : 1;
+    int bands = 1;
+    if (!bInL2)
+      while (bands < 8 && 2 * bands <= shardClusters &&
+             uint64_t(2 * bands) * kRowsPerCluster * g.K * sizeof(Element) <= (24u << 20))
+        bands *= 2;
+    sched.max_swizzle_size = g.swizzle > 0 ? g.swizzle : bands;
     typename Epilogue::Arguments epilogue{};
     static_cast<typename StockEpilogue::Arguments&>(epilogue) = {
         {1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};
-    if constexpr (kSignal) {
-      epilogue.signal = g.signal;
-      epilogue.signal.blockM = cute::size<0>(TileShape{});
-    }
+    if constexpr (kSignal) epilogue.signal = g.signal;
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
                                   {static_cast<const Element*>(g.A), strideA, static_cast<const Element*>(g.B), strideB},

@@ -2,6 +2,7 @@
 
 #include <climits>
 
+#include "core/log.h"
 #include "core/result.h"
 
 namespace fc::engine {
@@ -9,27 +10,37 @@ namespace fc::engine {
 // The instantiations (allgather_gemm_<type>_<B layout>_<config>.cu).
 #define FC_ENGINE_DECLARE(type, layout)                                                             \
   fcResult_t runAllGatherGemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x128c2x1(const EngineGemm&, cudaStream_t);
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
 FC_ENGINE_DECLARE(bf16, n)
 FC_ENGINE_DECLARE(bf16, t)
 FC_ENGINE_DECLARE(fp16, n)
 FC_ENGINE_DECLARE(fp16, t)
 #undef FC_ENGINE_DECLARE
-// GEMM + reduce-scatter (scatter_gemm_<type>_<B layout>_128x256c2x1.cu).
-fcResult_t runScatterGemm_bf16_n_128x256c2x1(const EngineGemm&, cudaStream_t);
-fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
-fcResult_t runScatterGemm_fp16_n_128x256c2x1(const EngineGemm&, cudaStream_t);
-fcResult_t runScatterGemm_fp16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
+// GEMM + reduce-scatter (scatter_gemm_<type>_<B layout>_<config>.cu; 'p': ping-pong).
+#define FC_SCATTER_DECLARE(type, layout)                                                           \
+  fcResult_t runScatterGemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
+  fcResult_t runScatterGemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
+FC_SCATTER_DECLARE(bf16, n)
+FC_SCATTER_DECLARE(bf16, t)
+FC_SCATTER_DECLARE(fp16, n)
+FC_SCATTER_DECLARE(fp16, t)
+#undef FC_SCATTER_DECLARE
 
 namespace {
 
-// 128 x 128 tiles when they need fewer waves of the GPU than 128 x 256 ones, counted
-// in the time of a 128 x 256 tile (two of the smaller ones), by more than 5 %: on
-// small problems they keep more SMs busy, on large ones the bigger tiles reuse more
-// (measured interleaved on one H200, docs/perf-log.md: 512 x 3072 x 4096 in 24.4
-// instead of 43.0 us, 512 x 27648 x 5120 in 196 instead of 217; but 512 x 14336 x
-// 4096, a tie in waves, in 84.8 with the bigger tiles against 90.0).
+// 128 x 128 tiles (ping-pong) when they need fewer waves of the GPU than 128 x 256
+// ones (cooperative), counted in the time of a 128 x 256 tile (two of the smaller
+// ones), by more than 5 %: on small problems they keep more SMs busy, on large ones
+// the bigger tiles reuse more (measured interleaved on one H200, docs/perf-log.md:
+// 512 x 3072 x 4096 in 24.4 instead of 43.0 us, 512 x 27648 x 5120 in 196 instead of
+// 217; but 512 x 14336 x 4096, a tie in waves, in 84.8 with the bigger tiles against
+// 90.0). The ping-pong schedule's 128 x 128 tiles ran 0-14 % faster than the
+// cooperative ones on every shape measured, most where K is short. Also where B is
+// far beyond L2 (over 128 MiB): 2048 and 8192 x 27648 x 5120 (B 270 MiB) in 1.00 and
+// 1.01x cuBLASLt's time against 1.05 and 1.08, 4096 x 6656 x 16384 (208 MiB) 0.99
+// against 1.04; at 112 MiB (x 14336 x 4096, x 7168 x 8192) the two tie.
 bool smallTiles(const EngineGemm& g) {
+  if (g.N * g.K * 2 > (size_t(128) << 20)) return true;
   const size_t sms = size_t(g.smCount);
   const size_t rows = (g.M + 127) / 128;
   const size_t big = rows * ((g.N + 255) / 256), small = rows * ((g.N + 127) / 128);
@@ -51,24 +62,43 @@ bool engineSupports(const EngineGemm& g) {
 fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
   const bool t = g.transB == fcOpT, small = smallTiles(g);
   if (g.datatype == fcBfloat16) {
-    if (t) return small ? runAllGatherGemm_bf16_t_128x128c2x1(g, stream) : runAllGatherGemm_bf16_t_128x256c2x1(g, stream);
-    return small ? runAllGatherGemm_bf16_n_128x128c2x1(g, stream) : runAllGatherGemm_bf16_n_128x256c2x1(g, stream);
+    if (t) return small ? runAllGatherGemm_bf16_t_128x128c2x1p(g, stream) : runAllGatherGemm_bf16_t_128x256c2x1(g, stream);
+    return small ? runAllGatherGemm_bf16_n_128x128c2x1p(g, stream) : runAllGatherGemm_bf16_n_128x256c2x1(g, stream);
   }
-  if (t) return small ? runAllGatherGemm_fp16_t_128x128c2x1(g, stream) : runAllGatherGemm_fp16_t_128x256c2x1(g, stream);
-  return small ? runAllGatherGemm_fp16_n_128x128c2x1(g, stream) : runAllGatherGemm_fp16_n_128x256c2x1(g, stream);
+  if (t) return small ? runAllGatherGemm_fp16_t_128x128c2x1p(g, stream) : runAllGatherGemm_fp16_t_128x256c2x1(g, stream);
+  return small ? runAllGatherGemm_fp16_n_128x128c2x1p(g, stream) : runAllGatherGemm_fp16_n_128x256c2x1(g, stream);
 }
 
-size_t scatterGemmTiles(const EngineGemm& g) { return (g.signal.blockRows / 128) * ((g.N + 255) / 256); }
+namespace {
+
+// GEMM + reduce-scatter: the 128 x 128 ping-pong tiles where they need fewer waves
+// (as above), or where K is short: a tile's mainloop is then not much longer than its
+// epilogue, which the ping-pong schedule runs under the other warp group's mainloop
+// (one H200, docs/perf-log.md: K = 1024 at 2048 and 8192 rows, N = 4096, in 0.99 and
+// 0.96x cuBLASLt's time against 1.08 and 1.05 with the 128 x 256 tiles).
+bool scatterSmallTiles(const EngineGemm& g) { return smallTiles(g) || g.K <= 2048; }
+
+}  // namespace
+
+size_t scatterGemmTiles(const EngineGemm& g) {
+  const size_t tileN = scatterSmallTiles(g) ? 128 : 256;
+  return size_t(g.signal.blockRows / 128) * ((g.N + tileN - 1) / tileN);
+}
 
 bool scatterGemmSupports(const EngineGemm& g) {
   return engineSupports(g) && g.signal.blockRows > 0 && g.signal.blockRows % 128 == 0;
 }
 
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream) {
-  const bool t = g.transB == fcOpT;
-  if (g.datatype == fcBfloat16)
-    return t ? runScatterGemm_bf16_t_128x256c2x1(g, stream) : runScatterGemm_bf16_n_128x256c2x1(g, stream);
-  return t ? runScatterGemm_fp16_t_128x256c2x1(g, stream) : runScatterGemm_fp16_n_128x256c2x1(g, stream);
+  const bool t = g.transB == fcOpT, small = scatterSmallTiles(g);
+  FC_TRACE("GEMM engine, reduce-scatter: M %zu N %zu K %zu: %s", g.M, g.N, g.K,
+           small ? "128 x 128 ping-pong" : "128 x 256 cooperative");
+  if (g.datatype == fcBfloat16) {
+    if (t) return small ? runScatterGemm_bf16_t_128x128c2x1p(g, stream) : runScatterGemm_bf16_t_128x256c2x1(g, stream);
+    return small ? runScatterGemm_bf16_n_128x128c2x1p(g, stream) : runScatterGemm_bf16_n_128x256c2x1(g, stream);
+  }
+  if (t) return small ? runScatterGemm_fp16_t_128x128c2x1p(g, stream) : runScatterGemm_fp16_t_128x256c2x1(g, stream);
+  return small ? runScatterGemm_fp16_n_128x128c2x1p(g, stream) : runScatterGemm_fp16_n_128x256c2x1(g, stream);
 }
 
 }  // namespace fc::engine

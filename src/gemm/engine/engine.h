@@ -32,15 +32,14 @@ struct ShardReadiness {
   int channel = 0;
 };
 
-// GEMM + reduce-scatter: after each output tile has landed, a release add of 1 (system
-// scope) to the counter of the rank owning the tile's rows: owner r's counter is at
-// counters + r * stride (tile_signal_epilogue.cuh). NULL counters: no signals.
+// GEMM + reduce-scatter: once output tiles have landed, a release add (system scope)
+// of their number to the counter of the rank owning their rows: owner r's counter is
+// at counters + r * stride (tile_signal_epilogue.cuh). NULL counters: no signals.
 struct TileSignal {
   char* counters = nullptr;
   uint64_t stride = 0;
-  int64_t M = 0;          // rows of D
-  int64_t blockRows = 0;  // rows each rank owns (M / nranks), a multiple of blockM
-  int64_t blockM = 0;     // rows per tile (set by the kernel's configuration)
+  int64_t blockRows = 0;  // rows each rank owns (M / nranks), a multiple of 128 (tile rows)
+  int self = -1;          // the owner whose tiles nobody waits for (ours): not counted
 };
 
 // D [M, N] = A [M, K] x op(B), row-major, bf16 or fp16 in and out, fp32 accumulation;
@@ -57,6 +56,8 @@ struct EngineGemm {
   ShardReadiness ready;
   int smCount;  // SMs of the device: the persistent grid
   TileSignal signal{};
+  int swizzle = 0;  // tile rows per band, in clusters (CUTLASS's max_swizzle_size: 1, 2,
+                    // 4 or 8); 0: the engine's rule (allgather_gemm.cuh)
 };
 
 // Whether the engine takes this problem: bf16 / fp16, and every row of A, B and D
@@ -67,9 +68,10 @@ bool engineSupports(const EngineGemm& g);
 // fcNotSupported when CUTLASS refuses the problem.
 fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream);
 
-// GEMM + reduce-scatter: one configuration, 128 x 256 x 64 tiles in 2 x 1 clusters.
-// It takes what engineSupports takes whose blocks (g.signal.blockRows) are whole tile
-// rows; each rank's counter then reaches scatterGemmTiles(g) once its block is stored.
+// GEMM + reduce-scatter: 128 x 256 x 64 cooperative or 128 x 128 x 64 ping-pong tiles
+// (engine.cc, scatterSmallTiles), in 2 x 1 clusters. It takes what engineSupports
+// takes whose blocks (g.signal.blockRows) are whole tile rows; each rank's counter then
+// reaches scatterGemmTiles(g) once its block is stored.
 bool scatterGemmSupports(const EngineGemm& g);
 size_t scatterGemmTiles(const EngineGemm& g);
 

@@ -1,19 +1,29 @@
 // The GEMM + reduce-scatter engine's epilogue: CUTLASS's sm90 TMA warp-specialized
 // epilogue (it stores each output tile with TMA, as always), followed by a signal
-// once the tile's stores have landed: a release add of 1, at system scope, to the
-// counter of the rank that owns the tile's rows (its block), in that rank's memory.
-// That rank's copy queue pulls the block once a gate kernel has seen the counter reach
-// the block's tiles (fused/tile_gate.cu, fused/matmul_reduce_scatter.cc). Tiles the
-// scheduler adds past the problem (rows or columns rounded up to whole clusters or
-// swizzle bands) signal nothing, so that the count is exact.
+// once the tiles' stores have landed: a release add, at system scope, of the number of
+// tiles stored to the counter of the rank that owns their rows (its block), in that
+// rank's memory. That rank's copy queue pulls the block once a gate kernel has seen
+// the counter reach the block's tiles (fused/tile_gate.cu, fused/matmul_reduce_scatter.cc).
+// Tiles the scheduler adds past the problem (rows or columns rounded up to whole
+// clusters or swizzle bands) count nothing, so that the count is exact; nor do the
+// tiles of our own block, which nobody waits for.
 //
 // Why after the stores have *landed*: the TMA store pipeline only waits for its
 // stores to have read shared memory (cp.async.bulk.wait_group.read), so the signal
 // first waits for the bulk stores to complete (cp.async.bulk.wait_group 0, by the warp
 // that issued them), orders them before generic-proxy accesses
 // (fence.proxy.async.global), and then releases at system scope: a peer's copy engine
-// reads the tile next. The cost is one store round trip per tile in the epilogue warp
-// group, which otherwise overlaps the next tile's first stores with this one's.
+// reads the tiles next.
+//
+// When: a warp group counts the tiles it stores for one owner and signals them all at
+// once, when its next tile belongs to another owner (at that tile's store, after its
+// whole mainloop: the earlier stores have long landed, the wait costs nothing) or when
+// the kernel ends (the epilogue's destructor, after the last store). The gate waits
+// for all of a block's tiles, so one signal per run of tiles loses nothing, and a
+// system-scope release per tile (a store round trip and a fence in the consumer warp
+// groups) measured 4-9 % of the GEMM at K = 1024-3584 (docs/perf-log.md). The
+// scheduler computes the blocks other ranks own first, ours last, so every CTA
+// signals a peer's block as it moves on to the next one.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -47,43 +57,58 @@ class TileSignalEpilogue : public Base {
   CUTLASS_HOST_DEVICE TileSignalEpilogue(Params const& params, typename Base::TensorStorage& shared_tensors)
       : Base(params, shared_tensors), signal_(params.signal) {}
 
-  // The stock store of one tile, then its signal. Arguments as CUTLASS's kernels pass
-  // them: ..., problem shape (4), tile shape (5), tile coordinate (6), ..., thread
-  // index among the epilogue threads (9), ...
+  // The kernel's work loops run the destructor once per thread, after the last tile.
+  CUTLASS_DEVICE ~TileSignalEpilogue() { signalPending(); }
+
+  // The stock store of one tile, after the signal of the tiles before it when they
+  // belong to another owner. Arguments as CUTLASS's kernels pass them: ..., problem
+  // shape (4), tile shape (5), tile coordinate (6), ..., thread index among the
+  // epilogue threads (9: within its warp group in the ping-pong kernel), ...
   template <class... Args>
   CUTLASS_DEVICE auto store(Args&&... args) {
     auto tuple = std::forward_as_tuple(args...);
     const auto problem = std::get<4>(tuple);
     const auto tileShape = std::get<5>(tuple);
     const auto tileCoord = std::get<6>(tuple);
-    const int thread = std::get<9>(tuple);
+    thread_ = std::get<9>(tuple);
+    // Rows past M (whole clusters) or a column of tiles past N (swizzle bands round the
+    // columns up): nothing stored, nothing to count.
+    const int64_t row = int64_t(cute::get<0>(tileCoord)) * int64_t(cute::size<0>(tileShape));
+    const bool stored = row < int64_t(cute::get<0>(problem)) &&
+                        int64_t(cute::get<1>(tileCoord)) * int64_t(cute::size<1>(tileShape)) <
+                            int64_t(cute::get<1>(problem));
+    const int owner = stored && signal_.blockRows > 0 ? int(row / signal_.blockRows) : -1;
+    if (owner != pendingOwner_) signalPending();
     auto next = Base::store(std::forward<Args>(args)...);
-    // A column of tiles past N (swizzle bands round the columns up): nothing stored.
-    const bool inN = int64_t(cute::get<1>(tileCoord)) * int64_t(cute::size<1>(tileShape)) <
-                     int64_t(cute::get<1>(problem));
-    if (inN) signalTile(int64_t(cute::get<0>(tileCoord)), thread);
+    if (owner >= 0 && owner != signal_.self) {
+      pendingOwner_ = owner;
+      ++pendingTiles_;
+    }
     return next;
   }
 
  private:
-  // Warp 0 of the epilogue threads issued the tile's TMA stores (the stock epilogue's
-  // rule: all its lanes, each committing its own bulk groups); every lane waits for its
-  // own, then lane 0 releases the owner's counter.
-  CUTLASS_DEVICE void signalTile(int64_t tileRow, int thread) const {
-    if (signal_.counters == nullptr || thread / 32 != 0) return;
+  // Warp 0 of the epilogue threads (of each consumer warp group, ping-pong) issued the
+  // pending tiles' TMA stores (the stock epilogue's rule: all its lanes, each
+  // committing its own bulk groups); every lane waits for its own, then lane 0 adds
+  // the tiles to the owner's counter.
+  CUTLASS_DEVICE void signalPending() {
+    if (pendingTiles_ == 0 || signal_.counters == nullptr || thread_ / 32 != 0) return;
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     asm volatile("fence.proxy.async.global;" ::: "memory");
     __syncwarp();
-    if (thread == 0) {
-      const int64_t row = tileRow * signal_.blockM;
-      if (row >= signal_.M) return;  // a tile row past M (whole clusters): nothing stored
-      const int owner = int(row / signal_.blockRows);
-      uint32_t* counter = reinterpret_cast<uint32_t*>(signal_.counters + size_t(owner) * signal_.stride);
-      asm volatile("red.release.sys.global.add.u32 [%0], 1;" ::"l"(counter) : "memory");
+    if (thread_ == 0) {
+      uint32_t* counter = reinterpret_cast<uint32_t*>(signal_.counters + size_t(pendingOwner_) * signal_.stride);
+      asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(counter), "r"(pendingTiles_) : "memory");
     }
+    pendingTiles_ = 0;
+    pendingOwner_ = -1;
   }
 
   TileSignal signal_;
+  int pendingOwner_ = -1;      // the owner of the tiles stored and not yet signalled
+  uint32_t pendingTiles_ = 0;  // how many
+  int thread_ = 0;             // this thread's index among the epilogue threads
 };
 
 }  // namespace fc::engine
