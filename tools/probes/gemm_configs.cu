@@ -40,6 +40,14 @@ fcResult_t runScatterGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
 
 namespace {
 
+// The scatter kernel with its signals off (NULL counters): what the wrapper costs
+// without them.
+fcResult_t scatterNoSignal(const fc::engine::EngineGemm& g, cudaStream_t stream) {
+  fc::engine::EngineGemm quiet = g;
+  quiet.signal.counters = nullptr;
+  return fc::engine::runScatterGemm_bf16_t_128x128c2x1p(quiet, stream);
+}
+
 #define OK(call)                                                                  \
   do {                                                                            \
     cudaError_t e_ = (call);                                                      \
@@ -81,6 +89,10 @@ const Candidate kCandidates[] = {
     {"coop256x128c2x1", fc::engine::probe::coop256x128c2x1},
     {"scatter128x256c2x1", fc::engine::runScatterGemm_bf16_t_128x256c2x1},
     {"scatter128x128c2x1p", fc::engine::runScatterGemm_bf16_t_128x128c2x1p},
+    {"scatter128x128c2x1p_nosignal", scatterNoSignal},
+    // The first CUTLASS column again, last: what a column's place in the round costs.
+    {"coop128x256c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
+    {"pingpong128x128c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
 };
 constexpr int kIters = 5;
 
