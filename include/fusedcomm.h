@@ -231,7 +231,15 @@ fcResult_t fcCommInitRankConfig(fcComm_t* comm, int nranks, fcUniqueId id, int r
  * none is left and every comms[i] is NULL. The caller's current device is unchanged.
  * Errors: fcInvalidArgument (comms NULL, ndev < 1 or > 16, a device out of range or
  * listed twice: allowed with FC_SHARE_GPU=1, for functional tests on one GPU), and
- * those of fcCommInitRank. */
+ * those of fcCommInitRank.
+ * One thread may then issue every rank's operations, rank by rank, with one caveat:
+ * a call can block inside CUDA until its device is idle - the first launch of a
+ * cuBLASLt kernel (the fused GEMM ops: cuBLASLt loads a kernel at its first use; seen
+ * with CUDA 13) and a call that grows scratch (cudaMalloc) - and the device is never
+ * idle while an earlier op of that rank waits for a peer whose op this thread has not
+ * issued yet. That op then times out (fcTimeout from fcCommGetAsyncError). Issue the
+ * first call of each fused op and shape op by op (every rank's, then the next op), or
+ * from one thread per device, and size scratch up front (config.scratchBytes). */
 fcResult_t fcCommInitAll(fcComm_t* comms, int ndev, const int* devlist);
 
 /* Release the communicator: unmaps and frees its symmetric memory and closes its

@@ -350,7 +350,8 @@ struct LamportCall {
       Pack theirs = loadVolatilePack(p);
       ok = pollPack(dc, op, channel, buf, p, theirs, peer);
       if (ok && (theirs.x != mine.x || theirs.y != mine.y || theirs.z != mine.z)) {
-        recordError(dc, op, GiveUp::Mismatch, peer, channel, mine.x, theirs.x);
+        // (or a peer's earlier give-up, recorded as a wait for this push buffer)
+        recordMismatch(dc, op, peer, channel, mine.x, theirs.x, buf, buf, WaitKind::LamportData);
         ok = false;
       }
     }

@@ -96,6 +96,21 @@ __device__ inline void recordError(const DeviceComm& dc, Op op, GiveUp reason, i
       if (r != dc.rank) *reinterpret_cast<volatile uint32_t*>(peerAbortWord(dc, r)) = uint32_t(dc.rank) + 1u;
 }
 
+// Two ranks' op signatures differ at the same point: record a Mismatch naming both,
+// unless a peer has given up before. A rank that gave up runs on through the rest of
+// its ops without waiting (its kernels end on whatever their buffers hold), so its
+// flags and headers soon show a later op at our point: that is its give-up, not a
+// mismatch of the calls. Its recordError stored the word we read here before any of
+// those later flags (stream order, and their release stores; we read after acquiring).
+// expected, seen, kind: what the wait was for, recorded with the give-up.
+__device__ inline void recordMismatch(const DeviceComm& dc, Op op, int peer, int channel, uint32_t mine,
+                                      uint32_t theirs, uint32_t expected, uint32_t seen, WaitKind kind) {
+  if (const uint32_t aborter = loadVolatile(peerAbortWord(dc, dc.rank)); aborter != 0u)
+    recordError(dc, op, GiveUp::PeerAbort, int(aborter) - 1, channel, expected, seen, kind);
+  else
+    recordError(dc, op, GiveUp::Mismatch, peer, channel, mine, theirs);
+}
+
 // waitFlag: wait until *flag carries an epoch >= expected (wrap-safe) and, at exactly
 // `expected`, our signature; or until WaitExits says to give up. Returns true on
 // success. The hot loop is one acquire load of local memory; the host abort flag is
@@ -144,7 +159,7 @@ __device__ inline bool waitFlag(const DeviceComm& dc, Op op, const uint64_t* fla
     const uint32_t seen = uint32_t(word);
     if (int32_t(seen - expected) >= 0) {
       if (seen == expected && uint32_t(word >> 32) != sig) {
-        recordError(dc, op, GiveUp::Mismatch, peer, channel, sig, uint32_t(word >> 32));
+        recordMismatch(dc, op, peer, channel, sig, uint32_t(word >> 32), expected, seen, WaitKind::Epoch);
         return false;
       }
       return true;

@@ -33,7 +33,7 @@
 //            FC_SHARE_GPU=1 and one GPU, two ranks on it): all-reduce, copy-engine
 //            reduce-scatter, staged fcMatmulReduceScatter, checked exactly (one
 //            thread issues them: FC_INITALL_ORDER=rank, the default, rank by rank;
-//            =op, op by op)
+//            =op, op by op; FC_INITALL_OPS picks and orders them, e.g. "RM")
 //
 // Survivors must see the error within FC_TIMEOUT_MS + 2 s of starting the loop.
 #include <cuda_runtime_api.h>
@@ -288,51 +288,95 @@ int initAll() {
     CHECK_FC(fcCommCuDevice(r.comm, &dev));
     if (rank != d || dev != r.dev) return report(false, "comm %d has rank %d on device %d", d, rank, dev);
     CHECK_CUDA(cudaStreamCreateWithFlags(&r.stream, cudaStreamNonBlocking));
-    const std::vector<char> ha = fcPatternInput(fcFloat32, count, 99, d);
-    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.ar), ha.size()));
-    CHECK_CUDA(cudaMemcpy(r.ar, ha.data(), ha.size(), cudaMemcpyHostToDevice));
-    const std::vector<char> hr = fcPatternInput(fcFloat32, size_t(W) * rc, 7, d);
-    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsIn), hr.size()));
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.ar), count * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsIn), size_t(W) * rc * sizeof(float)));
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&r.rsOut), rc * sizeof(float)));
-    CHECK_CUDA(cudaMemcpy(r.rsIn, hr.data(), hr.size(), cudaMemcpyHostToDevice));
-    std::vector<char> hA(mmM * kMmK * 2), hB(kMmK * kMmN * 2);
-    for (size_t i = 0; i < mmM * kMmK; ++i) fcStore(hA.data(), fcBfloat16, i, ternary(11, d, i));
-    for (size_t i = 0; i < kMmK * kMmN; ++i) fcStore(hB.data(), fcBfloat16, i, ternary(13, d, i));
-    CHECK_CUDA(cudaMalloc(&r.A, hA.size()));
-    CHECK_CUDA(cudaMalloc(&r.B, hB.size()));
+    CHECK_CUDA(cudaMalloc(&r.A, mmM * kMmK * 2));
+    CHECK_CUDA(cudaMalloc(&r.B, kMmK * kMmN * 2));
     CHECK_CUDA(cudaMalloc(&r.C, ms * kMmN * 2));
-    CHECK_CUDA(cudaMemcpy(r.A, hA.data(), hA.size(), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(r.B, hB.data(), hB.size(), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemset(r.rsOut, 0xff, rc * sizeof(float)));  // poison: NaN
-    CHECK_CUDA(cudaMemset(r.C, 0xff, ms * kMmN * 2));
-    CHECK_CUDA(cudaDeviceSynchronize());
   }
-  // Op k of rank r. FC_INITALL_ORDER=rank (default): rank 0 issues all its ops, then
-  // rank 1, ...; =op: every rank issues op 0, then every rank op 1, ...
+  // Every rank's inputs, its outputs poisoned (NaN), before each round.
+  auto upload = [&]() -> bool {
+    for (int d = 0; d < W; ++d) {
+      InitAllRank& r = ranks[size_t(d)];
+      if (cudaSetDevice(r.dev) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return false;
+      const std::vector<char> ha = fcPatternInput(fcFloat32, count, 99, d);
+      const std::vector<char> hr = fcPatternInput(fcFloat32, size_t(W) * rc, 7, d);
+      std::vector<char> hA(mmM * kMmK * 2), hB(kMmK * kMmN * 2);
+      for (size_t i = 0; i < mmM * kMmK; ++i) fcStore(hA.data(), fcBfloat16, i, ternary(11, d, i));
+      for (size_t i = 0; i < kMmK * kMmN; ++i) fcStore(hB.data(), fcBfloat16, i, ternary(13, d, i));
+      if (cudaMemcpy(r.ar, ha.data(), ha.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(r.rsIn, hr.data(), hr.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(r.A, hA.data(), hA.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemcpy(r.B, hB.data(), hB.size(), cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaMemset(r.rsOut, 0xff, rc * sizeof(float)) != cudaSuccess ||
+          cudaMemset(r.C, 0xff, ms * kMmN * 2) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+        return false;
+    }
+    return true;
+  };
+  // The ops, in order: FC_INITALL_OPS, letters A (the all-reduce, at most once: it is
+  // in place), R (the reduce-scatter), M (the GEMM + reduce-scatter); default "ARM".
+  // Every op kind issued is checked. FC_INITALL_ORDER=rank (default): rank 0 issues all
+  // its ops, then rank 1, ...; =op: every rank issues op 0, then every rank op 1, ...
+  const std::string ops = getenv("FC_INITALL_OPS") ? getenv("FC_INITALL_OPS") : "ARM";
+  if (ops.empty() || ops.find_first_not_of("ARM") != std::string::npos || std::count(ops.begin(), ops.end(), 'A') > 1)
+    return report(false, "FC_INITALL_OPS=%s: letters A (at most once), R, M", ops.c_str());
+  const int nops = int(ops.size());
   auto issue = [&](InitAllRank& r, int k) {
     cudaSetDevice(r.dev);
-    return k == 0   ? fcAllReduceOneShot(r.ar, r.ar, count, fcFloat32, fcSum, r.comm, r.stream)
-           : k == 1 ? fcReduceScatter(r.rsIn, r.rsOut, rc, fcFloat32, fcSum, r.comm, r.stream)
-                    : fcMatmulReduceScatter(r.A, r.B, r.C, mmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream);
+    const char op = ops[size_t(k)];
+    return op == 'A'   ? fcAllReduceOneShot(r.ar, r.ar, count, fcFloat32, fcSum, r.comm, r.stream)
+           : op == 'R' ? fcReduceScatter(r.rsIn, r.rsOut, rc, fcFloat32, fcSum, r.comm, r.stream)
+                       : fcMatmulReduceScatter(r.A, r.B, r.C, mmM, kMmN, kMmK, fcOpN, fcBfloat16, r.comm, r.stream);
   };
+  // A round: every rank's ops in `opMajor` order; then every stream synchronised and
+  // every communicator's asynchronous error read (a device wait that gave up leaves
+  // the output as it was and reports there, not at the call).
+  auto round = [&](bool opMajor, const char* name) -> int {
+    if (!upload()) return report(false, "%s round: uploading the inputs failed", name);
+    for (int i = 0; i < nops * W; ++i) {
+      const int d = opMajor ? i % W : i / nops, k = opMajor ? i / W : i % nops;
+      if (issue(ranks[size_t(d)], k) != fcSuccess)
+        return report(false, "%s round, rank %d, op %d of %s (%s order): %s", name, d, k, ops.c_str(),
+                      opMajor ? "op" : "rank", fcGetLastError(nullptr));
+    }
+    for (int d = 0; d < W; ++d) {
+      InitAllRank& r = ranks[size_t(d)];
+      CHECK_CUDA(cudaSetDevice(r.dev));
+      CHECK_CUDA(cudaStreamSynchronize(r.stream));
+      fcResult_t async = fcSuccess;
+      CHECK_FC(fcCommGetAsyncError(r.comm, &async));
+      if (async != fcSuccess)
+        return report(false, "%s round (%s order, ops %s): rank %d's communicator reports %d: %s", name,
+                      opMajor ? "op" : "rank", ops.c_str(), d, int(async), fcGetLastError(nullptr));
+    }
+    return 0;
+  };
+  // The first call of a fused GEMM op (cuBLASLt loads a kernel at its first launch)
+  // or one that grows scratch can block in CUDA until the device is idle, which it
+  // never is while an op this thread issued waits for a peer it has not issued yet:
+  // one thread issuing rank by rank must issue such first calls op by op
+  // (include/fusedcomm.h, fcCommInitAll). So a warm-up round op by op first, unless
+  // FC_INITALL_WARMUP=0 (which shows the block: a timeout reported by the
+  // communicator, in about FC_TIMEOUT_MS).
   const bool opMajor = std::string(getenv("FC_INITALL_ORDER") ? getenv("FC_INITALL_ORDER") : "") == "op";
-  for (int i = 0; i < 3 * W; ++i) {
-    const int d = opMajor ? i % W : i / 3, k = opMajor ? i / W : i % 3;
-    if (issue(ranks[size_t(d)], k) != fcSuccess)
-      return report(false, "rank %d, op %d (%s order): %s", d, k, opMajor ? "op" : "rank", fcGetLastError(nullptr));
-  }
+  if (fcEnvInt("FC_INITALL_WARMUP", 1) != 0)
+    if (const int failed = round(true, "warm-up"); failed != 0) return failed;
+  if (const int failed = round(opMajor, "checked"); failed != 0) return failed;
+  const bool ranAr = ops.find('A') != std::string::npos, ranRs = ops.find('R') != std::string::npos,
+             ranMm = ops.find('M') != std::string::npos;
   double worstAr = 0, worstRs = 0;
   size_t badMm = 0;
   for (int d = 0; d < W; ++d) {
     InitAllRank& r = ranks[size_t(d)];
     CHECK_CUDA(cudaSetDevice(r.dev));
-    CHECK_CUDA(cudaStreamSynchronize(r.stream));
     std::vector<char> h(count * sizeof(float));
     CHECK_CUDA(cudaMemcpy(h.data(), r.ar, h.size(), cudaMemcpyDeviceToHost));
-    worstAr = std::max(worstAr, fcPatternSumError(h.data(), fcFloat32, count, 99, W));
+    if (ranAr) worstAr = std::max(worstAr, fcPatternSumError(h.data(), fcFloat32, count, 99, W));
     std::vector<float> rs(rc);
     CHECK_CUDA(cudaMemcpy(rs.data(), r.rsOut, rc * sizeof(float), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < rc; ++i) {
+    for (size_t i = 0; i < rc && ranRs; ++i) {
       int want = 0;
       for (int q = 0; q < W; ++q) want += fcPatternValue(7, q, size_t(d) * rc + i);
       const double e = std::fabs(double(rs[i]) - want);
@@ -342,7 +386,7 @@ int initAll() {
     std::vector<char> hc(ms * kMmN * 2);
     CHECK_CUDA(cudaMemcpy(hc.data(), r.C, hc.size(), cudaMemcpyDeviceToHost));
     std::vector<float> acc(kMmN);
-    for (size_t i = 0; i < ms; ++i) {
+    for (size_t i = 0; i < ms && ranMm; ++i) {
       std::fill(acc.begin(), acc.end(), 0.f);
       for (int q = 0; q < W; ++q)
         for (size_t k = 0; k < kMmK; ++k) {
@@ -361,9 +405,9 @@ int initAll() {
     CHECK_FC(fcCommDestroy(r.comm));
   }
   return report(worstAr == 0.0 && worstRs == 0.0 && badMm == 0,
-                "fcCommInitAll, %d ranks on %s: all-reduce max error %g, copy-engine reduce-scatter max error "
-                "%g, staged fcMatmulReduceScatter %zu wrong elements",
-                W, ndev > 1 ? "one GPU each" : "GPU 0", worstAr, worstRs, badMm);
+                "fcCommInitAll, %d ranks on %s, ops %s: all-reduce max error %g, copy-engine reduce-scatter max "
+                "error %g, staged fcMatmulReduceScatter %zu wrong elements (unchecked where not run)",
+                W, ndev > 1 ? "one GPU each" : "GPU 0", ops.c_str(), worstAr, worstRs, badMm);
 }
 
 }  // namespace

@@ -7,26 +7,38 @@
 
 namespace fc::engine {
 
-// The instantiations (allgather_gemm_<type>_<B layout>_<config>.cu).
-#define FC_ENGINE_DECLARE(type, layout)                                                             \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
-FC_ENGINE_DECLARE(bf16, n)
-FC_ENGINE_DECLARE(bf16, t)
-FC_ENGINE_DECLARE(fp16, n)
-FC_ENGINE_DECLARE(fp16, t)
+// The instantiations: all-gather + GEMM (allgather_gemm_<type>_<B layout>_<config>.cu)
+// and GEMM + reduce-scatter (scatter_gemm_...), each in two configurations ('p':
+// ping-pong), in a table [fp16][B^T][128 x 128 tiles].
+#define FC_ENGINE_DECLARE(kind, type, layout)                                                  \
+  fcResult_t run##kind##Gemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
+  fcResult_t run##kind##Gemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
+#define FC_ENGINE_DECLARE_ALL(kind)  \
+  FC_ENGINE_DECLARE(kind, bf16, n) \
+  FC_ENGINE_DECLARE(kind, bf16, t) \
+  FC_ENGINE_DECLARE(kind, fp16, n) \
+  FC_ENGINE_DECLARE(kind, fp16, t)
+FC_ENGINE_DECLARE_ALL(AllGather)
+FC_ENGINE_DECLARE_ALL(Scatter)
+#undef FC_ENGINE_DECLARE_ALL
 #undef FC_ENGINE_DECLARE
-// GEMM + reduce-scatter (scatter_gemm_<type>_<B layout>_<config>.cu; 'p': ping-pong).
-#define FC_SCATTER_DECLARE(type, layout)                                                           \
-  fcResult_t runScatterGemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
-  fcResult_t runScatterGemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
-FC_SCATTER_DECLARE(bf16, n)
-FC_SCATTER_DECLARE(bf16, t)
-FC_SCATTER_DECLARE(fp16, n)
-FC_SCATTER_DECLARE(fp16, t)
-#undef FC_SCATTER_DECLARE
 
 namespace {
+
+using Run = fcResult_t (*)(const EngineGemm&, cudaStream_t);
+#define FC_ENGINE_ENTRY(kind, type, layout) \
+  { run##kind##Gemm_##type##_##layout##_128x256c2x1, run##kind##Gemm_##type##_##layout##_128x128c2x1p }
+#define FC_ENGINE_TABLE(kind)                                           \
+  {{FC_ENGINE_ENTRY(kind, bf16, n), FC_ENGINE_ENTRY(kind, bf16, t)},  \
+   {FC_ENGINE_ENTRY(kind, fp16, n), FC_ENGINE_ENTRY(kind, fp16, t)}}
+const Run kAllGather[2][2][2] = FC_ENGINE_TABLE(AllGather);
+const Run kScatter[2][2][2] = FC_ENGINE_TABLE(Scatter);
+#undef FC_ENGINE_TABLE
+#undef FC_ENGINE_ENTRY
+
+fcResult_t dispatch(const Run (&table)[2][2][2], const EngineGemm& g, bool small, cudaStream_t stream) {
+  return table[g.datatype == fcFloat16][g.transB == fcOpT][small](g, stream);
+}
 
 // 128 x 128 tiles (ping-pong) when they need fewer waves of the GPU than 128 x 256
 // ones (cooperative), counted in the time of a 128 x 256 tile (two of the smaller
@@ -60,13 +72,7 @@ bool engineSupports(const EngineGemm& g) {
 }
 
 fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
-  const bool t = g.transB == fcOpT, small = smallTiles(g);
-  if (g.datatype == fcBfloat16) {
-    if (t) return small ? runAllGatherGemm_bf16_t_128x128c2x1p(g, stream) : runAllGatherGemm_bf16_t_128x256c2x1(g, stream);
-    return small ? runAllGatherGemm_bf16_n_128x128c2x1p(g, stream) : runAllGatherGemm_bf16_n_128x256c2x1(g, stream);
-  }
-  if (t) return small ? runAllGatherGemm_fp16_t_128x128c2x1p(g, stream) : runAllGatherGemm_fp16_t_128x256c2x1(g, stream);
-  return small ? runAllGatherGemm_fp16_n_128x128c2x1p(g, stream) : runAllGatherGemm_fp16_n_128x256c2x1(g, stream);
+  return dispatch(kAllGather, g, smallTiles(g), stream);
 }
 
 namespace {
@@ -90,15 +96,10 @@ bool scatterGemmSupports(const EngineGemm& g) {
 }
 
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream) {
-  const bool t = g.transB == fcOpT, small = scatterSmallTiles(g);
+  const bool small = scatterSmallTiles(g);
   FC_TRACE("GEMM engine, reduce-scatter: M %zu N %zu K %zu: %s", g.M, g.N, g.K,
            small ? "128 x 128 ping-pong" : "128 x 256 cooperative");
-  if (g.datatype == fcBfloat16) {
-    if (t) return small ? runScatterGemm_bf16_t_128x128c2x1p(g, stream) : runScatterGemm_bf16_t_128x256c2x1(g, stream);
-    return small ? runScatterGemm_bf16_n_128x128c2x1p(g, stream) : runScatterGemm_bf16_n_128x256c2x1(g, stream);
-  }
-  if (t) return small ? runScatterGemm_fp16_t_128x128c2x1p(g, stream) : runScatterGemm_fp16_t_128x256c2x1(g, stream);
-  return small ? runScatterGemm_fp16_n_128x128c2x1p(g, stream) : runScatterGemm_fp16_n_128x256c2x1(g, stream);
+  return dispatch(kScatter, g, small, stream);
 }
 
 }  // namespace fc::engine
