@@ -41,8 +41,9 @@
 //
 // Engine (FC_MMRS_ALGO=engine only, until measured on two GPUs; partials in the input
 // type): one persistent CUTLASS GEMM (src/gemm/engine) writes our whole partial
-// product into our workspace, tile rows from block rank+1 on and ours last, and each
-// tile, once stored, adds 1 to its owner's counter for us (tile_signal_epilogue.cuh).
+// product into our workspace, tile rows from block rank+1 on and ours last, and its
+// tiles, once stored, count on their owner's counter for us (tile_signal_epilogue.cuh;
+// a warp group adds its run of tiles for one owner at once).
 // Our copy queue pulls our block from rank r once its gate (a one-thread kernel with
 // the library's deadline, tile_gate.cu) sees r's counter reach the block's tiles,
 // rank-1's first (it computes our block first), while the GEMM goes on; then the
@@ -80,7 +81,8 @@ fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partia
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
 // The engine's GEMM: every row of our partial product into our workspace, tile rows
-// from rank+1's block on (ours last); each tile adds 1 to its owner's counter for us.
+// from rank+1's block on (ours last); each tile counts on its owner's counter for us
+// (ours excepted: nobody waits for them).
 // Two SMs stay free for the gates of the copy queue (tile_gate.cu).
 engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
   const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M);
@@ -209,10 +211,10 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
 }
 
 // The engine path: one persistent GEMM writes our partial product into our workspace,
-// block rank+1 first and ours last, each tile signalling its owner once stored; the
-// copy queue pulls our block from each peer as soon as that peer's gate opens (it
-// computes our block at step rank - r), while the GEMM goes on; then the final sum
-// and barrier, as the fused pipeline's.
+// block rank+1 first and ours last, its tiles counted on their owner's counter once
+// stored; the copy queue pulls our block from each peer as soon as that peer's gate
+// opens (it computes our block at step rank - r), while the GEMM goes on; then the
+// final sum and barrier, as the fused pipeline's.
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const MatmulReduceScatterArgs& a,
                      uint32_t sig, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -232,8 +234,9 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   }
   FC_CHECK(copies.mark(size_t(W)));
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  // Every counter back to zero (ours too: our own block's tiles count there), after the
-  // GEMM and the gates, before the final barrier after which peers signal again.
+  // Every counter back to zero (ours stays zero: our own block's tiles count nothing),
+  // after the GEMM and the gates, before the final barrier after which peers signal
+  // again.
   FC_CUDA_CHECK(cudaMemsetAsync(counters, 0, size_t(W) * sizeof(uint32_t), stream));
   const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
   FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));

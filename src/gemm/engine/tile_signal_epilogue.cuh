@@ -19,11 +19,13 @@
 // once, when its next tile belongs to another owner (at that tile's store, after its
 // whole mainloop: the earlier stores have long landed, the wait costs nothing) or when
 // the kernel ends (the epilogue's destructor, after the last store). The gate waits
-// for all of a block's tiles, so one signal per run of tiles loses nothing, and a
-// system-scope release per tile (a store round trip and a fence in the consumer warp
-// groups) measured 4-9 % of the GEMM at K = 1024-3584 (docs/perf-log.md). The
-// scheduler computes the blocks other ranks own first, ours last, so every CTA
-// signals a peer's block as it moves on to the next one.
+// for all of a block's tiles, so one signal per run of tiles loses nothing, and a warp
+// group releases about once per call instead of once per tile (a store round trip and
+// a system-scope fence in the consumer warp groups each). Measured on one H200
+// (docs/perf-log.md): per tile, deferred or batched, the kernel's time stays within
+// noise; the signals cost 1-3.5 % of it at K = 1024-1280. The scheduler computes the
+// blocks other ranks own first, ours last, so every CTA signals a peer's block as it
+// moves on to the next one.
 #pragma once
 
 #include <cute/tensor.hpp>
