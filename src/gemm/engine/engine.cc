@@ -46,11 +46,12 @@ fcResult_t dispatch(const Run (&table)[2][2][2], const EngineGemm& g, bool small
 // the bigger tiles reuse more (measured interleaved on one H200, docs/perf-log.md:
 // 512 x 3072 x 4096 in 24.4 instead of 43.0 us, 512 x 27648 x 5120 in 196 instead of
 // 217; but 512 x 14336 x 4096, a tie in waves, in 84.8 with the bigger tiles against
-// 90.0). The ping-pong schedule's 128 x 128 tiles ran 0-14 % faster than the
-// cooperative ones on every shape measured, most where K is short. Also where B is
-// far beyond L2 (over 128 MiB): 2048 and 8192 x 27648 x 5120 (B 270 MiB) in 1.00 and
-// 1.01x cuBLASLt's time against 1.05 and 1.08, 4096 x 6656 x 16384 (208 MiB) 0.99
-// against 1.04; at 112 MiB (x 14336 x 4096, x 7168 x 8192) the two tie.
+// 90.0). The ping-pong schedule's 128 x 128 tiles ran up to 14 % faster than the
+// cooperative ones (most where K is short) and never more than 3 % slower (within
+// the runs' noise). Also where B is far beyond L2 (over 128 MiB): 2048 and 8192 x
+// 27648 x 5120 (B 270 MiB) in 1.00 and 1.01x cuBLASLt's time against 1.05 and 1.08,
+// 4096 x 6656 x 16384 (208 MiB) 0.99 against 1.04; at 112 MiB (x 14336 x 4096,
+// x 7168 x 8192) the two tie.
 bool smallTiles(const EngineGemm& g) {
   if (g.N * g.K * 2 > (size_t(128) << 20)) return true;
   const size_t sms = size_t(g.smCount);
