@@ -239,7 +239,10 @@ fcResult_t fcCommInitRankConfig(fcComm_t* comm, int nranks, fcUniqueId id, int r
  * idle while an earlier op of that rank waits for a peer whose op this thread has not
  * issued yet. That op then times out (fcTimeout from fcCommGetAsyncError). Issue the
  * first call of each fused op and shape op by op (every rank's, then the next op), or
- * from one thread per device, and size scratch up front (config.scratchBytes). */
+ * from one thread per device, and size scratch up front (config.scratchBytes).
+ * libfusedcomm's own kernels never block so: every communicator loads all of them
+ * into its device's context when it is made (CUDA drivers >= 12.5; older ones load
+ * lazily, at first launch). */
 fcResult_t fcCommInitAll(fcComm_t* comms, int ndev, const int* devlist);
 
 /* Release the communicator: unmaps and frees its symmetric memory and closes its

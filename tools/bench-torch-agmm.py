@@ -27,7 +27,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# The source tree's package last: an installed one (the wheel, which bundles the library) on
+# PYTHONPATH comes first.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 from fusedcomm.bench import Table, init_process_group, ints, parse_args, time_graphs  # noqa: E402
 

@@ -25,7 +25,9 @@ os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# The source tree's package last: an installed one (the wheel, which bundles the library) on
+# PYTHONPATH comes first.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
 from fusedcomm.bench import (  # noqa: E402

@@ -26,8 +26,11 @@ os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
 os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
+import torch.distributed._symmetric_memory  # noqa: E402,F401  (registers torch.ops.symm_mem.*)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# The source tree's package last: an installed one (the wheel, which bundles the library) on
+# PYTHONPATH comes first.
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import fusedcomm  # noqa: E402
 from fusedcomm.bench import Table, init_process_group, ints, parse_args, time_graphs  # noqa: E402
 
@@ -67,7 +70,8 @@ def main():
                 dist.reduce_scatter_tensor(ref_out, p)
 
             def torch_fused():
-                torch.ops.symm_mem.fused_matmul_reduce_scatter(a, w.t(), "sum", scatter_dim=0, group_name=group_name)
+                return torch.ops.symm_mem.fused_matmul_reduce_scatter(a, w.t(), "sum", scatter_dim=0,
+                                                                      group_name=group_name)
 
             def ours(on=comm):
                 on.matmul_reduce_scatter(a.data_ptr(), w.data_ptr(), c.data_ptr(), m, n, k, bf16, fusedcomm.OP_T, s())

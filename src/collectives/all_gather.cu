@@ -9,6 +9,7 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "collectives/regions.h"
+#include "core/preload.h"
 #include "core/result.h"
 #include "device/sync.cuh"
 
@@ -86,6 +87,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(allGatherKernel<float, 2>);
 
 fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                            size_t sendcount, fcDataType_t datatype, const SymSource* symmetricIn,

@@ -27,6 +27,7 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 
 namespace fc {
@@ -116,6 +117,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(allReduceLamportKernel<float, 2, false>);
 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,

@@ -28,6 +28,7 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 
 namespace fc {
@@ -205,6 +206,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(allReduceLamportTwoShotKernel<float, 2>);
 
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                          void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,

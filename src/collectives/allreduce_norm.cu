@@ -32,6 +32,7 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 
 namespace fc {
@@ -220,6 +221,9 @@ unsigned rowThreads(size_t rowPacks) {
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
                                       cudaStream_t stream) {

@@ -13,6 +13,7 @@
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 #include "device/sync.cuh"
 
@@ -76,6 +77,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(allReduceOneShotKernel<float, 2>);
 
 size_t allReduceOneShotWorkspace(size_t bytes) { return (bytes + 15) / 16 * 16; }
 

@@ -5,6 +5,7 @@
 // transfers, with their own op signature so that mismatched calls are caught.
 #include "collectives/collectives.h"
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 #include "device/sync.cuh"
 
@@ -21,6 +22,9 @@ __global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig) {
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(barrierKernel);
 
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream) {
   return launchOpBarrier(dc, channel, Op::Barrier, opSignature(Op::Barrier, 0, 0), stream);

@@ -9,6 +9,7 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "collectives/regions.h"
+#include "core/preload.h"
 #include "core/result.h"
 #include "device/sync.cuh"
 
@@ -78,6 +79,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(reduceScatterKernel<float, 2>);
 
 fcResult_t launchReduceScatter(const DeviceComm& dc, int channel, const void* sendbuff,
                                void* recvbuff, size_t recvcount, fcDataType_t datatype,

@@ -24,6 +24,7 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/launch.h"
 #include "core/datatype.h"
+#include "core/preload.h"
 #include "core/result.h"
 
 namespace fc {
@@ -87,6 +88,9 @@ fcResult_t localReduce(fcDataType_t dt, int nranks, const void* blocks, size_t b
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(localReduceKernel<float, 2>);
 
 fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& copies,
                                  const void* sendbuff, void* recvbuff, size_t recvcount,

@@ -10,6 +10,7 @@
 #include "core/driver.h"
 #include "core/env.h"
 #include "core/log.h"
+#include "core/preload.h"
 #include "core/result.h"
 
 namespace fc {
@@ -126,6 +127,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->params = params;
   CUdevice cuDev;
   FC_CHECK(checkDevice(&comm->cudaDev, &cuDev));
+  FC_CHECK(preloadKernels());
   FC_CUDA_CHECK(cudaDeviceGetAttribute(&comm->smCount, cudaDevAttrMultiProcessorCount, comm->cudaDev));
 
   FC_CHECK(Bootstrap::create(id, rank, nranks, params.timeoutMs, &comm->bootstrap));

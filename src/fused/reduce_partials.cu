@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 #include "device/pack.cuh"
 #include "fused/fused.h"
@@ -75,6 +76,9 @@ fcResult_t launchFor(fcDataType_t partials, const void* own, const void* receive
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(reducePartialsKernel<float, __nv_bfloat16>);
 
 fcResult_t launchReducePartials(const void* own, const void* received, size_t blockElems, int nreceived,
                                 fcDataType_t partials, void* out, size_t n, fcDataType_t datatype,

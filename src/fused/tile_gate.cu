@@ -4,6 +4,7 @@
 // the copy queue pulls a complete block. A kernel, not cuStreamWaitValue32: a stream
 // wait has no deadline, and a dead peer would hang the stream.
 #include "collectives/launch.h"
+#include "core/preload.h"
 #include "core/result.h"
 #include "device/sync.cuh"
 #include "fused/fused.h"
@@ -19,6 +20,9 @@ __global__ void tileGateKernel(DeviceComm dc, int channel, const uint32_t* count
 }
 
 }  // namespace
+
+// Loaded with the communicator, not at first launch (core/preload.h).
+FC_PRELOAD_MODULE_OF(tileGateKernel);
 
 fcResult_t launchTileGate(const DeviceComm& dc, int channel, const uint32_t* counter, uint32_t tiles, int producer,
                           cudaStream_t stream) {

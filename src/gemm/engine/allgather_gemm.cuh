@@ -24,6 +24,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "core/preload.h"
 #include "core/result.h"
 #include "gemm/engine/allgather_scheduler.cuh"
 #include "gemm/engine/engine.h"
@@ -81,7 +82,12 @@ struct EngineGemmKernel {
   static constexpr bool kOurScheduler = std::is_same_v<SchedulerTag, AllGatherSchedulerTag>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
+  // Loaded with every communicator, not at its first launch (core/preload.h).
+  static inline const bool kPreloaded =
+      registerKernelModule(reinterpret_cast<const void*>(cutlass::device_kernel<Kernel>));
+
   static fcResult_t run(const EngineGemm& g, cudaStream_t stream) {
+    (void)kPreloaded;  // instantiates the registration in each unit that runs this kernel
     const int M = int(g.M), N = int(g.N), K = int(g.K);
     auto strideA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(M, K, 1));
     auto strideB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(N, K, 1));
