@@ -96,7 +96,8 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   const bool pdl = comm->params.pdl;
   if (small) {
     FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
-    return commOpEnd(comm, c.lane, stream, launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, stream));
+    return commOpEnd(comm, c.lane, stream, launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl,
+                                                                     comm->params.normStages, stream));
   }
   // Large: the all-reduce into normOut (the fp8 variant: into the channel's scratch),
   // then residual + RMSNorm over it.

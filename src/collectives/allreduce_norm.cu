@@ -25,6 +25,7 @@
 //
 // Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
 // adds the residual and normalises each row (one CTA per row, rows in turn).
+// fc-bench normstages times the small path's stages (device/norm_stages.h).
 #include <cuda_fp8.h>
 
 #include "collectives/chunks.cuh"
@@ -112,15 +113,27 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // written. Every data thread calls it for every row, also once `failed` is set (it then
 // skips the sums and the stores but still passes the row's barrier, so that none is
 // left waiting there). Returns whether this thread's sums all came.
+//
+// stages (device/norm_stages.h): kNormFull in real calls, a constant there, so that
+// the tests below fold away. kNormPrefetch loads this thread's first residual and
+// weight pack before the first sum (whose polls wait for the peers), not after it.
 template <typename T, typename Sum>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
-                                        int parity, bool failed, float invScale, Sum sum) {
+                                        int parity, bool failed, float invScale, Sum sum,
+                                        uint32_t stages = kNormFull) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const size_t rowPacks = c.hidden / E, first = row * rowPacks;
   const Pack* residual = static_cast<const Pack*>(c.residual) + first;
   const Pack* weight = static_cast<const Pack*>(c.weight);
   Pack* residualOut = static_cast<Pack*>(c.residualOut) + first;
   Pack* out = c.out ? static_cast<Pack*>(c.out) + first : nullptr;  // NULL: the fp8 output instead
+  const bool prefetch = (stages & kNormPrefetch) && threadIdx.x < rowPacks;
+  const Pack zero{0u, 0u, 0u, 0u};
+  Pack residual0 = zero, weight0 = zero;
+  if (prefetch) {
+    residual0 = residual[threadIdx.x];
+    weight0 = weight[threadIdx.x];
+  }
   Pack keep[kKeep];
   float ss = 0.f;
   int j = 0;
@@ -130,24 +143,28 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
       failed = true;
       break;
     }
-    const Pack x = addResidual<T>(acc, residual[p], ss);
+    const Pack r = !(stages & kNormResidual) ? zero : prefetch && j == 0 ? residual0 : residual[p];
+    const Pack x = addResidual<T>(acc, r, ss);
     residualOut[p] = x;
     if (j < kKeep) keep[j] = x;
   }
+  if (!(stages & kNormNorm)) return !failed;  // uniform over the CTA: no barrier skipped by some
   const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(c.hidden) + c.eps);
   if (failed) return false;
   j = 0;
   for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
     // Beyond the registers, re-read what this thread stored above (its own write).
     const Pack x = j < kKeep ? keep[j] : residualOut[p];
-    storeNormed<T>(c, out, p, (first + p) * E, x, weight[p], rstd, invScale);
+    storeNormed<T>(c, out, p, (first + p) * E, x, prefetch && j == 0 ? weight0 : weight[p], rstd, invScale);
   }
   return true;
 }
 
-template <typename T, int NR>
+// kMeasure: stagesArg says which stages run (device/norm_stages.h, fc-bench
+// normstages); otherwise every stage, once (kNormFull).
+template <typename T, int NR, bool kMeasure>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig) {
+    allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
   const int W = NR > 0 ? NR : dc.nranks;
@@ -163,13 +180,14 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   dev::LamportCall call(dc, channel, sig, packs * E);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   const size_t rowStep = gridDim.x;  // maxCtas
+  const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
 
   int failed = 0;
   if (call.isCallWarp()) {
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
   } else {
     // 1. Push our rows' packs into our slot of every peer's current buffer.
-    for (size_t row = blockIdx.x; row < c.tokens; row += rowStep)
+    for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormPush); row += rowStep)
       for (size_t pk = row * rowPacks + threadIdx.x; pk < (row + 1) * rowPacks; pk += threads) {
         const Pack v = dev::notEmpty(in[pk]);
 #pragma unroll 8
@@ -178,7 +196,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
-    run.resetStale();
+    if (stages & kNormReset) run.resetStale();
 
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
     // every rank), then the residual and the norm.
@@ -186,8 +204,8 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       return run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc);
     };
     int parity = 0;
-    for (size_t row = blockIdx.x; row < c.tokens; row += rowStep, parity ^= 1)
-      failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, sum);
+    for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1)
+      failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, sum, stages);
   }
   if (__syncthreads_or(failed)) return;
   const uint32_t used[1] = {uint32_t(packs)};
@@ -226,15 +244,18 @@ unsigned rowThreads(size_t rowPacks) {
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      cudaStream_t stream) {
+                                      uint32_t stages, cudaStream_t stream) {
   const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
     // Every CTA in every call (the Rows kind's rule, lamport.cuh).
     const unsigned grid = unsigned(dc.maxCtas);
     const unsigned threads = rowThreads(c.hidden / dev::PackTraits<T>::kElems) + unsigned(dev::kCallWarpThreads);
-    auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value>; });
-    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, c, sig);
+    auto kernel =
+        stages == kNormFull
+            ? byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value, false>; })
+            : byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value, true>; });
+    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, c, sig, stages);
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/copy_queue.h"
 #include "device/device_comm.h"
+#include "device/norm_stages.h"
 #include "fusedcomm.h"
 
 namespace fc {
@@ -49,9 +50,9 @@ struct NormCall {
 
 // All-reduce + residual + RMSNorm in one Lamport kernel (allreduce_norm.cu):
 // tokens * hidden * size must not exceed kLamportSlotBytes. pdl: launch with
-// programmatic dependent launch.
+// programmatic dependent launch. stages: kNormFull in real calls (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      cudaStream_t stream);
+                                      uint32_t stages, cudaStream_t stream);
 
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).

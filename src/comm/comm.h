@@ -18,6 +18,7 @@
 #include "core/copy_queue.h"
 #include "gemm/gemm.h"
 #include "device/device_comm.h"
+#include "device/norm_stages.h"
 #include "fusedcomm.h"
 #include "memory/symmetric_heap.h"
 
@@ -65,6 +66,9 @@ struct CommParams {
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
   // anything but full only for timing them (fc-bench stages): wrong results.
   uint32_t lamportStages = kLamportFull;
+  // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
+  // anything but full or prefetch only for timing them (fc-bench normstages).
+  uint32_t normStages = kNormFull;
 };
 
 // Resolve `config` (may be NULL) over the environment (FC_TIMEOUT_MS,

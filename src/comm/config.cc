@@ -60,6 +60,14 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"reset-twice", kLamportFull | kLamportResetTwice},
     {"no-reset", kLamportPush | kLamportSum | kLamportSave},
     {"no-save", kLamportPush | kLamportSum | kLamportReset}};
+// FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
+constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
+    {"full", kNormFull},
+    {"prefetch", kNormFull | kNormPrefetch},
+    {"no-norm", kNormPush | kNormSum | kNormResidual | kNormReset},
+    {"allreduce-only", kNormPush | kNormSum | kNormReset},
+    {"push-only", kNormPush | kNormReset},
+    {"no-reset", kNormFull & ~uint32_t(kNormReset)}};
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -84,6 +92,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
   FC_CHECK(choiceFromEnv("FC_PDL", kOnOff, &p->pdl));
   FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
+  FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

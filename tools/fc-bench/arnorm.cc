@@ -17,23 +17,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "bench.h"
 #include "fc_data.h"
-
-namespace {
-
-std::vector<size_t> parseList(const std::string& s) {
-  std::vector<size_t> v;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) v.push_back(parseBytes(item));
-  return v;
-}
-
-}  // namespace
 
 int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
   const fcDataType_t type = parseType(o.dtype);

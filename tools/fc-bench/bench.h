@@ -50,6 +50,8 @@ struct Ctx {
 };
 
 size_t parseBytes(const std::string& s);
+// A comma-separated list of sizes (K/M/G suffixes as parseBytes).
+std::vector<size_t> parseList(const std::string& s);
 fcDataType_t parseType(const std::string& s);
 
 // Share `values` (one per rank) with every rank through our own all-reduce.
@@ -99,6 +101,10 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::
 
 // fc-bench stages: the Lamport one-shot's stages left out or run twice (stages.cc).
 int benchStages(Ctx& c, const Options& o);
+
+// fc-bench normstages: the all-reduce + RMSNorm Lamport kernel's stages left out, and
+// its prefetching variant (stages.cc); token counts and hidden sizes comma-separated.
+int benchNormStages(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);
 
 // The run line's common part: "<n> ranks, <GPU>, libfusedcomm <version>"; and NCCL's
 // version, or why it was not run.

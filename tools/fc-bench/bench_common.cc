@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <sstream>
 
 size_t parseBytes(const std::string& s) {
   char* end = nullptr;
@@ -12,6 +13,13 @@ size_t parseBytes(const std::string& s) {
   else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024;
   else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024;
   return size_t(v * scale);
+}
+
+std::vector<size_t> parseList(const std::string& s) {
+  std::vector<size_t> v;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) v.push_back(parseBytes(item));
+  return v;
 }
 
 fcDataType_t parseType(const std::string& s) {

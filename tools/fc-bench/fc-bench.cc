@@ -187,12 +187,17 @@ int main(int argc, char** argv) {
   std::string tokens = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hiddens = "4096,8192";
   CLI::App* stages = app.add_subcommand(
       "stages", "the Lamport one-shot all-reduce with stages left out or twice (timings only; wrong sums)");
+  CLI::App* normStages = app.add_subcommand(
+      "normstages", "the all-reduce + RMSNorm Lamport kernel with stages left out (timings only; wrong results)");
+  std::string stageTokens = "1,2,4,8,16,32,64";
   arnorm->add_option("--tokens", tokens, "token counts (rows), comma-separated");
   arnorm->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
+  normStages->add_option("--tokens", stageTokens, "token counts (rows), comma-separated");
+  normStages->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (CLI::App* sub : {agmm, mmrs}) sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  for (CLI::App* sub : {agmm, mmrs, arnorm}) {
+  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages}) {
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
@@ -230,7 +235,7 @@ int main(int argc, char** argv) {
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
   const bool gemmMode = agmm->parsed() || mmrs->parsed();
-  if (arnorm->parsed() || stages->parsed()) {
+  if (arnorm->parsed() || stages->parsed() || normStages->parsed()) {
     // Decode-sized calls: the collectives' defaults (20 calls per graph, 20 replays).
   } else if (!gemmMode) {
     if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
@@ -256,8 +261,9 @@ int main(int argc, char** argv) {
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
   const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
-  const int rc = stages->parsed()   ? benchStages(c, o)
-                 : arnorm->parsed() ? benchArnorm(c, o, tokens, hiddens)
+  const int rc = stages->parsed()       ? benchStages(c, o)
+                 : normStages->parsed() ? benchNormStages(c, o, stageTokens, hiddens)
+                 : arnorm->parsed()     ? benchArnorm(c, o, tokens, hiddens)
                  : agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
                  : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
                                   : bench(c, o, mode);

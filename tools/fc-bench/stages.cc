@@ -60,3 +60,84 @@ int benchStages(Ctx& c, const Options& o) {
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
   return 0;
 }
+
+// fc-bench normstages: where fcAllReduceResidualRMSNorm's one-kernel path spends its
+// time (issue 19: at decode sizes it took 4-6 us more than the all-reduce alone on 2
+// H200s). Per (tokens, hidden), every variant on its own communicator
+// (FC_ARNORM_STAGES, device/norm_stages.h), timed interleaved with the Lamport one-shot
+// all-reduce of the same bytes:
+//   full            push, reset, per row: poll + sum + residual + store, norm (production)
+//   prefetch        full, the first residual and weight pack loaded before the polls
+//   no-norm         no mean square, no normed rows (no barrier, no weight)
+//   allreduce-only  no residual either: the Rows-kind all-reduce alone
+//   push-only       no polls, sums or stores (the launch, the pushes, the reset)
+//   no-reset        no reset (from the third call on, the polls find stale data)
+//   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
+// full and prefetch are checked to give the same bits (the arnorm mode and the tests
+// check full against a reference); the others are timings only.
+int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type);
+  const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
+  const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
+                          *std::max_element(hiddenV.begin(), hiddenV.end());
+  const char* variants[] = {"full", "prefetch", "no-norm", "allreduce-only", "push-only", "no-reset"};
+  std::vector<fcComm_t> comms;
+  for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_ARNORM_STAGES", v));
+  void *in, *res, *w, *resOut, *out, *arOut;
+  for (void** p : {&in, &res, &resOut, &out, &arOut}) CUDA_OK(cudaMalloc(p, maxElems * es));
+  CUDA_OK(cudaMalloc(&w, *std::max_element(hiddenV.begin(), hiddenV.end()) * es));
+  if (c.rank == 0) {
+    printf("# fc-bench normstages: %s, %s, the all-reduce + RMSNorm kernel with stages left out; graph of %d calls, "
+           "%d replays (median, interleaved), %d warm-up\n",
+           describeRun(c).c_str(), o.dtype.c_str(), o.iters, o.replays, o.warmup);
+    std::string header = "tokens,hidden,bytes";
+    for (const char* v : variants) header += std::string(",") + v + "_us";
+    printf("%s,oneshot_us,prefetch_same_bits\n", header.c_str());
+  }
+  int failures = 0;
+  for (size_t hidden : hiddenV) {
+    for (size_t tokens : tokensV) {
+      const size_t n = tokens * hidden, bytes = n * es;
+      const uint64_t seed = fcSplitMix(tokens * 7919 + hidden);
+      std::vector<char> h = fcPatternInput(type, n, seed, c.rank);
+      std::vector<char> hr = fcPatternInput(type, n, seed + 1, 0), hw = fcPatternInput(type, hidden, seed + 2, 0);
+      CUDA_OK(cudaMemcpyAsync(in, h.data(), bytes, cudaMemcpyHostToDevice, c.stream));
+      CUDA_OK(cudaMemcpyAsync(res, hr.data(), bytes, cudaMemcpyHostToDevice, c.stream));
+      CUDA_OK(cudaMemcpyAsync(w, hw.data(), hidden * es, cudaMemcpyHostToDevice, c.stream));
+      auto call = [&](fcComm_t comm) {
+        return [&, comm] {
+          FC_OK(fcAllReduceResidualRMSNorm(in, res, w, resOut, out, tokens, hidden, 1e-6f, type, comm, c.stream));
+        };
+      };
+      // full, then prefetch, from poisoned outputs: the same bits.
+      std::vector<char> got[2][2];
+      for (int v = 0; v < 2; ++v) {
+        CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
+        CUDA_OK(cudaMemsetAsync(resOut, 0xff, bytes, c.stream));
+        call(comms[size_t(v)])();
+        for (int b = 0; b < 2; ++b) {
+          got[v][b].resize(bytes);
+          CUDA_OK(cudaMemcpyAsync(got[v][b].data(), b ? out : resOut, bytes, cudaMemcpyDeviceToHost, c.stream));
+        }
+        CUDA_OK(cudaStreamSynchronize(c.stream));
+      }
+      const bool same = maxOverRanks(c, got[0][0] == got[1][0] && got[0][1] == got[1][1] ? 0.0 : 1.0) == 0.0;
+      failures += !same;
+      std::vector<std::function<void()>> ops;
+      for (fcComm_t comm : comms) ops.push_back(call(comm));
+      ops.push_back([&] { FC_OK(fcAllReduceOneShot(in, arOut, n, type, fcSum, c.comm, c.stream)); });
+      std::vector<double> us = timeGraphs(c, o, ops);
+      for (double& u : us) u = maxOverRanks(c, u);
+      if (c.rank == 0) {
+        printf("%zu,%zu,%zu", tokens, hidden, bytes);
+        for (double u : us) printf(",%.2f", u);
+        printf(",%s\n", same ? "yes" : "NO");
+        fflush(stdout);
+      }
+    }
+  }
+  for (void* p : {in, res, w, resOut, out, arOut}) CUDA_OK(cudaFree(p));
+  for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
+  return failures ? 1 : 0;
+}
