@@ -2,6 +2,9 @@
 """The small all-reduce from PyTorch, side by side in one run, graph-replayed and eager:
 
   ours        torch.ops.fusedcomm.all_reduce (fcAllReduce, the default communicator)
+  ours_ctypes eager only: Communicator.all_reduce straight through ctypes into a
+              preallocated output, on torch's raw current stream: what the torch op's
+              layer costs on top of the C call (issue 23)
   nccl        torch.distributed.all_reduce (NCCL), in place on a copy
   symm        torch symmetric memory's one_shot_all_reduce (its input in symmetric memory)
   flashinfer  FlashInfer's trtllm_allreduce_fusion, pattern kAllReduce (TensorRT-LLM's
@@ -42,7 +45,7 @@ def main():
     import torch.distributed._symmetric_memory as symm_mem
     tokens_list = ints(args.tokens)
     header = ("tokens,hidden,bytes,ours_us,nccl_us,symm_us,flashinfer_us,ours_eager_us,nccl_eager_us,"
-              "flashinfer_eager_us,ours_over_flashinfer,max_relerr")
+              "flashinfer_eager_us,ours_over_flashinfer,max_relerr,ours_ctypes_eager_us")
     table = Table(header, rank, world,
                   "bf16; graph: 5 calls, median of 15 interleaved replays; eager: 20 calls + sync; max over ranks")
     for hidden, peer in flashinfer_by_hidden(rank, world, max(tokens_list), ints(args.hidden)):
@@ -59,6 +62,13 @@ def main():
                 buf.copy_(x)
                 dist.all_reduce(buf)
 
+            direct_out = torch.empty_like(x)
+            device = torch.cuda.current_device()
+
+            def ours_ctypes():
+                comm.all_reduce(x.data_ptr(), direct_out.data_ptr(), x.numel(), fusedcomm.BFLOAT16,
+                                torch._C._cuda_getCurrentRawStream(device))
+
             fns = [lambda: torch.ops.fusedcomm.all_reduce(x, c), nccl,
                    lambda: torch.ops.symm_mem.one_shot_all_reduce(sym, "sum", group_name)]
             if peer is not None:
@@ -70,11 +80,11 @@ def main():
                 fns[3]()
                 errs.append(relerr(fi_out, want))
             graph = time_graphs(fns)
-            eager = time_eager([fns[0], fns[1]] + ([fns[3]] if peer is not None else []))
-            fi, fi_eager = (graph[3], eager[2]) if peer is not None else (0.0, 0.0)
-            table.add("%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2e" % (
+            eager = time_eager([fns[0], fns[1], ours_ctypes] + ([fns[3]] if peer is not None else []))
+            fi, fi_eager = (graph[3], eager[3]) if peer is not None else (0.0, 0.0)
+            table.add("%d,%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2e,%.2f" % (
                 tokens, hidden, tokens * hidden * 2, graph[0], graph[1], graph[2], fi, eager[0], eager[1], fi_eager,
-                graph[0] / fi if fi else 0.0, max(errs)))
+                graph[0] / fi if fi else 0.0, max(errs), eager[2]))
     table.write(args.csv)
     comm.destroy()
     dist.destroy_process_group()
