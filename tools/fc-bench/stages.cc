@@ -12,6 +12,8 @@
 //   no-save      no state save (every call uses the same buffer: stale data at once)
 // Only "full" computes the right sums; the others are timings. The calls are
 // fcAllReduceOneShot (the Lamport one-shot up to its limit, 1 MiB at up to 4 ranks).
+// A last column times fcAllReduce's own choice (auto) on the same size, interleaved:
+// where it is not the one-shot, the one-shot / two-shot crossover is read off directly.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -39,13 +41,14 @@ int benchStages(Ctx& c, const Options& o) {
            describeRun(c).c_str(), o.iters, o.replays, o.warmup);
     std::string header = "size";
     for (const char* v : variants) header += std::string(",") + v + "_us";
-    printf("%s\n", header.c_str());
+    printf("%s,allreduce-auto_us\n", header.c_str());
   }
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes = size_t(double(bytes) * o.factor + 0.5)) {
     const size_t count = bytes / es;
     std::vector<std::function<void()>> ops;
     for (fcComm_t comm : comms)
       ops.push_back([=, &c] { FC_OK(fcAllReduceOneShot(in, out, count, type, fcSum, comm, c.stream)); });
+    ops.push_back([=, &c] { FC_OK(fcAllReduce(in, out, count, type, fcSum, c.comm, c.stream)); });
     std::vector<double> us = timeGraphs(c, o, ops);
     for (double& u : us) u = maxOverRanks(c, u);
     if (c.rank == 0) {
