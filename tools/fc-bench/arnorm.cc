@@ -51,12 +51,9 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
     for (size_t tokens : tokensV) {
       const size_t n = tokens * hidden, bytes = n * es;
       // Integer inputs: the rank sum and the residual add are exact in every dtype.
-      const uint64_t seed = fcSplitMix(tokens * 7919 + hidden);
-      std::vector<char> h = fcPatternInput(type, n, seed, c.rank);
-      CUDA_OK(cudaMemcpyAsync(in, h.data(), bytes, cudaMemcpyHostToDevice, c.stream));
-      std::vector<char> hr = fcPatternInput(type, n, seed + 1, 0), hw = fcPatternInput(type, hidden, seed + 2, 0);
-      CUDA_OK(cudaMemcpyAsync(res, hr.data(), bytes, cudaMemcpyHostToDevice, c.stream));
-      CUDA_OK(cudaMemcpyAsync(w, hw.data(), hidden * es, cudaMemcpyHostToDevice, c.stream));
+      const NormInputs ni = uploadNormInputs(c, type, tokens, hidden, in, res, w);
+      const uint64_t seed = ni.seed;
+      const std::vector<char>&hr = ni.residual, &hw = ni.weight;
       CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
       CUDA_OK(cudaMemsetAsync(resOut, 0xff, bytes, c.stream));
       auto call = [&](fcComm_t comm) {
@@ -117,4 +114,20 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
   FC_OK(fcCommDestroy(noPdl));
   FC_OK(fcCommDestroy(unfused));
   return failures ? 1 : 0;
+}
+
+NormInputs uploadNormInputs(const Ctx& c, fcDataType_t type, size_t tokens, size_t hidden, void* in, void* res,
+                            void* w) {
+  const size_t n = tokens * hidden, es = fcTypeSize(type);
+  NormInputs ni;
+  ni.seed = fcSplitMix(tokens * 7919 + hidden);
+  const std::vector<char> h = fcPatternInput(type, n, ni.seed, c.rank);
+  ni.residual = fcPatternInput(type, n, ni.seed + 1, 0);
+  ni.weight = fcPatternInput(type, hidden, ni.seed + 2, 0);
+  CUDA_OK(cudaMemcpyAsync(in, h.data(), n * es, cudaMemcpyHostToDevice, c.stream));
+  CUDA_OK(cudaMemcpyAsync(res, ni.residual.data(), n * es, cudaMemcpyHostToDevice, c.stream));
+  CUDA_OK(cudaMemcpyAsync(w, ni.weight.data(), hidden * es, cudaMemcpyHostToDevice, c.stream));
+  // h is freed on return: the copies must have read it.
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  return ni;
 }

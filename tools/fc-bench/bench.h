@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -98,6 +99,16 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
 
 // fc-bench arnorm (arnorm.cc): token counts and hidden sizes, comma-separated.
 int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);
+
+// The all-reduce + RMSNorm benchmarks' inputs for (tokens, hidden), uploaded to in,
+// res and w (synchronously): integer patterns, so that the rank sum and the residual
+// add are exact in every dtype; the residual and weight are kept for checks.
+struct NormInputs {
+  uint64_t seed;
+  std::vector<char> residual, weight;
+};
+NormInputs uploadNormInputs(const Ctx& c, fcDataType_t type, size_t tokens, size_t hidden, void* in, void* res,
+                            void* w);
 
 // fc-bench stages: the Lamport one-shot's stages left out or run twice (stages.cc).
 int benchStages(Ctx& c, const Options& o);

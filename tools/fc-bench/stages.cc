@@ -102,12 +102,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
   for (size_t hidden : hiddenV) {
     for (size_t tokens : tokensV) {
       const size_t n = tokens * hidden, bytes = n * es;
-      const uint64_t seed = fcSplitMix(tokens * 7919 + hidden);
-      std::vector<char> h = fcPatternInput(type, n, seed, c.rank);
-      std::vector<char> hr = fcPatternInput(type, n, seed + 1, 0), hw = fcPatternInput(type, hidden, seed + 2, 0);
-      CUDA_OK(cudaMemcpyAsync(in, h.data(), bytes, cudaMemcpyHostToDevice, c.stream));
-      CUDA_OK(cudaMemcpyAsync(res, hr.data(), bytes, cudaMemcpyHostToDevice, c.stream));
-      CUDA_OK(cudaMemcpyAsync(w, hw.data(), hidden * es, cudaMemcpyHostToDevice, c.stream));
+      uploadNormInputs(c, type, tokens, hidden, in, res, w);
       auto call = [&](fcComm_t comm) {
         return [&, comm] {
           FC_OK(fcAllReduceResidualRMSNorm(in, res, w, resOut, out, tokens, hidden, 1e-6f, type, comm, c.stream));

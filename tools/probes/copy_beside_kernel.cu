@@ -26,14 +26,7 @@
 #include <ctime>
 #include <string>
 
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));   \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+#include "probe_check.h"
 
 // result[0]: 1 if block 0 saw the flag; result[1]: its wait in microseconds.
 __global__ void hog(const volatile unsigned* flag, unsigned long long deadlineNs, unsigned long long* result) {
