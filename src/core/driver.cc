@@ -19,10 +19,9 @@ std::once_flag loadOnce;
 // that version keeps the PFN typedef above correct even on newer drivers.
 template <typename F>
 bool load(F* fn, const char* name, unsigned version) {
-  cudaDriverEntryPointQueryResult q;
-  void* p = nullptr;
-  cudaError_t err = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q);
-  if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
+  cudaError_t err = cudaSuccess;
+  void* p = driverEntryPoint(name, version, &err);
+  if (p == nullptr) {
     snprintf(loadMessage, sizeof loadMessage,
              "CUDA driver entry point %s (v%u) unavailable: %s", name, version,
              err != cudaSuccess ? cudaGetErrorString(err) : "symbol not found in the driver");
@@ -63,6 +62,14 @@ void loadAll() {
 }
 
 }  // namespace
+
+void* driverEntryPoint(const char* name, unsigned version, cudaError_t* err) {
+  cudaDriverEntryPointQueryResult q;
+  void* p = nullptr;
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q);
+  if (err != nullptr) *err = e;
+  return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? p : nullptr;
+}
 
 fcResult_t driverLoad() {
   std::call_once(loadOnce, loadAll);

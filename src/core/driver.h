@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
 
 #include "fusedcomm.h"
 
@@ -27,6 +28,10 @@ struct DriverApi {
   PFN_cuStreamWriteValue32_v11070 cuStreamWriteValue32;
   PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
 };
+
+// The driver's entry point `name` at the ABI of `version` (cudaGetDriverEntryPointByVersion),
+// or NULL when this driver lacks it (*err, when given: the runtime's error, if any).
+void* driverEntryPoint(const char* name, unsigned version, cudaError_t* err = nullptr);
 
 // Load the entry points once (thread-safe). Without a driver or GPU this returns
 // fcUnhandledCudaError with a message that says so.

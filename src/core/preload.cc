@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/driver.h"
 #include "core/log.h"
 #include "core/result.h"
 
@@ -37,13 +38,8 @@ struct LoaderApi {
 
 template <typename F>
 bool entry(F* fn, const char* name, unsigned version) {
-  cudaDriverEntryPointQueryResult q;
-  void* p = nullptr;
-  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess || p == nullptr)
-    return false;
-  *fn = reinterpret_cast<F>(p);
-  return true;
+  *fn = reinterpret_cast<F>(driverEntryPoint(name, version));
+  return *fn != nullptr;
 }
 
 const LoaderApi& loader() {
