@@ -53,7 +53,8 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
       // Integer inputs: the rank sum and the residual add are exact in every dtype.
       const NormInputs ni = uploadNormInputs(c, type, tokens, hidden, in, res, w);
       const uint64_t seed = ni.seed;
-      const std::vector<char>&hr = ni.residual, &hw = ni.weight;
+      const std::vector<char>& hr = ni.residual;
+      const std::vector<char>& hw = ni.weight;
       CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
       CUDA_OK(cudaMemsetAsync(resOut, 0xff, bytes, c.stream));
       auto call = [&](fcComm_t comm) {
