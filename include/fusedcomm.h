@@ -188,7 +188,7 @@ typedef struct {
   int blocking;           /* 1 (default): init returns when done. 0: init returns fcInProgress
                            * at once with a handle; poll fcCommGetAsyncError until it is not
                            * fcInProgress (fcSuccess, or the init error) before using it. */
-  int maxCtas;            /* most CTAs one communication kernel may use, 1..128 (default 128) */
+  int maxCtas;            /* most CTAs one communication kernel may use, 1..128 (default 128, env FC_MAX_CTAS) */
   int channels;           /* 2 (default, env FC_CHANNELS): eager and captured operations on
                            * separate signal slots, Lamport buffers, workspace and scratch;
                            * 1: shared (half the memory; then graph replays must be

@@ -115,8 +115,9 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // left waiting there). Returns whether this thread's sums all came.
 //
 // stages (device/norm_stages.h): kNormFull in real calls, a constant there, so that
-// the tests below fold away. kNormPrefetch loads this thread's first residual and
-// weight pack before the first sum (whose polls wait for the peers), not after it.
+// the tests below fold away. kNormPrefetch loads this thread's residual and weight
+// packs (its first kKeep of the row) before the first sum, whose polls wait for the
+// peers, so that their latency hides under that wait instead of following it.
 template <typename T, typename Sum>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
                                         int parity, bool failed, float invScale, Sum sum,
@@ -127,12 +128,21 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   const Pack* weight = static_cast<const Pack*>(c.weight);
   Pack* residualOut = static_cast<Pack*>(c.residualOut) + first;
   Pack* out = c.out ? static_cast<Pack*>(c.out) + first : nullptr;  // NULL: the fp8 output instead
-  const bool prefetch = (stages & kNormPrefetch) && threadIdx.x < rowPacks;
+  const bool prefetch = stages & kNormPrefetch;
+  const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
   const Pack zero{0u, 0u, 0u, 0u};
-  Pack residual0 = zero, weight0 = zero;
+  // Prefetched packs, unrolled so that they stay in registers and all loads are in
+  // flight together.
+  Pack residualPre[kKeep], weightPre[kKeep];
   if (prefetch) {
-    residual0 = residual[threadIdx.x];
-    weight0 = weight[threadIdx.x];
+#pragma unroll
+    for (int j = 0; j < kKeep; ++j) {
+      const size_t p = threadIdx.x + size_t(j) * threads;
+      if (p < rowPacks) {
+        residualPre[j] = withResidual ? residual[p] : zero;
+        weightPre[j] = withNorm ? weight[p] : zero;
+      }
+    }
   }
   Pack keep[kKeep];
   float ss = 0.f;
@@ -143,19 +153,19 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
       failed = true;
       break;
     }
-    const Pack r = !(stages & kNormResidual) ? zero : prefetch && j == 0 ? residual0 : residual[p];
+    const Pack r = !withResidual ? zero : prefetch && j < kKeep ? residualPre[j] : residual[p];
     const Pack x = addResidual<T>(acc, r, ss);
     residualOut[p] = x;
     if (j < kKeep) keep[j] = x;
   }
-  if (!(stages & kNormNorm)) return !failed;  // uniform over the CTA: no barrier skipped by some
+  if (!withNorm) return !failed;  // uniform over the CTA: no barrier skipped by some
   const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(c.hidden) + c.eps);
   if (failed) return false;
   j = 0;
   for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
     // Beyond the registers, re-read what this thread stored above (its own write).
     const Pack x = j < kKeep ? keep[j] : residualOut[p];
-    storeNormed<T>(c, out, p, (first + p) * E, x, prefetch && j == 0 ? weight0 : weight[p], rstd, invScale);
+    storeNormed<T>(c, out, p, (first + p) * E, x, prefetch && j < kKeep ? weightPre[j] : weight[p], rstd, invScale);
   }
   return true;
 }

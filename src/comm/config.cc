@@ -78,6 +78,9 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->channels = channels > 64 ? 65 : int(channels);
   FC_CHECK(envU64("FC_SCRATCH_BYTES", p->scratchBytes, &p->scratchBytes));
   FC_CHECK(envU64("FC_LAMPORT_MAX_BYTES", 0, &p->lamportMaxBytes));
+  uint64_t maxCtas = uint64_t(p->maxCtas);
+  FC_CHECK(envU64("FC_MAX_CTAS", maxCtas, &maxCtas));
+  p->maxCtas = maxCtas > uint64_t(kMaxBlocks) ? kMaxBlocks + 1 : int(maxCtas);  // > kMaxBlocks: refused below
   if (p->lamportMaxBytes > kLamportSlotBytes)
     return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the push slot (%zu bytes)",
                     (unsigned long long)p->lamportMaxBytes, kLamportSlotBytes);

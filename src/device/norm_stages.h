@@ -15,8 +15,8 @@ enum NormStage : uint32_t {
   kNormResidual = 4,   // with kNormSum: add the residual (else residualOut is the sum)
   kNormNorm = 8,       // with kNormSum: the row's mean square, the normed rows stored
   kNormReset = 16,     // reset the buffer of the run before
-  kNormPrefetch = 32,  // load each thread's first residual and weight pack of a row
-                       // before polling for the peers' packs, not after
+  kNormPrefetch = 32,  // load each thread's residual and weight packs of a row (the
+                       // first kKeep) before polling for the peers' packs, not after
   kNormFull = kNormPush | kNormSum | kNormResidual | kNormNorm | kNormReset,
 };
 

@@ -15,6 +15,8 @@
 // A last column times fcAllReduce's own choice (auto) on the same size, interleaved:
 // where it is not the one-shot, the one-shot / two-shot crossover is read off directly.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -70,11 +72,15 @@ int benchStages(Ctx& c, const Options& o) {
 // (FC_ARNORM_STAGES, device/norm_stages.h), timed interleaved with the Lamport one-shot
 // all-reduce of the same bytes:
 //   full            push, reset, per row: poll + sum + residual + store, norm (production)
-//   prefetch        full, the first residual and weight pack loaded before the polls
+//   prefetch        full, the thread's residual and weight packs loaded before the polls
 //   no-norm         no mean square, no normed rows (no barrier, no weight)
 //   allreduce-only  no residual either: the Rows-kind all-reduce alone
 //   push-only       no polls, sums or stores (the launch, the pushes, the reset)
 //   no-reset        no reset (from the third call on, the polls find stale data)
+//   ctas-8          full on a communicator of maxCtas 8 (FC_MAX_CTAS): the Rows kind
+//                   launches maxCtas CTAs in every call, so this shows what the 120
+//                   idle CTAs of the default cost at up to 8 tokens
+//   prefetch-ctas-8 both
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and prefetch are checked to give the same bits (the arnorm mode and the tests
 // check full against a reference); the others are timings only.
@@ -84,9 +90,19 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
   const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
   const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
                           *std::max_element(hiddenV.begin(), hiddenV.end());
-  const char* variants[] = {"full", "prefetch", "no-norm", "allreduce-only", "push-only", "no-reset"};
+  const char* variants[] = {"full",     "prefetch", "no-norm", "allreduce-only",
+                            "push-only", "no-reset", "ctas-8",  "prefetch-ctas-8"};
   std::vector<fcComm_t> comms;
-  for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_ARNORM_STAGES", v));
+  for (const char* v : variants) {
+    const char* ctas = strstr(v, "ctas-8");
+    if (ctas == nullptr) {
+      comms.push_back(commWithEnv(c, "FC_ARNORM_STAGES", v));
+      continue;
+    }
+    if (ctas != v) setenv("FC_ARNORM_STAGES", "prefetch", 1);
+    comms.push_back(commWithEnv(c, "FC_MAX_CTAS", "8"));
+    unsetenv("FC_ARNORM_STAGES");
+  }
   void *in, *res, *w, *resOut, *out, *arOut;
   for (void** p : {&in, &res, &resOut, &out, &arOut}) CUDA_OK(cudaMalloc(p, maxElems * es));
   CUDA_OK(cudaMalloc(&w, *std::max_element(hiddenV.begin(), hiddenV.end()) * es));
