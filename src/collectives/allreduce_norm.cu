@@ -11,17 +11,19 @@
 // (fcAllReduceResidualRMSNormFp8) writes out / scale as e4m3 (saturated) instead.
 //
 // Small path (one kernel, no flags, no barrier): the Rows kind of the Lamport protocol
-// (lamport.cuh): all maxCtas CTAs run in every call, CTA b takes rows b, b + maxCtas,
-// ..., so that a row's packs all land in one CTA. Each CTA pushes its rows into every
-// peer's push buffer, resets its share of what the run before last received, then
-// per row polls the peers' packs, sums them with its own in rank order (the same bits
-// on every rank), adds the residual, stores residualOut, and reduces the sum of
-// squares over the row (a warp shuffle, then one shared-memory step among the data
-// threads, double-buffered by row so that one named barrier per row suffices) before
-// it writes out. CTAs without a row only reset. Mismatched calls (another shape,
-// dtype or op) are caught by CTA 0's call warp (lamport.cuh, LamportCall): CTA 0
-// runs in every call of every Lamport kernel, so its header sequence is the same on
-// every rank; the other CTAs' call warps sit this kernel out.
+// (lamport.cuh): one CTA per row up to maxCtas, CTA b takes rows b, b + grid, ..., so
+// that a row's packs all land in one CTA. Each CTA pushes its rows into every peer's
+// push buffer, then per row polls the peers' packs (clearing each once read), sums
+// them with its own in rank order (the same bits on every rank), adds the residual
+// (loaded, with the weight, before the polls), stores residualOut, and reduces the
+// sum of squares over the row (a warp shuffle, then one shared-memory step among the
+// data threads, double-buffered by row so that one named barrier per row suffices)
+// before it writes out. The Rows state is the rank's (buffer index + an arrival
+// counter, lamport.cuh): every CTA's call warp arrives once the CTA has read the
+// index, and the last one moves it on. Mismatched calls (another shape, dtype or op)
+// are caught by CTA 0's call warp (lamport.cuh, LamportCall): CTA 0 runs in every call
+// of every Lamport kernel, so its header sequence is the same on every rank; the
+// other CTAs' call warps only arrive.
 //
 // Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
 // adds the residual and normalises each row (one CTA per row, rows in turn).
@@ -115,9 +117,10 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // left waiting there). Returns whether this thread's sums all came.
 //
 // stages (device/norm_stages.h): kNormFull in real calls, a constant there, so that
-// the tests below fold away. kNormPrefetch loads this thread's residual and weight
-// packs (its first kKeep of the row) before the first sum, whose polls wait for the
-// peers, so that their latency hides under that wait instead of following it.
+// the tests below fold away. kNormPrefetch (part of kNormFull) loads this thread's
+// residual and weight packs (its first kKeep of the row) before the first sum, whose
+// polls wait for the peers, so that their latency hides under that wait instead of
+// following it (measured: docs/perf-log.md).
 template <typename T, typename Sum>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
                                         int parity, bool failed, float invScale, Sum sum,
@@ -189,12 +192,19 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, packs * E);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
-  const size_t rowStep = gridDim.x;  // maxCtas
+  const size_t rowStep = gridDim.x;
   const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
 
+  // Every thread has read the buffer index before this CTA's arrival lets the last
+  // CTA move it on.
+  __syncthreads();
   int failed = 0;
   if (call.isCallWarp()) {
+    const unsigned lane = threadIdx.x - threads;
+    // CTA 0 exchanges the call headers first (lanes < W - 1), so that the peers' CTA 0
+    // is not kept waiting for them behind our arrival's atomic.
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
+    if (lane == dev::kCallWarpThreads - 1) run.arrive();
   } else {
     // 1. Push our rows' packs into our slot of every peer's current buffer.
     for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormPush); row += rowStep)
@@ -206,21 +216,20 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
-    if (stages & kNormReset) run.resetStale();
 
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
-    // every rank), then the residual and the norm.
+    // every rank), each cleared once read, then the residual and the norm.
+    const bool clear = stages & kNormReset;
     auto sum = [&](size_t pk, float(&acc)[E]) {
-      return run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc);
+      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc)) return false;
+      if (clear) run.clearRead(pk);
+      return true;
     };
     int parity = 0;
     for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1)
       failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, sum, stages);
   }
-  if (__syncthreads_or(failed)) return;
-  const uint32_t used[1] = {uint32_t(packs)};
-  run.advance(used);
-  if (threadIdx.x == 0) run.save();
+  (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless
 }
 
 // The large path's second half: `sum` holds the all-reduced input (it may be c.out).
@@ -258,8 +267,8 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
   const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
-    // Every CTA in every call (the Rows kind's rule, lamport.cuh).
-    const unsigned grid = unsigned(dc.maxCtas);
+    // One CTA per row, up to maxCtas (CTAs then take rows in turn).
+    const unsigned grid = unsigned(c.tokens < size_t(dc.maxCtas) ? c.tokens : size_t(dc.maxCtas));
     const unsigned threads = rowThreads(c.hidden / dev::PackTraits<T>::kElems) + unsigned(dev::kCallWarpThreads);
     auto kernel =
         stages == kNormFull

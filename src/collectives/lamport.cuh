@@ -7,7 +7,7 @@
 // pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still
 // holding kLamportEmpty has not been written: writers never write that word
 // (notEmpty), readers poll until no word of a pack holds it, and a run resets what
-// the run before it consumed. No rank pushes to itself (its own part is read from
+// the run before it consumed (the Rows kind: what it has just read). No rank pushes to itself (its own part is read from
 // its input), so its own slots stay empty.
 //
 // The one-shot, the two-shot and the rows are independent instances of the protocol
@@ -41,14 +41,18 @@ struct LamportTraits {
   static constexpr int kStateWord = K == LamportKind::OneShot ? 0 : K == LamportKind::TwoShot ? 8 : 16;
   // Rows (fcAllReduceResidualRMSNorm, allreduce_norm.cu) needs a whole row in one CTA,
   // and rows change length between calls, so no fixed chunk can belong to one CTA in
-  // every call. Instead every CTA of the communicator (maxCtas of them) runs in every
-  // call of this kind: their state words stay equal, describe the whole rank's
-  // buffers, and count packs (not chunks); each CTA resets a grid-stride share of
-  // the stale buffer, whoever read it. Its own set, so the two ownership rules never
-  // meet in one buffer.
+  // every call. Instead its state is the rank's, not a CTA's: CTA 0's words hold the
+  // buffer index and an arrival counter, every CTA of a call reads the index, and the
+  // CTA that arrives last moves it on (LamportRun::arrive), so the grid can follow the
+  // token count. A thread clears each peer pack right after it has read it
+  // (clearRead): the reader of a pack is the only one who knows it is consumed, and
+  // the clearing then scales with the call itself, not with the call before. Its own
+  // set, so the two ownership rules never meet in one buffer.
   static constexpr bool kWholeRank = K == LamportKind::Rows;
 };
 static_assert(kLamportSets == 4, "device_comm.h's layout has four sets per buffer");
+// Rows: the arrival counter, after its buffer index (word 0 of its 8; 1-3 unused).
+constexpr int kRowsCounterWord = 4;
 // The call headers' buffer index: the last word of the one-shot's 8 (it uses 4).
 constexpr int kCallStateWord = 7;
 
@@ -171,13 +175,14 @@ struct LamportRun {
   size_t channelOff;          // heap offset of this channel's buffers
   uint32_t* state;            // this kind's state words of this CTA
   uint32_t buf;               // the buffer the current run uses
-  uint32_t used[3 * kSets];   // chunks (Rows: packs) set t of buffer b last held: used[3 * t + b]
+  uint32_t used[3 * kSets];   // chunks set t of buffer b last held: used[3 * t + b] (Rows: unused)
 
   __device__ LamportRun(const DeviceComm& d, int channel)
       : dc(d),
         channelOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
-              (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + Traits::kStateWord),
+              (size_t(channel) * kMaxBlocks + (Traits::kWholeRank ? 0u : blockIdx.x)) * kLamportStateWords +
+              Traits::kStateWord),
         buf(state[0]) {
 #pragma unroll
     for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
@@ -253,29 +258,51 @@ struct LamportRun {
   }
 
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
-  // buffers: this CTA's chunks of every peer's slot, as many as that run used (Rows:
-  // this CTA's grid-stride share of the packs that run used). The data threads call it.
-  // Buffer (buf + 2) % 3 was fully read in that run, and no peer writes it again
-  // before our next run has started (see the protocol in design.md).
+  // buffers: this CTA's chunks of every peer's slot, as many as that run used. The
+  // data threads call it. Buffer (buf + 2) % 3 was fully read in that run, and no peer
+  // writes it again before our next run has started (see the protocol in design.md).
   __device__ void resetStale() const {
+    static_assert(!Traits::kWholeRank, "Rows clears what it reads instead (clearRead)");
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
     const uint32_t stale = (buf + 2) % 3;
-    if constexpr (Traits::kWholeRank) {
-      const size_t packs = used[stale], step = size_t(gridDim.x) * lamportDataThreads();
-      for (size_t pk = size_t(blockIdx.x) * lamportDataThreads() + threadIdx.x; pk < packs; pk += step)
-        for (int s = 0; s < dc.nranks; ++s)
-          if (s != dc.rank) slot(dc.rank, stale, 0, s)[pk] = empty;
-    } else {
 #pragma unroll
-      for (int set = 0; set < kSets; ++set) {
-        const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
-        for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
-          const size_t pk = ownedPack(k);
-          if (pk >= packs) break;
-          for (int s = 0; s < dc.nranks; ++s)
-            if (s != dc.rank) slot(dc.rank, stale, set, s)[pk] = empty;
-        }
+    for (int set = 0; set < kSets; ++set) {
+      const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
+      for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
+        const size_t pk = ownedPack(k);
+        if (pk >= packs) break;
+        for (int s = 0; s < dc.nranks; ++s)
+          if (s != dc.rank) slot(dc.rank, stale, set, s)[pk] = empty;
       }
+    }
+  }
+
+  // Rows: clear pack pk of every peer's slot in set 0 of the current buffer, which this
+  // thread has just read (sumInRankOrder). Safe without a fence: the peer writes this
+  // buffer again three calls later, which needs our pushes of the call after this
+  // one, which start after this kernel (and its stores) completed (stream order; with
+  // PDL, griddepcontrol.wait waits for the whole previous grid and its memory).
+  __device__ void clearRead(size_t pk) const {
+    static_assert(Traits::kWholeRank, "the chunked kinds reset the stale buffer instead");
+    const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
+    for (int s = 0; s < dc.nranks; ++s)
+      if (s != dc.rank) slot(dc.rank, buf, 0, s)[pk] = empty;
+  }
+
+  // Rows: this CTA has read the buffer index (every thread, before a __syncthreads
+  // that comes before this call; one thread per CTA calls it). The CTA that arrives
+  // last - every CTA of the grid has then read the index - moves the index on and
+  // zeroes the counter for the next call, which reads both only after this grid has
+  // completed. acq_rel at gpu scope: the CTA's reads of the index (ordered before this
+  // thread's atomic by the barrier) happen before the last CTA's stores.
+  __device__ void arrive() const {
+    static_assert(Traits::kWholeRank, "only the whole-rank kind shares one state");
+    uint32_t* counter = state + kRowsCounterWord;
+    uint32_t before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+    if (before == gridDim.x - 1) {
+      state[0] = (buf + 1) % 3;
+      *counter = 0;
     }
   }
 

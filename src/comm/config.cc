@@ -63,10 +63,10 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
-    {"prefetch", kNormFull | kNormPrefetch},
-    {"no-norm", kNormPush | kNormSum | kNormResidual | kNormReset},
+    {"no-prefetch", kNormFull & ~uint32_t(kNormPrefetch)},
+    {"no-norm", kNormPush | kNormSum | kNormResidual | kNormReset | kNormPrefetch},
     {"allreduce-only", kNormPush | kNormSum | kNormReset},
-    {"push-only", kNormPush | kNormReset},
+    {"push-only", kNormPush},
     {"no-reset", kNormFull & ~uint32_t(kNormReset)}};
 }  // namespace
 

@@ -1,8 +1,8 @@
 // The stages of the all-reduce + RMSNorm Lamport kernel (collectives/allreduce_norm.cu),
 // for timing where its time goes (FC_ARNORM_STAGES; fc-bench normstages). Every real
-// call runs kNormFull. kNormPrefetch changes only when loads are issued (results stay
-// right); every other set leaves stages out: wrong results, and the communicator is fit
-// only for more such calls.
+// call runs kNormFull. Leaving kNormPrefetch out changes only when loads are issued
+// (results stay right); every other set leaves stages out: wrong results, and the
+// communicator is fit only for more such calls.
 #pragma once
 
 #include <cstdint>
@@ -14,10 +14,10 @@ enum NormStage : uint32_t {
   kNormSum = 2,        // per row: poll the peers' packs, sum in rank order, store residualOut
   kNormResidual = 4,   // with kNormSum: add the residual (else residualOut is the sum)
   kNormNorm = 8,       // with kNormSum: the row's mean square, the normed rows stored
-  kNormReset = 16,     // reset the buffer of the run before
+  kNormReset = 16,     // clear each peer pack once read (for the call three later)
   kNormPrefetch = 32,  // load each thread's residual and weight packs of a row (the
                        // first kKeep) before polling for the peers' packs, not after
-  kNormFull = kNormPush | kNormSum | kNormResidual | kNormNorm | kNormReset,
+  kNormFull = kNormPush | kNormSum | kNormResidual | kNormNorm | kNormReset | kNormPrefetch,
 };
 
 }  // namespace fc

@@ -288,7 +288,8 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_ALLREDUCE_ALGO", "ring"}, Case{"FC_REDUCE_SCATTER_ALGO", "dma"},
                         Case{"FC_ALLGATHER_ALGO", "CE"}, Case{"FC_AGMM_ALGO", "yes"},
                         Case{"FC_MMRS_ALGO", "1"}, Case{"FC_MMRS_ALGO", "persistent"}, Case{"FC_LAMPORT_STAGES", "push"},
-                        Case{"FC_ARNORM_STAGES", "norm"}, Case{"FC_ARNORM_STAGES", "no-prefetch"},
+                        Case{"FC_ARNORM_STAGES", "norm"}, Case{"FC_ARNORM_STAGES", "prefetch"},
+                        Case{"FC_MAX_CTAS", "many"}, Case{"FC_MAX_CTAS", "-1"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
                         Case{"FC_CHECK_POINTERS", "off"}}) {
     INFO(c.var << "=" << c.value);
@@ -324,7 +325,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_MMRS_ALGO", "auto"}, Case{"FC_CHECK_POINTERS", "0"},
                         Case{"FC_CHECK_POINTERS", "1"}, Case{"FC_MMRS_PARTIALS", "input"},
                         Case{"FC_MMRS_PARTIALS", "fp32"}, Case{"FC_ARNORM_STAGES", "full"},
-                        Case{"FC_ARNORM_STAGES", "prefetch"}, Case{"FC_ARNORM_STAGES", "allreduce-only"}}) {
+                        Case{"FC_ARNORM_STAGES", "no-prefetch"}, Case{"FC_ARNORM_STAGES", "allreduce-only"},
+                        Case{"FC_MAX_CTAS", "8"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;
@@ -498,6 +500,10 @@ TEST_CASE("fcCommInitRankConfig validates the config before touching the GPU", "
   {
     ScopedEnv env("FC_CHANNELS", "0");
     rejected(base, "channels");
+  }
+  for (const char* ctas : {"0", "129", "100000000000"}) {
+    ScopedEnv env("FC_MAX_CTAS", ctas);
+    rejected(base, "maxCtas");
   }
   {
     ScopedEnv env("FC_SCRATCH_BYTES", "lots");

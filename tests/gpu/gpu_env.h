@@ -35,6 +35,12 @@ const GpuEnv& gpuEnv();
 // same order) and different per run (the unique id is random).
 uint64_t freshSeed();
 
+// Whether a GEMM + reduce-scatter test shape of M x N outputs (over all ranks) runs:
+// all do, unless FC_TEST_MAX_ELEMS caps them (tools/gpu-check sanitize: under
+// initcheck every read of a cuBLASLt output is reported, design.md, and millions of
+// reports took the largest shapes past the device call's limit).
+bool shapeInSanitizerBudget(size_t elems);
+
 // A second communicator of the same ranks (collective: every rank calls it at the
 // same point); its unique id travels through the suite's communicator. The config's
 // blocking flag is honoured: *comm may still be initialising (fcInProgress).

@@ -26,6 +26,11 @@ uint64_t freshSeed() {
   return fcSplitMix(base + ++counter);
 }
 
+bool shapeInSanitizerBudget(size_t elems) {
+  const char* cap = getenv("FC_TEST_MAX_ELEMS");
+  return cap == nullptr || *cap == '\0' || elems <= std::strtoull(cap, nullptr, 10);
+}
+
 fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config) {
   // Rank 0's id bytes summed with everybody else's zeros (as fp32, exactly).
   fcUniqueId id;

@@ -15,8 +15,6 @@
 // A last column times fcAllReduce's own choice (auto) on the same size, interleaved:
 // where it is not the one-shot, the one-shot / two-shot crossover is read off directly.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -71,38 +69,26 @@ int benchStages(Ctx& c, const Options& o) {
 // H200s). Per (tokens, hidden), every variant on its own communicator
 // (FC_ARNORM_STAGES, device/norm_stages.h), timed interleaved with the Lamport one-shot
 // all-reduce of the same bytes:
-//   full            push, reset, per row: poll + sum + residual + store, norm (production)
-//   prefetch        full, the thread's residual and weight packs loaded before the polls
+//   full            push, per row: prefetch, poll + sum + clear + residual + store,
+//                   norm (production)
+//   no-prefetch     full, the residual and weight packs loaded after the polls
 //   no-norm         no mean square, no normed rows (no barrier, no weight)
 //   allreduce-only  no residual either: the Rows-kind all-reduce alone
-//   push-only       no polls, sums or stores (the launch, the pushes, the reset)
-//   no-reset        no reset (from the third call on, the polls find stale data)
-//   ctas-8          full on a communicator of maxCtas 8 (FC_MAX_CTAS): the Rows kind
-//                   launches maxCtas CTAs in every call, so this shows what the 120
-//                   idle CTAs of the default cost at up to 8 tokens
-//   prefetch-ctas-8 both
+//   push-only       no polls, sums or stores (the launch and the pushes)
+//   no-reset        no clearing of what was read (from the fourth call on, the
+//                   polls find stale data)
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
-// full and prefetch are checked to give the same bits (the arnorm mode and the tests
-// check full against a reference); the others are timings only.
+// full and no-prefetch are checked to give the same bits (the arnorm mode and the
+// tests check full against a reference); the others are timings only.
 int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
   const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
   const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
                           *std::max_element(hiddenV.begin(), hiddenV.end());
-  const char* variants[] = {"full",     "prefetch", "no-norm", "allreduce-only",
-                            "push-only", "no-reset", "ctas-8",  "prefetch-ctas-8"};
+  const char* variants[] = {"full", "no-prefetch", "no-norm", "allreduce-only", "push-only", "no-reset"};
   std::vector<fcComm_t> comms;
-  for (const char* v : variants) {
-    const char* ctas = strstr(v, "ctas-8");
-    if (ctas == nullptr) {
-      comms.push_back(commWithEnv(c, "FC_ARNORM_STAGES", v));
-      continue;
-    }
-    if (ctas != v) setenv("FC_ARNORM_STAGES", "prefetch", 1);
-    comms.push_back(commWithEnv(c, "FC_MAX_CTAS", "8"));
-    unsetenv("FC_ARNORM_STAGES");
-  }
+  for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_ARNORM_STAGES", v));
   void *in, *res, *w, *resOut, *out, *arOut;
   for (void** p : {&in, &res, &resOut, &out, &arOut}) CUDA_OK(cudaMalloc(p, maxElems * es));
   CUDA_OK(cudaMalloc(&w, *std::max_element(hiddenV.begin(), hiddenV.end()) * es));
@@ -112,7 +98,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
            describeRun(c).c_str(), o.dtype.c_str(), o.iters, o.replays, o.warmup);
     std::string header = "tokens,hidden,bytes";
     for (const char* v : variants) header += std::string(",") + v + "_us";
-    printf("%s,oneshot_us,prefetch_same_bits\n", header.c_str());
+    printf("%s,oneshot_us,no_prefetch_same_bits\n", header.c_str());
   }
   int failures = 0;
   for (size_t hidden : hiddenV) {
@@ -124,7 +110,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
           FC_OK(fcAllReduceResidualRMSNorm(in, res, w, resOut, out, tokens, hidden, 1e-6f, type, comm, c.stream));
         };
       };
-      // full, then prefetch, from poisoned outputs: the same bits.
+      // full, then no-prefetch, from poisoned outputs: the same bits.
       std::vector<char> got[2][2];
       for (int v = 0; v < 2; ++v) {
         CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
