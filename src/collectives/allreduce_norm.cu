@@ -109,11 +109,9 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
   return x;
 }
 
-// One row, by the `threads` data threads of the CTA. The all-reduced packs come from
-// `src` (a Source: Look, look(pk, Look&) starts fetching pack pk, sum(pk, Look&, acc)
-// sets acc to its fp32 sum, false when the wait gave up; kLook of a thread's packs are
-// looked at before the first sum, so that their loads are in flight together). Then
-// the residual is added, residualOut stored, the row's mean square reduced and out
+// One row, by the `threads` data threads of the CTA: for each of this thread's packs p,
+// sum(p, acc) sets acc to the all-reduced fp32 pack (false: the wait gave up); then the
+// residual is added, residualOut stored, the row's mean square reduced and out
 // written. Every data thread calls it for every row, also once `failed` is set (it then
 // skips the sums and the stores but still passes the row's barrier, so that none is
 // left waiting there). Returns whether this thread's sums all came.
@@ -122,15 +120,12 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // the tests below fold away. kNormPrefetch (part of kNormFull) loads this thread's
 // residual and weight packs (its first kKeep of the row) before the first sum, whose
 // polls wait for the peers, so that their latency hides under that wait instead of
-// following it (measured: docs/perf-log.md). The first kKeep packs are handled by
-// unrolled loops (registers); rows longer than kKeep packs per thread (hidden > 16384
-// in bf16) go on pack by pack, re-reading their residualOut for the norm.
-template <typename T, typename Source>
+// following it (measured: docs/perf-log.md).
+template <typename T, typename Sum>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
-                                        int parity, bool failed, float invScale, const Source& src,
+                                        int parity, bool failed, float invScale, Sum sum,
                                         uint32_t stages = kNormFull) {
   constexpr int E = dev::PackTraits<T>::kElems;
-  constexpr int kLook = Source::kLook < kKeep ? Source::kLook : kKeep;
   const size_t rowPacks = c.hidden / E, first = row * rowPacks;
   const Pack* residual = static_cast<const Pack*>(c.residual) + first;
   const Pack* weight = static_cast<const Pack*>(c.weight);
@@ -139,98 +134,44 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   const bool prefetch = stages & kNormPrefetch;
   const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
   const Pack zero{0u, 0u, 0u, 0u};
-  auto packAt = [&](int j) { return threadIdx.x + size_t(j) * threads; };
-  typename Source::Look looks[kLook];
+  // Prefetched packs, unrolled so that they stay in registers and all loads are in
+  // flight together.
   Pack residualPre[kKeep], weightPre[kKeep];
+  if (prefetch) {
 #pragma unroll
-  for (int j = 0; j < kKeep; ++j) {
-    if (packAt(j) >= rowPacks || failed) continue;
-    if (j < kLook) src.look(first + packAt(j), looks[j < kLook ? j : 0]);
-    if (prefetch) {
-      residualPre[j] = withResidual ? residual[packAt(j)] : zero;
-      weightPre[j] = withNorm ? weight[packAt(j)] : zero;
+    for (int j = 0; j < kKeep; ++j) {
+      const size_t p = threadIdx.x + size_t(j) * threads;
+      if (p < rowPacks) {
+        residualPre[j] = withResidual ? residual[p] : zero;
+        weightPre[j] = withNorm ? weight[p] : zero;
+      }
     }
   }
   Pack keep[kKeep];
   float ss = 0.f;
-  // This thread's pack p (its j-th of the row): summed, the residual added, stored.
-  auto reduce = [&](size_t p, typename Source::Look& l, const Pack* pre, Pack* kept) {
+  int j = 0;
+  for (size_t p = threadIdx.x; p < rowPacks && !failed; p += threads, ++j) {
     float acc[E];
-    if (!src.sum(first + p, l, acc)) return false;
-    const Pack r = !withResidual ? zero : pre ? *pre : residual[p];
+    if (!sum(first + p, acc)) {
+      failed = true;
+      break;
+    }
+    const Pack r = !withResidual ? zero : prefetch && j < kKeep ? residualPre[j] : residual[p];
     const Pack x = addResidual<T>(acc, r, ss);
     residualOut[p] = x;
-    if (kept) *kept = x;
-    return true;
-  };
-#pragma unroll
-  for (int j = 0; j < kKeep; ++j) {
-    if (packAt(j) >= rowPacks || failed) continue;
-    typename Source::Look later;
-    if (j >= kLook) src.look(first + packAt(j), later);
-    failed = !reduce(packAt(j), j < kLook ? looks[j < kLook ? j : 0] : later, prefetch ? &residualPre[j] : nullptr,
-                     &keep[j]);
-  }
-  for (size_t p = packAt(kKeep); p < rowPacks && !failed; p += threads) {
-    typename Source::Look l;
-    src.look(first + p, l);
-    failed = !reduce(p, l, nullptr, nullptr);
+    if (j < kKeep) keep[j] = x;
   }
   if (!withNorm) return !failed;  // uniform over the CTA: no barrier skipped by some
   const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(c.hidden) + c.eps);
   if (failed) return false;
-#pragma unroll
-  for (int j = 0; j < kKeep; ++j)
-    if (packAt(j) < rowPacks)
-      storeNormed<T>(c, out, packAt(j), (first + packAt(j)) * E, keep[j], prefetch ? weightPre[j] : weight[packAt(j)],
-                     rstd, invScale);
-  // Beyond the registers, re-read what this thread stored above (its own writes).
-  for (size_t p = packAt(kKeep); p < rowPacks; p += threads)
-    storeNormed<T>(c, out, p, (first + p) * E, residualOut[p], weight[p], rstd, invScale);
+  j = 0;
+  for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+    // Beyond the registers, re-read what this thread stored above (its own write).
+    const Pack x = j < kKeep ? keep[j] : residualOut[p];
+    storeNormed<T>(c, out, p, (first + p) * E, x, prefetch && j < kKeep ? weightPre[j] : weight[p], rstd, invScale);
+  }
   return true;
 }
-
-// The small path's Source: the peers' packs from this rank's Rows push buffer, each
-// cleared once read (clear: kNormReset), summed with ours (`in`) in rank order.
-template <typename T, int NR>
-struct LamportRowSource {
-  // Peer packs looked at ahead per thread: 16 packs of registers at most.
-  static constexpr int kLook = NR > 1 ? (16 / (NR - 1) > 0 ? 16 / (NR - 1) : 1) : 1;
-  struct Look {
-    dev::PeerPacks<(NR > 1 ? NR - 1 : 1)> peers;
-    Pack own;
-  };
-  const dev::LamportRun<dev::LamportKind::Rows>& run;
-  const Pack* in;
-  int channel;
-  bool clear;
-  __device__ void look(size_t pk, Look& l) const {
-    l.own = in[pk];
-    if constexpr (NR > 1) run.template lookAtPeers<NR>(0, pk, l.peers);
-  }
-  __device__ bool sum(size_t pk, Look& l, float (&acc)[dev::PackTraits<T>::kElems]) const {
-    bool ok;
-    if constexpr (NR > 1) ok = run.template sumLooked<T, NR>(Op::AllReduceNorm, channel, l.own, l.peers, acc);
-    else ok = run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, l.own, acc);
-    if (ok && clear) run.clearRead(pk);
-    return ok;
-  }
-};
-
-// The large path's Source: the all-reduced rows in memory.
-template <typename T>
-struct MemoryRowSource {
-  static constexpr int kLook = kKeep;
-  using Look = Pack;
-  const Pack* sums;
-  __device__ void look(size_t pk, Look& l) const { l = sums[pk]; }
-  __device__ bool sum(size_t, Look& l, float (&acc)[dev::PackTraits<T>::kElems]) const {
-#pragma unroll
-    for (int e = 0; e < dev::PackTraits<T>::kElems; ++e) acc[e] = 0.f;
-    dev::accumulate<T>(acc, l);
-    return true;
-  }
-};
 
 // kMeasure: stagesArg says which stages run (device/norm_stages.h, fc-bench
 // normstages); otherwise every stage, once (kNormFull).
@@ -278,10 +219,15 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
     // every rank), each cleared once read, then the residual and the norm.
-    const LamportRowSource<T, NR> src{run, in, channel, (stages & kNormReset) != 0};
+    const bool clear = stages & kNormReset;
+    auto sum = [&](size_t pk, float(&acc)[E]) {
+      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc)) return false;
+      if (clear) run.clearRead(pk);
+      return true;
+    };
     int parity = 0;
     for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1)
-      failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, src, stages);
+      failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, sum, stages);
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless
 }
@@ -289,14 +235,20 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 // The large path's second half: `sum` holds the all-reduced input (it may be c.out).
 template <typename T>
 __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const T* sum) {
+  constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
   const Pack* sums = reinterpret_cast<const Pack*>(sum);
   dev::waitForPreviousGrid();
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
-  const MemoryRowSource<T> src{sums};
+  auto load = [&](size_t pk, float(&acc)[E]) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
+    dev::accumulate<T>(acc, sums[pk]);
+    return true;
+  };
   int parity = 0;
   for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1)
-    normRow<T>(c, row, blockDim.x, red, parity, false, invScale, src);
+    normRow<T>(c, row, blockDim.x, red, parity, false, invScale, load);
 }
 
 // Data threads for a row: one per pack, a whole number of warps, at most kThreads.

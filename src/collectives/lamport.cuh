@@ -223,22 +223,6 @@ struct LamportRun {
     return pollPacks<NP>(dc, op, channel, buf, peers.p, peers.v, dc.rank + 1);
   }
 
-  // sumInRankOrder's second half, for a caller that looked at the peers' packs
-  // earlier (lookAtPeers), so that several packs' first loads are in flight at once.
-  template <typename T, int NR>
-  __device__ bool sumLooked(Op op, int channel, const Pack& own, PeerPacks<NR - 1>& peers,
-                            float (&acc)[PackTraits<T>::kElems]) const {
-#pragma unroll
-    for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
-    if (!waitForPeers(op, channel, peers)) return false;
-    Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
-    all[0] = own;
-#pragma unroll
-    for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
-    accumulateInRankOrder<T, NR>(acc, all, dc.rank);
-    return true;
-  }
-
   // acc = the fp32 sum, in rank order (the same bits on every rank), of pack pk of
   // every rank: `own` is this rank's, the peers' are polled for in set `set` of this
   // rank's current buffer. NR: the world size at compile time (0: any; one peer at a
@@ -252,7 +236,12 @@ struct LamportRun {
       // All peers' loads in flight at once; re-poll only the packs still missing.
       PeerPacks<NR - 1> peers;
       lookAtPeers<NR>(set, pk, peers);
-      return sumLooked<T, NR>(op, channel, own, peers, acc);
+      if (!waitForPeers(op, channel, peers)) return false;
+      Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+      all[0] = own;
+#pragma unroll
+      for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
+      accumulateInRankOrder<T, NR>(acc, all, dc.rank);
     } else {
       for (int s = 0; s < dc.nranks; ++s) {
         if (s == dc.rank) {
