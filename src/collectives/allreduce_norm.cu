@@ -200,11 +200,12 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   __syncthreads();
   int failed = 0;
   if (call.isCallWarp()) {
-    const unsigned lane = threadIdx.x - threads;
-    // CTA 0 exchanges the call headers first (lanes < W - 1), so that the peers' CTA 0
-    // is not kept waiting for them behind our arrival's atomic.
+    // The last lane arrives; the atomic's round trip overlaps CTA 0's header exchange
+    // (lanes < W - 1) instead of following it (measured: docs/perf-log.md).
+    const bool arriving = threadIdx.x - threads == unsigned(dev::kCallWarpThreads - 1);
+    const uint32_t before = arriving ? run.arrive() : 0u;
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
-    if (lane == dev::kCallWarpThreads - 1) run.arrive();
+    if (arriving) run.advanceIfLast(before);
   } else {
     // 1. Push our rows' packs into our slot of every peer's current buffer.
     for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormPush); row += rowStep)

@@ -290,19 +290,26 @@ struct LamportRun {
   }
 
   // Rows: this CTA has read the buffer index (every thread, before a __syncthreads
-  // that comes before this call; one thread per CTA calls it). The CTA that arrives
+  // that comes before this call; one thread per CTA arrives). The CTA that arrives
   // last - every CTA of the grid has then read the index - moves the index on and
   // zeroes the counter for the next call, which reads both only after this grid has
-  // completed. acq_rel at gpu scope: the CTA's reads of the index (ordered before this
-  // thread's atomic by the barrier) happen before the last CTA's stores.
-  __device__ void arrive() const {
+  // completed. Split in two so that the atomic's round trip overlaps other work:
+  // arrive() issues it, nothing waits for its result until advanceIfLast(). acq_rel at
+  // gpu scope: the CTA's reads of the index (ordered before this thread's atomic by
+  // the barrier) happen before the last CTA's stores.
+  __device__ uint32_t arrive() const {
     static_assert(Traits::kWholeRank, "only the whole-rank kind shares one state");
-    uint32_t* counter = state + kRowsCounterWord;
     uint32_t before;
-    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;"
+                 : "=r"(before)
+                 : "l"(state + kRowsCounterWord)
+                 : "memory");
+    return before;
+  }
+  __device__ void advanceIfLast(uint32_t before) const {
     if (before == gridDim.x - 1) {
       state[0] = (buf + 1) % 3;
-      *counter = 0;
+      state[kRowsCounterWord] = 0;
     }
   }
 
