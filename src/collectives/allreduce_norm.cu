@@ -134,8 +134,8 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   const bool prefetch = stages & kNormPrefetch;
   const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
   const Pack zero{0u, 0u, 0u, 0u};
-  // Prefetched packs, unrolled so that they stay in registers and all loads are in
-  // flight together.
+  // Prefetched packs: the loads are unrolled, so all of them are in flight together
+  // (read back at run-time indices below, from local memory like keep[]).
   Pack residualPre[kKeep], weightPre[kKeep];
   if (prefetch) {
 #pragma unroll

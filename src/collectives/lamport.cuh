@@ -7,8 +7,8 @@
 // pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still
 // holding kLamportEmpty has not been written: writers never write that word
 // (notEmpty), readers poll until no word of a pack holds it, and a run resets what
-// the run before it consumed (the Rows kind: what it has just read). No rank pushes to itself (its own part is read from
-// its input), so its own slots stay empty.
+// the run before it consumed (the Rows kind: what it has just read). No rank pushes to
+// itself (its own part is read from its input), so its own slots stay empty.
 //
 // The one-shot, the two-shot and the rows are independent instances of the protocol
 // (LamportKind): their own sets, their own per-CTA state (in device memory, private
