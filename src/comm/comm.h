@@ -67,7 +67,7 @@ struct CommParams {
   // anything but full only for timing them (fc-bench stages): wrong results.
   uint32_t lamportStages = kLamportFull;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
-  // anything but full or prefetch only for timing them (fc-bench normstages).
+  // anything but full or no-prefetch only for timing them (fc-bench normstages).
   uint32_t normStages = kNormFull;
 };
 
