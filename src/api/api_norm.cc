@@ -79,9 +79,9 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   // always; the baseline fc-bench arnorm measures against).
   const size_t bytes = c.sendElems * c.elem;
   const size_t lamportMax =
-      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : lamportMaxBytes(comm->nranks);
+      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : allReduceNormOneKernelMaxBytes(comm->nranks);
   const FusedAlgo choice = comm->params.allReduceNormAlgo;
-  const bool small = choice == FusedAlgo::Fused     ? bytes <= kLamportSlotBytes
+  const bool small = choice == FusedAlgo::Fused     ? bytes <= lamportSlotBytes(comm->nranks)
                      : choice == FusedAlgo::Unfused ? false
                                                     : bytes <= lamportMax;
   ArAlgo algo = ArAlgo::OneShot;
@@ -97,6 +97,7 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   if (small) {
     FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
     return commOpEnd(comm, c.lane, stream, launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl,
+                                                                     comm->params.normClusterPacks,
                                                                      comm->params.normStages, stream));
   }
   // Large: the all-reduce into normOut (the fp8 variant: into the channel's scratch),

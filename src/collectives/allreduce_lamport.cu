@@ -57,47 +57,45 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // only when its cost is measured (LamportStage).
   const uint32_t stages = kMeasure ? stagesArg : uint32_t(kLamportFull);
   auto times = [stages](uint32_t stage, uint32_t twice) { return (stages & stage) ? (stages & twice) ? 2 : 1 : 0; };
-  int failed = 0;
+  // Every thread has read the state; move it on now rather than at the end (saveNext).
+  __syncthreads();
+  if (threadIdx.x == 0 && (stages & kLamportSave))
+    run.saveNext(uint32_t((packs + run.kChunkPacks - 1) / run.kChunkPacks));
   if (call.isCallWarp()) {
-    failed = !call.run(Op::AllReduceOneShot, channel);
-  } else {
-    // 1. Push our packs into our slot of every peer's current buffer (set 0).
-    for (int rep = times(kLamportPush, kLamportPushTwice); rep > 0; --rep)
-      for (size_t k = threadIdx.x;; k += threads) {
-        const size_t pk = run.ownedPack(k);
-        if (pk >= packs) break;
-        const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
-#pragma unroll 8
-        for (int j = 1; j < W; ++j)
-          run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
-      }
-
-    // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
-    // finish before it reads anything.
-    dev::allowDependentLaunch();
-    // Reset our previous run's buffer (every chunk it used) for the run after next,
-    // while the pushes are on their way.
-    for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.resetStale();
-
-    // 2. Poll our buffer for every peer's packs; add them to our own input; store.
-    for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0 && !failed; --rep)
-      for (size_t k = threadIdx.x;; k += threads) {
-        const size_t pk = run.ownedPack(k);
-        if (pk >= packs) break;
-        const size_t i = pk * E;
-        float acc[E];
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
-                                                dev::loadInputPack(in, i, count, vecIn), acc)) {
-          failed = 1;
-          break;
-        }
-        dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
-      }
+    call.run(Op::AllReduceOneShot, channel);  // a mismatch is recorded; nothing to undo
+    return;
   }
-  if (__syncthreads_or(failed)) return;
-  const uint32_t used[1] = {uint32_t((packs + run.kChunkPacks - 1) / run.kChunkPacks)};
-  run.advance(used);
-  if (threadIdx.x == 0 && (stages & kLamportSave)) run.save();
+  // 1. Push our packs into our slot of every peer's current buffer (set 0).
+  for (int rep = times(kLamportPush, kLamportPushTwice); rep > 0; --rep)
+    for (size_t k = threadIdx.x;; k += threads) {
+      const size_t pk = run.ownedPack(k);
+      if (pk >= packs) break;
+      const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
+#pragma unroll 8
+      for (int j = 1; j < W; ++j)
+        run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
+    }
+
+  // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
+  // finish before it reads anything.
+  dev::allowDependentLaunch();
+  // Reset our previous run's buffer (every chunk it used) for the run after next,
+  // while the pushes are on their way.
+  for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.resetStale();
+
+  // 2. Poll our buffer for every peer's packs; add them to our own input; store. A
+  // wait that gives up has recorded the error: the thread just stops.
+  for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0; --rep)
+    for (size_t k = threadIdx.x;; k += threads) {
+      const size_t pk = run.ownedPack(k);
+      if (pk >= packs) break;
+      const size_t i = pk * E;
+      float acc[E];
+      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
+                                              dev::loadInputPack(in, i, count, vecIn), acc))
+        return;
+      dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
+    }
 }
 
 template <typename T>

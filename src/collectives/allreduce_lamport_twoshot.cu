@@ -13,9 +13,9 @@
 // round trip of a barrier (three per pass in the SM two-shot) and no staging copy.
 // The price is the reset: a run rewrites, with all-ones, the 2(W-1) slots its
 // previous run consumed (local stores, issued while this run's pushes are in flight).
-// Buffers larger than W slots (4 MiB at 4 ranks) run as passes of W slots, one run
-// of the protocol each, inside one kernel: CTAs move on independently, so the
-// phases of consecutive passes overlap across CTAs.
+// Buffers larger than W slices of kLamportTwoShotSliceBytes (4 MiB at 4 ranks) run as
+// passes of W slices, one run of the protocol each, inside one kernel: CTAs move on
+// independently, so the phases of consecutive passes overlap across CTAs.
 //
 // Reuse of the three buffers follows the one-shot's argument (design.md): a peer's
 // run j+1 needs our run-(j+1) reduce-scatter pushes to finish, so no peer is ever
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
                   bool pdl, cudaStream_t stream) {
-  const size_t passElems = size_t(dc.nranks) * (kLamportSlotBytes / sizeof(T));
+  const size_t passElems = size_t(dc.nranks) * (kLamportTwoShotSliceBytes / sizeof(T));
   // Every CTA that ever ran keeps state; the same count gives the same shape on
   // every rank, so the per-CTA buffer sequences stay equal across ranks.
   const dev::LamportShape shape =

@@ -28,6 +28,7 @@
 // Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
 // adds the residual and normalises each row (one CTA per row, rows in turn).
 // fc-bench normstages times the small path's stages (device/norm_stages.h).
+#include <cooperative_groups.h>
 #include <cuda_fp8.h>
 
 #include "collectives/chunks.cuh"
@@ -109,9 +110,11 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
   return x;
 }
 
-// One row, by the `threads` data threads of the CTA: for each of this thread's packs p,
+// Packs [begin, end) of one row (the CTA's share of it), by the `threads` data threads
+// of the CTA: for each of this thread's packs p,
 // sum(p, acc) sets acc to the all-reduced fp32 pack (false: the wait gave up); then the
-// residual is added, residualOut stored, the row's mean square reduced and out
+// residual is added, residualOut stored, the row's sum of squares taken (total(ss,
+// failed): over the whole row, from every CTA's share; it may set failed) and out
 // written. Every data thread calls it for every row, also once `failed` is set (it then
 // skips the sums and the stores but still passes the row's barrier, so that none is
 // left waiting there). Returns whether this thread's sums all came.
@@ -121,9 +124,9 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // residual and weight packs (its first kKeep of the row) before the first sum, whose
 // polls wait for the peers, so that their latency hides under that wait instead of
 // following it (measured: docs/perf-log.md).
-template <typename T, typename Sum>
-__device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned threads, float (*red)[32],
-                                        int parity, bool failed, float invScale, Sum sum,
+template <typename T, typename Sum, typename Total>
+__device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t begin, size_t end, unsigned threads,
+                                        bool failed, float invScale, Sum sum, Total total,
                                         uint32_t stages = kNormFull) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const size_t rowPacks = c.hidden / E, first = row * rowPacks;
@@ -140,8 +143,8 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   if (prefetch) {
 #pragma unroll
     for (int j = 0; j < kKeep; ++j) {
-      const size_t p = threadIdx.x + size_t(j) * threads;
-      if (p < rowPacks) {
+      const size_t p = begin + threadIdx.x + size_t(j) * threads;
+      if (p < end) {
         residualPre[j] = withResidual ? residual[p] : zero;
         weightPre[j] = withNorm ? weight[p] : zero;
       }
@@ -150,7 +153,7 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   Pack keep[kKeep];
   float ss = 0.f;
   int j = 0;
-  for (size_t p = threadIdx.x; p < rowPacks && !failed; p += threads, ++j) {
+  for (size_t p = begin + threadIdx.x; p < end && !failed; p += threads, ++j) {
     float acc[E];
     if (!sum(first + p, acc)) {
       failed = true;
@@ -162,10 +165,10 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
     if (j < kKeep) keep[j] = x;
   }
   if (!withNorm) return !failed;  // uniform over the CTA: no barrier skipped by some
-  const float rstd = rsqrtf(rowSum(ss, red, parity, threads) / float(c.hidden) + c.eps);
+  const float rstd = rsqrtf(total(ss, failed) / float(c.hidden) + c.eps);
   if (failed) return false;
   j = 0;
-  for (size_t p = threadIdx.x; p < rowPacks; p += threads, ++j) {
+  for (size_t p = begin + threadIdx.x; p < end; p += threads, ++j) {
     // Beyond the registers, re-read what this thread stored above (its own write).
     const Pack x = j < kKeep ? keep[j] : residualOut[p];
     storeNormed<T>(c, out, p, (first + p) * E, x, prefetch && j < kKeep ? weightPre[j] : weight[p], rstd, invScale);
@@ -173,26 +176,85 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, unsigned 
   return true;
 }
 
+// The row's sum of squares over a cluster of C CTAs that share the row: each CTA's
+// total (rowSum) goes, tagged with the row's sequence number, into slot [parity][cta]
+// of every CTA's clusterSums (distributed shared memory); every data thread waits for
+// the C slots of its own copy and adds them in cluster-rank order (the same bits in
+// every CTA, on every rank). A slot [parity] is written again two rows later, by a CTA
+// that has then received this CTA's total of the row between, which this CTA sends
+// after all its threads read this row's slots (the row's named barrier in rowSum). The
+// wait has the library's deadline; a CTA whose sums failed still sends its total, so
+// no partner waits for nothing.
+struct ClusterRowSum {
+  static constexpr unsigned kMaxCtas = 8;  // the portable cluster size
+  const DeviceComm& dc;
+  int channel;
+  uint64_t (*sums)[kMaxCtas];  // clusterSums[2][kMaxCtas] of this CTA
+  float (*red)[32];
+  unsigned threads, ctas, rank;
+  int parity;
+  uint32_t seq;
+
+  __device__ float operator()(float ss, bool& failed) const {
+    const float mine = rowSum(ss, red, parity, threads);
+    if (ctas == 1) return mine;
+    namespace cg = cooperative_groups;
+    if (threadIdx.x < ctas) {
+      const uint64_t tagged = uint64_t(seq) << 32 | __float_as_uint(mine);
+      uint64_t* slot = cg::this_cluster().map_shared_rank(&sums[parity][rank], threadIdx.x);
+      *reinterpret_cast<volatile uint64_t*>(slot) = tagged;
+    }
+    float total = 0.f;
+    dev::WaitExits exits;
+    for (unsigned k = 0; k < ctas; ++k) {
+      uint64_t v = *reinterpret_cast<volatile uint64_t*>(&sums[parity][k]);
+      for (uint32_t spin = 1; uint32_t(v >> 32) != seq; ++spin) {
+        if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceNorm, dc.rank, channel, seq, uint32_t(v >> 32),
+                                                   WaitKind::LamportData)) {
+          failed = true;
+          return 0.f;
+        }
+        v = *reinterpret_cast<volatile uint64_t*>(&sums[parity][k]);
+      }
+      total += __uint_as_float(uint32_t(v));
+    }
+    return total;
+  }
+};
+
 // kMeasure: stagesArg says which stages run (device/norm_stages.h, fc-bench
-// normstages); otherwise every stage, once (kNormFull).
+// normstages); otherwise every stage, once (kNormFull). Launched in clusters of C CTAs
+// (cudaLaunchAttributeClusterDimension): cluster i takes rows i, i + clusters, ...,
+// and its CTA of cluster rank r the packs [r * share, (r + 1) * share) of each, so that
+// a row's packs are polled by C SMs (TensorRT-LLM's layout).
 template <typename T, int NR, bool kMeasure>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
+  __shared__ uint64_t clusterSums[2][ClusterRowSum::kMaxCtas];
+  namespace cg = cooperative_groups;
+  const unsigned ctas = cg::this_cluster().num_blocks(), clusterRank = cg::this_cluster().block_rank();
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
   const size_t rowPacks = c.hidden / E;
   const size_t packs = c.tokens * rowPacks;
+  const size_t share = (rowPacks + ctas - 1) / ctas;
+  const size_t begin = size_t(clusterRank) * share < rowPacks ? size_t(clusterRank) * share : rowPacks;
+  const size_t end = begin + share < rowPacks ? begin + share : rowPacks;
+  const size_t firstRow = blockIdx.x / ctas, rowStep = gridDim.x / ctas;
   const unsigned threads = dev::lamportDataThreads();
   const Pack* in = static_cast<const Pack*>(c.in);
+  // Slots of no row yet (sequence 0), before this CTA tells its cluster it has started
+  // (release); the partners write into them only after waiting for that (acquire).
+  if (threadIdx.x < 2 * ClusterRowSum::kMaxCtas) (&clusterSums[0][0])[threadIdx.x] = 0u;
+  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
   // Programmatic dependent launch: everything above overlapped the previous kernel;
   // nothing it writes (inputs, the Lamport state) is read before this.
   dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, packs * E);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
-  const size_t rowStep = gridDim.x;
   const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
 
   // Every thread has read the buffer index before this CTA's arrival lets the last
@@ -201,15 +263,16 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   int failed = 0;
   if (call.isCallWarp()) {
     // The last lane arrives; the atomic's round trip overlaps CTA 0's header exchange
-    // (lanes < W - 1) instead of following it (measured: docs/perf-log.md).
+    // (lanes < W - 1) instead of following it.
     const bool arriving = threadIdx.x - threads == unsigned(dev::kCallWarpThreads - 1);
     const uint32_t before = arriving ? run.arrive() : 0u;
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
     if (arriving) run.advanceIfLast(before);
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
   } else {
-    // 1. Push our rows' packs into our slot of every peer's current buffer.
-    for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormPush); row += rowStep)
-      for (size_t pk = row * rowPacks + threadIdx.x; pk < (row + 1) * rowPacks; pk += threads) {
+    // 1. Push our share of our rows into our slot of every peer's current buffer.
+    for (size_t row = firstRow; row < c.tokens && (stages & kNormPush); row += rowStep)
+      for (size_t pk = row * rowPacks + begin + threadIdx.x; pk < row * rowPacks + end; pk += threads) {
         const Pack v = dev::notEmpty(in[pk]);
 #pragma unroll 8
         for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
@@ -217,6 +280,9 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
+    // Every CTA of the cluster has started (its slots are ready) before any total is
+    // sent to it; long true by now.
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
     // every rank), each cleared once read, then the residual and the norm.
@@ -227,8 +293,10 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       return true;
     };
     int parity = 0;
-    for (size_t row = blockIdx.x; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1)
-      failed |= !normRow<T>(c, row, threads, red, parity, failed, invScale, sum, stages);
+    for (size_t row = firstRow; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
+      const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
+      failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
+    }
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless
 }
@@ -247,9 +315,12 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
     dev::accumulate<T>(acc, sums[pk]);
     return true;
   };
+  const size_t rowPacks = c.hidden / E;
   int parity = 0;
-  for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1)
-    normRow<T>(c, row, blockDim.x, red, parity, false, invScale, load);
+  for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1) {
+    auto total = [&](float ss, bool&) { return rowSum(ss, red, parity, blockDim.x); };
+    normRow<T>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total);
+  }
 }
 
 // Data threads for a row: one per pack, a whole number of warps, at most kThreads.
@@ -264,18 +335,28 @@ unsigned rowThreads(size_t rowPacks) {
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      uint32_t stages, cudaStream_t stream) {
+                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream) {
   const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
-    // One CTA per row, up to maxCtas (CTAs then take rows in turn).
-    const unsigned grid = unsigned(c.tokens < size_t(dc.maxCtas) ? c.tokens : size_t(dc.maxCtas));
-    const unsigned threads = rowThreads(c.hidden / dev::PackTraits<T>::kElems) + unsigned(dev::kCallWarpThreads);
+    // A row over a cluster of CTAs with up to clusterPacks packs each (one per data
+    // thread), at most 8; fewer (halved, as TensorRT-LLM does) until a cluster per row
+    // fits in maxCtas CTAs; beyond that, clusters take rows in turn. clusterPacks 0:
+    // one CTA per row.
+    const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
+    size_t ctas = clusterPacks ? (rowPacks + clusterPacks - 1) / clusterPacks : 1;
+    ctas = ctas < 1 ? 1 : ctas > ClusterRowSum::kMaxCtas ? ClusterRowSum::kMaxCtas : ctas;
+    while (ctas > 1 && c.tokens * ctas > size_t(dc.maxCtas)) ctas = (ctas + 1) / 2;
+    while (ctas > size_t(dc.maxCtas)) --ctas;
+    const size_t perCluster = size_t(dc.maxCtas) / ctas;
+    const size_t clusters = c.tokens < perCluster ? c.tokens : perCluster;
+    const unsigned threads = rowThreads((rowPacks + ctas - 1) / ctas) + unsigned(dev::kCallWarpThreads);
     auto kernel =
         stages == kNormFull
             ? byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value, false>; })
             : byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value, true>; });
-    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, c, sig, stages);
+    return launchClusterKernelEx(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), stream, pdl,
+                                 dc, channel, c, sig, stages);
   });
 }
 

@@ -21,14 +21,14 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
                                   const SymSource* symmetricIn, cudaStream_t stream);
 
 // Lamport one-shot all-reduce (push, poll the data; no flags): count*size must not
-// exceed kLamportSlotBytes. pdl: launch with programmatic dependent launch. stages:
+// exceed lamportSlotBytes(nranks). pdl: launch with programmatic dependent launch. stages:
 // kLamportFull, but for measurements of the stages (device_comm.h, LamportStage).
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                   cudaStream_t stream, uint32_t stages = kLamportFull);
 
 // Lamport two-shot all-reduce (push the slices, poll the data; no flags); any count
-// (passes of nranks push slots). pdl as above.
+// (passes of nranks slices of kLamportTwoShotSliceBytes). pdl as above.
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                          void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                          cudaStream_t stream);
@@ -49,10 +49,11 @@ struct NormCall {
 };
 
 // All-reduce + residual + RMSNorm in one Lamport kernel (allreduce_norm.cu):
-// tokens * hidden * size must not exceed kLamportSlotBytes. pdl: launch with
-// programmatic dependent launch. stages: kNormFull in real calls (device/norm_stages.h).
+// tokens * hidden * size must not exceed lamportSlotBytes(nranks). pdl: launch with
+// programmatic dependent launch. clusterPacks: a row's packs per CTA of a thread block
+// cluster (0: one CTA per row). stages: kNormFull in real calls (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      uint32_t stages, cudaStream_t stream);
+                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream);
 
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).

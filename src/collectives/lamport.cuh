@@ -2,13 +2,13 @@
 // all-reduces: push buffers whose data is its own flag.
 //
 // Buffers. Per channel there are three buffers (used in turn by a CTA's runs), each
-// of four sets of one kLamportSlotBytes slot per sender rank: set 0 is the
-// one-shot's, sets 1 and 2 the two-shot's (its reduce-scatter and all-gather
-// pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still
+// of four sets of one lamportSlotBytes(W) slot per peer of the owner (device_comm.h):
+// set 0 is the one-shot's, sets 1 and 2 the two-shot's (its reduce-scatter and
+// all-gather pushes), set 3 the all-reduce + RMSNorm's (the Rows kind, below). A word still
 // holding kLamportEmpty has not been written: writers never write that word
 // (notEmpty), readers poll until no word of a pack holds it, and a run resets what
 // the run before it consumed (the Rows kind: what it has just read). No rank pushes to
-// itself (its own part is read from its input), so its own slots stay empty.
+// itself (its own part is read from its input), so a set has no slot for the owner.
 //
 // The one-shot, the two-shot and the rows are independent instances of the protocol
 // (LamportKind): their own sets, their own per-CTA state (in device memory, private
@@ -123,10 +123,12 @@ __device__ __forceinline__ bool pollPacks(const DeviceComm& dc, Op op, int chann
   if (ready) return true;
   WaitExits exits;
   for (uint32_t spin = 1;; ++spin) {
-    // Back off between rounds: tens of thousands of threads re-polling at full rate
-    // compete with the incoming remote writes for the same L2.
-    // (100 ns measured the same as 30 ns, within 1 %.)
-    __nanosleep(100);
+    // Back off between rounds, after the first dc.lamportSpins (FC_LAMPORT_SPINS):
+    // tens of thousands of threads re-polling at full rate compete with the incoming
+    // remote writes for the same L2 (measured: docs/perf-log.md; 100 ns measured the
+    // same as 30 ns, within 1 %), while a small call's data is due within a round
+    // trip, which each back-off can only prolong.
+    if (spin > dc.lamportSpins) __nanosleep(100);
     ready = true;
 #pragma unroll
     for (int j = 0; j < NR; ++j) {
@@ -173,27 +175,33 @@ struct LamportRun {
 
   const DeviceComm& dc;
   size_t channelOff;          // heap offset of this channel's buffers
-  uint32_t* state;            // this kind's state words of this CTA
+  size_t slotBytes;           // lamportSlotBytes(W)
+  uint32_t* state;            // this kind's state words of this CTA (Rows: of CTA 0)
   uint32_t buf;               // the buffer the current run uses
   uint32_t used[3 * kSets];   // chunks set t of buffer b last held: used[3 * t + b] (Rows: unused)
 
   __device__ LamportRun(const DeviceComm& d, int channel)
       : dc(d),
         channelOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks)),
+        slotBytes(lamportSlotBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + (Traits::kWholeRank ? 0u : blockIdx.x)) * kLamportStateWords +
               Traits::kStateWord),
         buf(state[0]) {
+    if constexpr (!Traits::kWholeRank) {
 #pragma unroll
-    for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
+      for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
+    }
   }
 
-  // Slot `sender` of this kind's set `set` of buffer `b` on rank `owner`, as packs.
+  // Slot of rank `sender` in this kind's set `set` of buffer `b` on rank `owner`
+  // (sender != owner), as packs: the owner's peer (sender - owner - 1) mod W.
   __device__ Pack* slot(int owner, uint32_t b, int set, int sender) const {
+    const size_t peer = size_t((sender - owner - 1 + dc.nranks) % dc.nranks);
     return reinterpret_cast<Pack*>(
         dc.base + size_t(owner) * dc.stride + channelOff +
-        ((size_t(b) * kLamportSets + size_t(Traits::kFirstSet + set)) * size_t(dc.nranks) + size_t(sender)) *
-            kLamportSlotBytes);
+        ((size_t(b) * kLamportSets + size_t(Traits::kFirstSet + set)) * lamportPeerSlots(dc.nranks) + peer) *
+            slotBytes);
   }
 
   // The pack index (in a slot) of this CTA's k-th owned pack: chunk
@@ -321,6 +329,19 @@ struct LamportRun {
     buf = (buf + 1) % 3;
   }
 
+  // A kernel of one run (the one-shot): write the state the next kernel starts from -
+  // the next buffer, and `chunks` as what this run's buffer holds - as soon as every
+  // thread of the CTA has read it (one thread, after a barrier), so that the stores are
+  // not left for the end of the kernel, whose completion would wait for them. The next
+  // kernel reads the state after griddepcontrol.wait, i.e. after this grid completed;
+  // a run that gives up has recorded an error, after which the communicator only
+  // reports it (it must be destroyed), so the state need not stay behind.
+  __device__ void saveNext(uint32_t chunks) const {
+    static_assert(kSets == 1 && !Traits::kWholeRank, "one set, per-CTA state");
+    state[1 + buf] = chunks;
+    state[0] = (buf + 1) % 3;
+  }
+
   // Write the state back for the next kernel: thread 0, after the last advance.
   __device__ void save() const {
     state[0] = buf;
@@ -349,7 +370,7 @@ struct LamportCall {
   const DeviceComm& dc;
   size_t headerOff;   // heap offset of this channel's headers
   uint32_t* state;    // this CTA's header buffer index
-  uint32_t buf;
+  uint32_t buf;       // its value (the call warp's copy; the data threads do not read it)
   Pack mine;
 
   __device__ LamportCall(const DeviceComm& d, int channel, uint32_t sig, uint64_t count)
@@ -357,7 +378,7 @@ struct LamportCall {
         headerOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks) + lamportPushBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + kCallStateWord),
-        buf(*state),
+        buf(isCallWarp() ? *state : 0u),
         // No word of a header is ever all ones (the op is in the signature's top 4 bits).
         mine{sig, uint32_t(count) & 0x7fffffffu, uint32_t(count >> 31) & 0x7fffffffu, 0x4c414d50u} {}
 
@@ -369,12 +390,16 @@ struct LamportCall {
            (size_t(b) * kMaxBlocks + blockIdx.x) * size_t(dc.nranks) + size_t(sender);
   }
 
-  // The call warp's whole part: lane j < W-1 deals with peer rank+1+j. Push our
-  // header, reset the one that peer sent in our call before last, wait for its
-  // header of this call and compare. Returns false when the wait gave up or the
-  // calls differ (the error is recorded). Lane 0 then moves the buffer on.
+  // The call warp's whole part: lane j < W-1 deals with peer rank+1+j. Move the buffer
+  // index on at once (lane 0, once the warp has read it: only this warp uses it, and
+  // the next kernel reads it after this grid completed); push our header,
+  // reset the one that peer sent in our call before last, wait for its header of this
+  // call and compare. Returns false when the wait gave up or the calls differ (the
+  // error is recorded).
   __device__ bool run(Op op, int channel) {
     const int lane = int(threadIdx.x - lamportDataThreads());
+    __syncwarp();
+    if (lane == 0) *state = (buf + 1) % 3;
     bool ok = true;
     if (lane < dc.nranks - 1) {
       const int peer = (dc.rank + 1 + lane) % dc.nranks;
@@ -389,7 +414,6 @@ struct LamportCall {
         ok = false;
       }
     }
-    if (lane == 0) *state = (buf + 1) % 3;
     return ok;
   }
 };

@@ -15,6 +15,9 @@ namespace fc {
 template <typename... Params, typename... Args>
 fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
                           Args&&... args);
+template <typename... Params, typename... Args>
+fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
+                                 cudaStream_t stream, bool pdl, Args&&... args);
 
 template <typename... Params, typename... Args>
 fcResult_t launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream,
@@ -30,6 +33,14 @@ fcResult_t launchKernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaSt
 template <typename... Params, typename... Args>
 fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, bool pdl,
                           Args&&... args) {
+  return launchClusterKernelEx(kernel, grid, block, 1u, stream, pdl, std::forward<Args>(args)...);
+}
+
+// launchKernelEx in thread block clusters of `cluster` CTAs along x (grid.x a multiple
+// of it; 1: no cluster attribute).
+template <typename... Params, typename... Args>
+fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
+                                 cudaStream_t stream, bool pdl, Args&&... args) {
   // Convert each argument to the kernel's parameter type first, so that the
   // addresses handed to the launch point at objects of exactly that type.
   auto params = std::tuple<Params...>(std::forward<Args>(args)...);
@@ -38,15 +49,24 @@ fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
     int i = 0;
     ((ptrs[i++] = static_cast<void*>(&p)), ...);
   }, params);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attrs[2]{};
+  unsigned n = 0;
+  if (pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = cluster;
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.stream = stream;
-  config.attrs = pdl ? &attr : nullptr;
-  config.numAttrs = pdl ? 1 : 0;
+  config.attrs = n ? attrs : nullptr;
+  config.numAttrs = n;
   FC_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), ptrs));
   return fcSuccess;
 }

@@ -125,6 +125,9 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   const int rank = comm->rank, nranks = comm->nranks;
   setLogRank(rank);
   comm->params = params;
+  if (params.lamportMaxBytes > lamportSlotBytes(nranks))
+    return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the push slot at %d ranks (%zu bytes)",
+                    (unsigned long long)params.lamportMaxBytes, nranks, lamportSlotBytes(nranks));
   CUdevice cuDev;
   FC_CHECK(checkDevice(&comm->cudaDev, &cuDev));
   FC_CHECK(preloadKernels());
@@ -187,6 +190,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.workspaceOffset = kSignalBytes + lamportBytes;
   comm->dev.workspaceBytes = params.workspaceBytes;
   comm->dev.maxCtas = params.maxCtas;
+  comm->dev.lamportSpins = params.lamportSpins;
   comm->dev.timeoutNs = params.timeoutMs * 1000000ull;
   comm->dev.error = errorDev;
 
@@ -374,9 +378,16 @@ bool lamportTwoShotAuto(int nranks) {
 
 size_t lamportMaxBytes(int nranks) {
   // Measured on H200 (docs/perf-log.md): with backed-off polling the Lamport one-shot is
-  // the fastest path up to its 1 MiB slots at 2 and 4 ranks (6.3 / 12.9 us at 1 MiB).
-  // Larger worlds push (W-1) copies per rank: unmeasured yet, so kept at 256 KiB.
-  return nranks <= 4 ? kLamportSlotBytes : (256u << 10);
+  // the fastest one-shot up to its 1 MiB slots at 2 and 4 ranks (6.3 / 12.9 us at
+  // 1 MiB); at 2 ranks its slot is 4 MiB (device_comm.h). Larger worlds push (W-1)
+  // copies per rank: unmeasured yet, so kept at 256 KiB.
+  return nranks <= 4 ? lamportSlotBytes(nranks) : (256u << 10);
+}
+
+size_t allReduceNormOneKernelMaxBytes(int nranks) {
+  // The all-reduce + RMSNorm kernel has been measured up to 1 MiB (docs/perf-log.md).
+  const size_t measured = size_t(1) << 20, lamport = lamportMaxBytes(nranks);
+  return lamport < measured ? lamport : measured;
 }
 
 // Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf-log.md):
@@ -388,10 +399,12 @@ size_t ceAllGatherMinBytes(int) { return 64u << 20; }
 
 size_t oneShotMaxBytes(int nranks) {
   // Crossovers with the Lamport two-shot measured on H200 (docs/perf-log.md): 4 ranks,
-  // 256 KiB 6.3 vs 7.5 us, 512 KiB 8.5 vs 8.0; 2 ranks, 512 KiB 6.0 vs 6.4, 1 MiB 7.6
-  // vs 7.2. At 8 ranks (unmeasured, no Lamport two-shot) the one-shot reads W-1
-  // remote copies, the SM two-shot 2(W-1)/W of the data with two more barriers.
-  return nranks <= 2 ? (512u << 10) : nranks <= 4 ? (256u << 10) : (512u << 10);
+  // 256 KiB 6.3 vs 7.5 us, 512 KiB 8.5 vs 8.0; 2 ranks (fc-bench stages, three runs
+  // of 2026-11-23), 1 MiB 5.99 vs 7.02-7.08. At 2 ranks the one-shot sends the same
+  // bytes as the two-shot with one round trip instead of two. At 8 ranks (unmeasured,
+  // no Lamport two-shot) the one-shot reads W-1 remote copies, the SM two-shot
+  // 2(W-1)/W of the data with two more barriers.
+  return nranks <= 2 ? (size_t(1) << 20) : nranks <= 4 ? (256u << 10) : (512u << 10);
 }
 
 }  // namespace fc

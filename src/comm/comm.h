@@ -49,6 +49,9 @@ struct CommParams {
   bool blocking = true;
   AllReduceAlgo allReduceAlgo = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
   uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
+  // FC_LAMPORT_SPINS: a Lamport kernel's data polls that run back to back before each
+  // round backs off with __nanosleep (collectives/lamport.cuh, pollPacks).
+  uint32_t lamportSpins = 0;
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
@@ -66,6 +69,10 @@ struct CommParams {
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
   // anything but full only for timing them (fc-bench stages): wrong results.
   uint32_t lamportStages = kLamportFull;
+  // FC_ARNORM_CLUSTER_PACKS: the all-reduce + RMSNorm kernel spreads a row over a
+  // thread block cluster of CTAs with this many 16-byte packs each (at most 8 CTAs);
+  // 0: one CTA per row.
+  uint32_t normClusterPacks = 0;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages).
   uint32_t normStages = kNormFull;
@@ -158,6 +165,8 @@ size_t oneShotMaxBytes(int nranks);
 
 // The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
 size_t lamportMaxBytes(int nranks);
+// fcAllReduceResidualRMSNorm runs as one Lamport kernel up to this many bytes (auto).
+size_t allReduceNormOneKernelMaxBytes(int nranks);
 
 // Whether the auto choice takes the Lamport two-shot for everything above the one-shot.
 bool lamportTwoShotAuto(int nranks);

@@ -78,12 +78,19 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->channels = channels > 64 ? 65 : int(channels);
   FC_CHECK(envU64("FC_SCRATCH_BYTES", p->scratchBytes, &p->scratchBytes));
   FC_CHECK(envU64("FC_LAMPORT_MAX_BYTES", 0, &p->lamportMaxBytes));
+  uint64_t clusterPacks = p->normClusterPacks;
+  FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
+  p->normClusterPacks = clusterPacks > 0xffffffffu ? 0xffffffffu : uint32_t(clusterPacks);
+  uint64_t spins = p->lamportSpins;
+  FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
+  p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);
   uint64_t maxCtas = uint64_t(p->maxCtas);
   FC_CHECK(envU64("FC_MAX_CTAS", maxCtas, &maxCtas));
   p->maxCtas = maxCtas > uint64_t(kMaxBlocks) ? kMaxBlocks + 1 : int(maxCtas);  // > kMaxBlocks: refused below
-  if (p->lamportMaxBytes > kLamportSlotBytes)
-    return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the push slot (%zu bytes)",
-                    (unsigned long long)p->lamportMaxBytes, kLamportSlotBytes);
+  // Checked against the world size's slot at init (commInit).
+  if (p->lamportMaxBytes > kLamportSlotBytesMax)
+    return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the largest push slot (%zu bytes)",
+                    (unsigned long long)p->lamportMaxBytes, kLamportSlotBytesMax);
   FC_CHECK(choiceFromEnv("FC_ALLREDUCE_ALGO", kAllReduceAlgos, &p->allReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_REDUCE_SCATTER_ALGO", kMoveAlgos, &p->reduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));

@@ -13,7 +13,7 @@
 //   [kShardFlagsOffset, +128)       the GEMM engine's flags[channel][rank]: shard flags
 //                                   (all-gather + GEMM), tile counters (GEMM + reduce-scatter)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
-//                                   [buffer 3][set 4][sender rank][kLamportSlotBytes], then
+//                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
@@ -46,16 +46,28 @@ constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
 static_assert(kShardFlagsOffset + kShardFlagsBytes <= kSignalBytes, "signal region too small");
 
-// The Lamport one-shot's payload limit per rank (the two-shot's slice per pass), and
-// the push area per channel: three buffers (a call uses one, clears the one the call
+// The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
+// (no rank pushes to itself: its own part is read from its input), peer p being rank
+// owner + 1 + p; a slot's size is the one-shot's payload limit per rank. At 2 ranks a
+// set has a single slot, and a larger one costs no more memory than 4 ranks' sets:
+// there the one-shot moves the same bytes over NVLink as the two-shot (each rank sends
+// its whole input once) with one round trip instead of two, so it is worth taking to
+// larger sizes (design.md, "Lamport all-reduces"). The two-shot uses the first
+// kLamportTwoShotSliceBytes of its slots per pass whatever their size.
+// The push area per channel: three buffers (a call uses one, clears the one the call
 // before used, and the third may already be filled by a peer that is one call
 // ahead), each of four sets (the one-shot's; the two-shot's reduce-scatter and
-// all-gather pushes; the all-reduce + RMSNorm's) of one slot per rank. After them, the call headers of both
-// Lamport kernels (collectives/lamport.cuh, LamportCall): three buffers of one
-// 16-byte pack per (CTA, sender rank).
-constexpr size_t kLamportSlotBytes = 1024 * 1024;
+// all-gather pushes; the all-reduce + RMSNorm's) of W-1 slots. After them, the call
+// headers of the Lamport kernels (collectives/lamport.cuh, LamportCall): three buffers
+// of one 16-byte pack per (CTA, sender rank).
+constexpr size_t kLamportSlotBytesMax = 4u << 20;
+constexpr size_t lamportSlotBytes(int nranks) { return nranks <= 2 ? kLamportSlotBytesMax : size_t(1) << 20; }
+constexpr size_t kLamportTwoShotSliceBytes = size_t(1) << 20;
 constexpr size_t kLamportSets = 4;
-constexpr size_t lamportPushBytes(int nranks) { return 3 * kLamportSets * size_t(nranks) * kLamportSlotBytes; }
+constexpr size_t lamportPeerSlots(int nranks) { return nranks > 1 ? size_t(nranks - 1) : 1; }
+constexpr size_t lamportPushBytes(int nranks) {
+  return 3 * kLamportSets * lamportPeerSlots(nranks) * lamportSlotBytes(nranks);
+}
 constexpr size_t lamportCallBytes(int nranks) { return 3 * size_t(kMaxBlocks) * size_t(nranks) * 16; }
 constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nranks) + lamportCallBytes(nranks); }
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
@@ -146,6 +158,7 @@ struct DeviceComm {
   uint64_t workspaceOffset; // heap offset of channel 0's workspace
   uint64_t workspaceBytes;  // per channel; channel c's starts at workspaceOffset + c*workspaceBytes
   int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas
+  uint32_t lamportSpins;    // Lamport data polls before the first back-off (FC_LAMPORT_SPINS)
   uint64_t timeoutNs;       // spin-wait deadline
   ErrorRecord* error;       // device pointer of the host-mapped record
 };

@@ -14,13 +14,14 @@
 //   kill-mmrs  the same in a loop of fcMatmulReduceScatter on the GEMM engine (its
 //            waits: the gates before the pulls, for a peer's tiles of our block)
 //   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
-//   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot: every
-//            rank fails fast (the op signature in the flags differs)
+//   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot on 8 MiB
+//            (above the Lamport limit: the barrier one-shot): every rank fails fast
+//            (the op signature in the flags differs)
 //   mismatch-count   on the barrier-free (Lamport) all-reduce, rank 1 passes 4007
 //            elements where the others pass 4000
 //   mismatch-dtype   the same with fp16 where the others pass fp32
-//   mismatch-kind    rank 1's count (1 MiB) takes the Lamport two-shot where the
-//            others' (64 KiB) take the one-shot
+//   mismatch-kind    rank 1's count (4 MiB) takes the Lamport two-shot where the
+//            others' (256 KiB) take the one-shot
 //   mismatch-mmrs    rank 1 calls fcMatmulReduceScatter with another N
 //   mismatch-norm    rank 1 calls fcAllReduceResidualRMSNorm with rows twice as long
 //            (the same element count, so only the shape in the call header differs)
@@ -481,7 +482,7 @@ int main(int argc, char** argv) {
                      }
                      return true;
                    },
-                   true);
+                   true, size_t(1) << 21);
     // Detection is by signature, not by the timeout: it must be much faster.
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (rc == 0 && ms > 0.5 * double(timeoutMs())) rc = report(false, "took %.0f ms", ms);
@@ -498,12 +499,12 @@ int main(int argc, char** argv) {
                      if (g_rank != 1 || k != 5) return true;
                      if (what == "count") call.count += 7;
                      if (what == "dtype") call.dtype = fcFloat16;
-                     if (what == "kind") call.count *= 16;  // 64 KiB -> 1 MiB: above the one-shot's limit
+                     if (what == "kind") call.count *= 16;  // 256 KiB -> 4 MiB: above the one-shot's limit
                      if (what == "mmrs") call.n += 8;
                      if (what == "norm") call.n *= 2;
                      return true;
                    },
-                   true, what == "kind" ? 1 << 14 : 4000, op);
+                   true, what == "kind" ? 1 << 16 : 4000, op);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (rc == 0 && ms > 0.5 * double(timeoutMs())) rc = report(false, "took %.0f ms", ms);
   } else if (scenario == "abort") {

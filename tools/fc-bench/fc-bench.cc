@@ -208,7 +208,7 @@ int main(int argc, char** argv) {
   for (CLI::App* sub : {ar, rs, ag, stages}) {
     sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
     sub->add_option("-e,--maxbytes", o.maxBytes,
-                    "largest size (default 64M all-reduce, 1M stages, 256M others)");
+                    "largest size (default 64M all-reduce, stages 4M at 2 ranks and 1M beyond, 256M others)");
     sub->add_option("-f,--stepfactor", o.factor, "size multiplier")->check(CLI::Range(1.01, 1e6));
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 | fp32");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);

@@ -10,8 +10,11 @@
 //   reset-twice  the reset twice
 //   no-reset     no reset (from the third call on, the polls find stale data at once)
 //   no-save      no state save (every call uses the same buffer: stale data at once)
-// Only "full" computes the right sums; the others are timings. The calls are
-// fcAllReduceOneShot (the Lamport one-shot up to its limit, 1 MiB at up to 4 ranks).
+//   spins-N      full, with N polls back to back before the polls back off
+//                (FC_LAMPORT_SPINS=N; the default is 0)
+// Only "full" and spins-N compute the right sums; the others are timings. The calls are
+// fcAllReduceOneShot (the Lamport one-shot up to its limit: its push slot, 4 MiB at 2
+// ranks, 1 MiB at 3-4; the default largest size).
 // A last column times fcAllReduce's own choice (auto) on the same size, interleaved:
 // where it is not the one-shot, the one-shot / two-shot crossover is read off directly.
 #include <algorithm>
@@ -25,12 +28,22 @@
 int benchStages(Ctx& c, const Options& o) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
-  const size_t minBytes = std::max(parseBytes(o.minBytes), es), maxBytes = o.maxBytes.empty() ? (1u << 20)
-                                                                                             : parseBytes(o.maxBytes);
-  const char* variants[] = {"full",        "push-only", "push-twice", "sum-twice",
-                            "reset-twice", "no-reset",  "no-save"};
+  const size_t minBytes = std::max(parseBytes(o.minBytes), es);
+  const size_t maxBytes = !o.maxBytes.empty() ? parseBytes(o.maxBytes) : c.nranks <= 2 ? (4u << 20) : (1u << 20);
+  struct Variant {
+    const char *name, *var, *value;
+  };
+  const Variant variants[] = {{"full", "FC_LAMPORT_STAGES", "full"},
+                              {"push-only", "FC_LAMPORT_STAGES", "push-only"},
+                              {"push-twice", "FC_LAMPORT_STAGES", "push-twice"},
+                              {"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"},
+                              {"reset-twice", "FC_LAMPORT_STAGES", "reset-twice"},
+                              {"no-reset", "FC_LAMPORT_STAGES", "no-reset"},
+                              {"no-save", "FC_LAMPORT_STAGES", "no-save"},
+                              {"spins-8", "FC_LAMPORT_SPINS", "8"},
+                              {"spins-64", "FC_LAMPORT_SPINS", "64"}};
   std::vector<fcComm_t> comms;
-  for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_LAMPORT_STAGES", v));
+  for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *out;
   CUDA_OK(cudaMalloc(&in, maxBytes));
   CUDA_OK(cudaMalloc(&out, maxBytes));
@@ -40,7 +53,7 @@ int benchStages(Ctx& c, const Options& o) {
            "graph of %d calls, %d replays (median), %d warm-up\n",
            describeRun(c).c_str(), o.iters, o.replays, o.warmup);
     std::string header = "size";
-    for (const char* v : variants) header += std::string(",") + v + "_us";
+    for (const Variant& v : variants) header += std::string(",") + v.name + "_us";
     printf("%s,allreduce-auto_us\n", header.c_str());
   }
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes = size_t(double(bytes) * o.factor + 0.5)) {
@@ -77,18 +90,35 @@ int benchStages(Ctx& c, const Options& o) {
 //   push-only       no polls, sums or stores (the launch and the pushes)
 //   no-reset        no clearing of what was read (from the fourth call on, the
 //                   polls find stale data)
+//   cluster-N       full, a row over a thread block cluster of CTAs of N packs each
+//                   (FC_ARNORM_CLUSTER_PACKS=N; the default is one CTA per row)
+//   spins-N         full, N polls back to back before the polls back off
+//                   (FC_LAMPORT_SPINS=N)
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and no-prefetch are checked to give the same bits (the arnorm mode and the
-// tests check full against a reference); the others are timings only.
+// tests check full against a reference); cluster-N and spins-N are correct calls,
+// which tools/gpu-check runs the GPU suite with; the others are timings only.
 int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
   const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
   const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
                           *std::max_element(hiddenV.begin(), hiddenV.end());
-  const char* variants[] = {"full", "no-prefetch", "no-norm", "allreduce-only", "push-only", "no-reset"};
+  struct Variant {
+    const char *name, *var, *value;
+  };
+  const Variant variants[] = {{"full", "FC_ARNORM_STAGES", "full"},
+                              {"no-prefetch", "FC_ARNORM_STAGES", "no-prefetch"},
+                              {"no-norm", "FC_ARNORM_STAGES", "no-norm"},
+                              {"allreduce-only", "FC_ARNORM_STAGES", "allreduce-only"},
+                              {"push-only", "FC_ARNORM_STAGES", "push-only"},
+                              {"no-reset", "FC_ARNORM_STAGES", "no-reset"},
+                              {"cluster-64", "FC_ARNORM_CLUSTER_PACKS", "64"},
+                              {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
+                              {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
+                              {"spins-8", "FC_LAMPORT_SPINS", "8"}};
   std::vector<fcComm_t> comms;
-  for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_ARNORM_STAGES", v));
+  for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *res, *w, *resOut, *out, *arOut;
   for (void** p : {&in, &res, &resOut, &out, &arOut}) CUDA_OK(cudaMalloc(p, maxElems * es));
   CUDA_OK(cudaMalloc(&w, *std::max_element(hiddenV.begin(), hiddenV.end()) * es));
@@ -97,7 +127,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
            "%d replays (median, interleaved), %d warm-up\n",
            describeRun(c).c_str(), o.dtype.c_str(), o.iters, o.replays, o.warmup);
     std::string header = "tokens,hidden,bytes";
-    for (const char* v : variants) header += std::string(",") + v + "_us";
+    for (const Variant& v : variants) header += std::string(",") + v.name + "_us";
     printf("%s,oneshot_us,no_prefetch_same_bits\n", header.c_str());
   }
   int failures = 0;
