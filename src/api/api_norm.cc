@@ -75,8 +75,9 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", fn);
   FC_CHECK(checkNormArgs(c, n));
   // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
-  // push slot), else the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
-  // always; the baseline fc-bench arnorm measures against).
+  // push slot); above it, at up to 4 ranks, the two-shot kernel; else (more ranks, or
+  // rows longer than half a push slot) the all-reduce and then the local norm
+  // (FC_ARNORM_ALGO=unfused: always; the baseline fc-bench arnorm measures against).
   const size_t bytes = c.sendElems * c.elem;
   const size_t lamportMax =
       comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : allReduceNormOneKernelMaxBytes(comm->nranks);
@@ -84,8 +85,10 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   const bool small = choice == FusedAlgo::Fused     ? bytes <= lamportSlotBytes(comm->nranks)
                      : choice == FusedAlgo::Unfused ? false
                                                     : bytes <= lamportMax;
+  const bool twoShot = !small && choice != FusedAlgo::Unfused && lamportTwoShotAuto(comm->nranks) &&
+                       allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
   ArAlgo algo = ArAlgo::OneShot;
-  if (!small) {
+  if (!small && !twoShot) {
     detectZeroCopy(c, true);
     FC_CHECK(chooseAllReduce(c, &algo));
   }
@@ -100,7 +103,11 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
                                                                      comm->params.normClusterPacks,
                                                                      comm->params.normStages, stream));
   }
-  // Large: the all-reduce into normOut (the fp8 variant: into the channel's scratch),
+  if (twoShot) {
+    FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
+    return commOpEnd(comm, c.lane, stream, launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, stream));
+  }
+  // Unfused: the all-reduce into normOut (the fp8 variant: into the channel's scratch),
   // then residual + RMSNorm over it.
   fcResult_t res = fcSuccess;
   if (n.outFp8 != nullptr) res = commScratch(comm, fn, c.lane, bytes, &c.recv);

@@ -55,6 +55,13 @@ struct NormCall {
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
                                       uint32_t clusterPacks, uint32_t stages, cudaStream_t stream);
 
+// All-reduce + residual + RMSNorm as one two-shot kernel (allreduce_norm_twoshot.cu), at
+// up to 4 ranks, any token count: rows in passes of allReduceNormTwoShotRows(), which
+// is 0 when a row does not fit (hidden too large: take the unfused path).
+size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype);
+fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
+                                      cudaStream_t stream);
+
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).
 fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream);

@@ -297,6 +297,13 @@ struct LamportRun {
       if (s != dc.rank) slot(dc.rank, buf, 0, s)[pk] = empty;
   }
 
+  // Rows: clear pack pk of `sender`'s slot alone (the two-shot's all-gather half, where
+  // each sender's slot holds its own rows at the same offsets); as clearRead.
+  __device__ void clearReadFrom(size_t pk, int sender) const {
+    static_assert(Traits::kWholeRank, "the chunked kinds reset the stale buffer instead");
+    slot(dc.rank, buf, 0, sender)[pk] = Pack{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
+  }
+
   // Rows: this CTA has read the buffer index (every thread, before a __syncthreads
   // that comes before this call; one thread per CTA arrives). The CTA that arrives
   // last - every CTA of the grid has then read the index - moves the index on and
@@ -314,9 +321,10 @@ struct LamportRun {
                  : "memory");
     return before;
   }
-  __device__ void advanceIfLast(uint32_t before) const {
+  // runs: the buffers this kernel used in turn from buf (the Rows two-shot's passes).
+  __device__ void advanceIfLast(uint32_t before, uint32_t runs = 1) const {
     if (before == gridDim.x - 1) {
-      state[0] = (buf + 1) % 3;
+      state[0] = (buf + runs) % 3;
       state[kRowsCounterWord] = 0;
     }
   }

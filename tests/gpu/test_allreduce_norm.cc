@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -57,8 +59,18 @@ double ulp(fcDataType_t t, double x) {
   return std::max(tiny, std::ldexp(unit, std::ilogb(std::max(std::fabs(x), 1e-30))));
 }
 
-// The Lamport limit at this world size (the path the op takes below it).
-size_t lamportMaxBytes(int nranks) { return nranks <= 4 ? size_t(1) << 20 : size_t(256) << 10; }
+// Whether a call of `bytes` rounds the all-reduced sum before it adds the residual:
+// the two-shot kernel and the unfused path (all-reduce, then the local norm) do; the
+// one-kernel path does not. It takes calls up to 1 MiB at <= 4 ranks (256 KiB beyond),
+// up to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2 ranks, 1 MiB at 3-4,
+// src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
+bool roundsSumFirst(size_t bytes, int nranks) {
+  const char* algo = getenv("FC_ARNORM_ALGO");
+  const std::string a = algo ? algo : "auto";
+  if (a == "unfused") return true;
+  if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
+  return bytes > (nranks <= 4 ? size_t(1) << 20 : size_t(256) << 10);
+}
 
 struct Shape {
   size_t tokens, hidden;
@@ -109,7 +121,7 @@ Result runAndCheck(fcDataType_t t, Shape sh, bool inPlace, cudaStream_t stream, 
   CUDA_REQUIRE(cudaGetLastError());
   const std::vector<char> gotRes = download(ro, bytes), got = download(out.p, bytes + 16);
   // Small: sum and residual rounded once; large: the all-reduce's sum is rounded first.
-  const bool twoRoundings = bytes > lamportMaxBytes(env.nranks);
+  const bool twoRoundings = roundsSumFirst(bytes, env.nranks);
   Result r;
   for (size_t row = 0; row < sh.tokens; ++row) {
     double ss = 0;
@@ -155,9 +167,10 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   const GpuEnv& env = gpuEnv();
   // Odd token counts; hidden from one pack to rows longer than the registers keep
   // (20480 bf16 = 2560 packs: 5 per thread of 512); more rows than CTAs; and sizes
-  // past the Lamport limit (the all-reduce + local norm path).
-  const Shape shapes[] = {{1, 8},     {3, 24},    {7, 4096},   {33, 5120}, {1, 8192}, {128, 4096},
-                          {5, 20480}, {200, 1000}, {300, 2056}, {129, 8192}};
+  // past the one-kernel limit (the two-shot kernel at up to 4 ranks: 300 x 8192 runs
+  // in 2-3 passes of the push buffers at 2 ranks, 3-5 at 4; else all-reduce + norm).
+  const Shape shapes[] = {{1, 8},     {3, 24},     {7, 4096},   {33, 5120}, {1, 8192},  {128, 4096},
+                          {5, 20480}, {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192}};
   for (fcDataType_t t : kTypes) {
     for (Shape sh : shapes) {
       if (sh.hidden * fcTypeSize(t) % 16) continue;
@@ -229,6 +242,61 @@ TEST_CASE("fcAllReduceResidualRMSNorm: CUDA graph replays and 1,000 calls in a r
                                         env.streams[1]));
   CUDA_REQUIRE(cudaStreamSynchronize(env.streams[1]));
   check("eager after the graph");
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved, eager and graph-replayed") {
+  // The two kernels share the push buffers' rotation (the rank's buffer index), the
+  // two-shot moving it by its passes: calls of both, back to back on one stream, each
+  // checked exactly (inputs whose sums are exact in bf16: residualOut = W + k,
+  // normOut = weight = 1), then the same sequence captured and replayed.
+  const GpuEnv& env = gpuEnv();
+  const fcDataType_t t = fcBfloat16;
+  const size_t hidden = 8192, sizes[] = {16, 300, 1, 150, 300};  // tokens; 300: 2-3 passes
+  const size_t maxN = 300 * hidden, bytes = maxN * 2;
+  Buf in(bytes), res(bytes), w(hidden * 2), resOut(bytes), out(bytes);
+  std::vector<char> ones(bytes), wOnes(hidden * 2);
+  for (size_t i = 0; i < maxN; ++i) fcStore(ones.data(), t, i, 1.f);
+  for (size_t i = 0; i < hidden; ++i) fcStore(wOnes.data(), t, i, 1.f);
+  upload(in.p, ones);
+  upload(res.p, ones);
+  upload(w.p, wOnes);
+  cudaStream_t s;
+  CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto call = [&](size_t tokens) {
+    CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));
+    CUDA_REQUIRE(cudaMemsetAsync(resOut.p, 0xff, bytes, s));
+    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm, s));
+  };
+  auto bad = [&](size_t tokens) {
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    const size_t n = tokens * hidden;
+    const std::vector<char> r = download(resOut.p, n * 2), o = download(out.p, n * 2);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; ++i)
+      wrong += fcLoad(r.data(), t, i) != float(env.nranks + 1) || std::fabs(fcLoad(o.data(), t, i) - 1.0) > 0x1p-7;
+    return wrong;
+  };
+  for (int round = 0; round < 8; ++round)
+    for (size_t tokens : sizes) {
+      call(tokens);
+      INFO("eager round " << round << ", " << tokens << " tokens");
+      REQUIRE(bad(tokens) == 0);
+    }
+  // Captured: the last call of the sequence is checked after each replay.
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (size_t tokens : sizes) call(tokens);
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int rep = 0; rep < 5; ++rep) {
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    INFO("replay " << rep);
+    CHECK(bad(sizes[std::size(sizes) - 1]) == 0);
+  }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
@@ -311,7 +379,9 @@ TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale
     float scale;
   };
   // 0.005 makes every normed value beyond 2.32 in magnitude exceed 464 (saturated to
-  // 448); 300 x 2056 takes the all-reduce + local kernel path (through the scratch).
+  // 448); 300 x 2056 is above the one-kernel limit: the two-shot kernel at up to 4
+  // ranks, else (and with FC_ARNORM_ALGO=unfused) the all-reduce into the scratch,
+  // then the local kernel.
   const Case cases[] = {{3, 4096, 0.005f}, {7, 8192, 1.f}, {300, 2056, 0.05f}};
   for (fcDataType_t t : {fcBfloat16, fcFloat32}) {
     for (const Case& k : cases) {

@@ -1,0 +1,204 @@
+// The row steps of fcAllReduceResidualRMSNorm's kernels (allreduce_norm.cu: the
+// one-shot and the local norm; allreduce_norm_twoshot.cu: the two-shot): a row's
+// all-reduced packs plus the residual, stored as residualOut, the row's sum of squares
+// over the CTA (or a thread block cluster), and the normed row stored as out (or fp8).
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_fp8.h>
+
+#include "collectives/chunks.cuh"
+#include "collectives/collectives.h"
+#include "device/norm_stages.h"
+#include "device/pack.cuh"
+#include "device/sync.cuh"
+
+namespace fc::norm {
+
+using dev::Pack;
+
+// Row packs each data thread keeps between the reduction and the norm (indexed at run
+// time, so in the thread's local memory, which measured faster than unrolled register
+// variants: docs/perf-log.md); rows with more (hidden > kKeep * 8 * 512 in bf16)
+// re-read their residualOut.
+constexpr int kKeep = 4;
+
+// Named barrier 1 among the first `threads` threads (the data threads; the call warp
+// of a Lamport kernel never joins it). `threads` is a multiple of 32.
+__device__ __forceinline__ void dataBarrier(unsigned threads) {
+  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+}
+
+// Sum of `v` over the `threads` data threads, via red[2][32] (buffer `parity`): every
+// data thread gets it. One named barrier: a buffer is rewritten two rows later, after
+// every thread has passed the next row's barrier, so after it has read this one.
+__device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, unsigned threads) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31u) == 0) red[parity][threadIdx.x >> 5] = v;
+  dataBarrier(threads);
+  float s = 0.f;
+  for (unsigned w = 0; w < threads / 32; ++w) s += red[parity][w];
+  return s;
+}
+
+// Pack p of the normed row, x * rstd * weight: stored rounded once to T into out, or
+// (outFp8) divided by the scale (multiplied by invScale) and rounded once to e4m3 with
+// saturation to +-448, E bytes at element offset i.
+template <typename T>
+__device__ __forceinline__ void storeNormed(const NormCall& c, Pack* out, size_t p, size_t i, const Pack& x,
+                                            const Pack& w, float rstd, float invScale) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const T* xe = reinterpret_cast<const T*>(&x);
+  const T* we = reinterpret_cast<const T*>(&w);
+  float r[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) r[e] = dev::toFloat(xe[e]) * rstd * dev::toFloat(we[e]);
+  if (c.outFp8 == nullptr) {
+    out[p] = dev::toPack<T>(r);
+    return;
+  }
+  uint16_t q[E / 2];
+#pragma unroll
+  for (int e = 0; e < E; e += 2)
+    q[e / 2] = __nv_cvt_float2_to_fp8x2(make_float2(r[e] * invScale, r[e + 1] * invScale), __NV_SATFINITE, __NV_E4M3);
+  uint8_t* dst = static_cast<uint8_t*>(c.outFp8) + i;
+  if constexpr (E == 8) *reinterpret_cast<uint2*>(dst) = make_uint2(q[0] | uint32_t(q[1]) << 16, q[2] | uint32_t(q[3]) << 16);
+  else *reinterpret_cast<uint32_t*>(dst) = q[0] | uint32_t(q[1]) << 16;
+}
+
+// residualOut's pack from the fp32 sum `acc` and the residual; adds its squares
+// (of the rounded values) to ss.
+template <typename T>
+__device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kElems], const Pack& res,
+                                            float& ss) {
+  dev::accumulate<T>(acc, res);
+  const Pack x = dev::toPack<T>(acc);
+  const T* xe = reinterpret_cast<const T*>(&x);
+#pragma unroll
+  for (int e = 0; e < dev::PackTraits<T>::kElems; ++e) {
+    const float f = dev::toFloat(xe[e]);
+    ss += f * f;
+  }
+  return x;
+}
+
+// Packs [begin, end) of one row (the CTA's share of it), by the `threads` data threads
+// of the CTA: for each of this thread's packs p,
+// sum(p, acc) sets acc to the all-reduced fp32 pack (false: the wait gave up); then the
+// residual is added, residualOut stored, the row's sum of squares taken (total(ss,
+// failed): over the whole row, from every CTA's share; it may set failed) and out
+// written. Every data thread calls it for every row, also once `failed` is set (it then
+// skips the sums and the stores but still passes the row's barrier, so that none is
+// left waiting there). Returns whether this thread's sums all came.
+//
+// stages (device/norm_stages.h): kNormFull in real calls, a constant there, so that
+// the tests below fold away. kNormPrefetch (part of kNormFull) loads this thread's
+// residual and weight packs (its first kKeep of the row) before the first sum, whose
+// polls wait for the peers, so that their latency hides under that wait instead of
+// following it (measured: docs/perf-log.md).
+template <typename T, typename Sum, typename Total>
+__device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t begin, size_t end, unsigned threads,
+                                        bool failed, float invScale, Sum sum, Total total,
+                                        uint32_t stages = kNormFull) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const size_t rowPacks = c.hidden / E, first = row * rowPacks;
+  const Pack* residual = static_cast<const Pack*>(c.residual) + first;
+  const Pack* weight = static_cast<const Pack*>(c.weight);
+  Pack* residualOut = static_cast<Pack*>(c.residualOut) + first;
+  Pack* out = c.out ? static_cast<Pack*>(c.out) + first : nullptr;  // NULL: the fp8 output instead
+  const bool prefetch = stages & kNormPrefetch;
+  const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
+  const Pack zero{0u, 0u, 0u, 0u};
+  // Prefetched packs: the loads are unrolled, so all of them are in flight together
+  // (read back at run-time indices below, from local memory like keep[]).
+  Pack residualPre[kKeep], weightPre[kKeep];
+  if (prefetch) {
+#pragma unroll
+    for (int j = 0; j < kKeep; ++j) {
+      const size_t p = begin + threadIdx.x + size_t(j) * threads;
+      if (p < end) {
+        residualPre[j] = withResidual ? residual[p] : zero;
+        weightPre[j] = withNorm ? weight[p] : zero;
+      }
+    }
+  }
+  Pack keep[kKeep];
+  float ss = 0.f;
+  int j = 0;
+  for (size_t p = begin + threadIdx.x; p < end && !failed; p += threads, ++j) {
+    float acc[E];
+    if (!sum(first + p, acc)) {
+      failed = true;
+      break;
+    }
+    const Pack r = !withResidual ? zero : prefetch && j < kKeep ? residualPre[j] : residual[p];
+    const Pack x = addResidual<T>(acc, r, ss);
+    residualOut[p] = x;
+    if (j < kKeep) keep[j] = x;
+  }
+  if (!withNorm) return !failed;  // uniform over the CTA: no barrier skipped by some
+  const float rstd = rsqrtf(total(ss, failed) / float(c.hidden) + c.eps);
+  if (failed) return false;
+  j = 0;
+  for (size_t p = begin + threadIdx.x; p < end; p += threads, ++j) {
+    // Beyond the registers, re-read what this thread stored above (its own write).
+    const Pack x = j < kKeep ? keep[j] : residualOut[p];
+    storeNormed<T>(c, out, p, (first + p) * E, x, prefetch && j < kKeep ? weightPre[j] : weight[p], rstd, invScale);
+  }
+  return true;
+}
+
+// The row's sum of squares over a cluster of C CTAs that share the row: each CTA's
+// total (rowSum) goes, tagged with the row's sequence number, into slot [parity][cta]
+// of every CTA's clusterSums (distributed shared memory); every data thread waits for
+// the C slots of its own copy and adds them in cluster-rank order (the same bits in
+// every CTA, on every rank). A slot [parity] is written again two rows later, by a CTA
+// that has then received this CTA's total of the row between, which this CTA sends
+// after all its threads read this row's slots (the row's named barrier in rowSum). The
+// wait has the library's deadline; a CTA whose sums failed still sends its total, so
+// no partner waits for nothing.
+struct ClusterRowSum {
+  static constexpr unsigned kMaxCtas = 8;  // the portable cluster size
+  const DeviceComm& dc;
+  int channel;
+  uint64_t (*sums)[kMaxCtas];  // clusterSums[2][kMaxCtas] of this CTA
+  float (*red)[32];
+  unsigned threads, ctas, rank;
+  int parity;
+  uint32_t seq;
+
+  __device__ float operator()(float ss, bool& failed) const {
+    const float mine = rowSum(ss, red, parity, threads);
+    if (ctas == 1) return mine;
+    namespace cg = cooperative_groups;
+    if (threadIdx.x < ctas) {
+      const uint64_t tagged = uint64_t(seq) << 32 | __float_as_uint(mine);
+      uint64_t* slot = cg::this_cluster().map_shared_rank(&sums[parity][rank], threadIdx.x);
+      *reinterpret_cast<volatile uint64_t*>(slot) = tagged;
+    }
+    float total = 0.f;
+    dev::WaitExits exits;
+    for (unsigned k = 0; k < ctas; ++k) {
+      uint64_t v = *reinterpret_cast<volatile uint64_t*>(&sums[parity][k]);
+      for (uint32_t spin = 1; uint32_t(v >> 32) != seq; ++spin) {
+        if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceNorm, dc.rank, channel, seq, uint32_t(v >> 32),
+                                                   WaitKind::LamportData)) {
+          failed = true;
+          return 0.f;
+        }
+        v = *reinterpret_cast<volatile uint64_t*>(&sums[parity][k]);
+      }
+      total += __uint_as_float(uint32_t(v));
+    }
+    return total;
+  }
+};
+
+// Data threads for a row: one per pack, a whole number of warps, at most kThreads.
+inline unsigned rowThreads(size_t rowPacks) {
+  const size_t t = (rowPacks + 31) / 32 * 32;
+  return unsigned(t < size_t(dev::kThreads) ? t : size_t(dev::kThreads));
+}
+
+}  // namespace fc::norm
