@@ -57,7 +57,8 @@
  *     passes: never a hang.
  *
  * Memory: a communicator holds, per channel (two by default), a workspace
- * (FC_WORKSPACE_BYTES, default 130 MiB), the Lamport push buffers (9 * nranks MiB),
+ * (FC_WORKSPACE_BYTES, default 130 MiB), the Lamport push buffers (48 MiB at 2 ranks,
+ * 12 * (nranks - 1) MiB beyond),
  * a 32 MiB cuBLASLt workspace and the fused ops' scratch, which grows to the largest
  * need of a fused op called so far (FC_SCRATCH_BYTES sets its size at init). None of
  * it grows with the number of streams, and no operation allocates memory once
@@ -286,9 +287,10 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  *     workspace (FC_WORKSPACE_BYTES), else fcInvalidArgument with the limit.
  * Algorithm (seed 004: PyTorch symmetric memory's one-shot all-reduce, Helion example
  * "One-Shot All-Reduce"), in two protocols:
- *   - up to 1 MiB per rank at <= 4 ranks (256 KiB beyond; FC_LAMPORT_MAX_BYTES), a
- *     Lamport protocol after TensorRT-LLM's: every rank pushes its input into every
- *     peer's push buffer and polls the data itself (no flags, no barriers);
+ *   - up to its push slot, 4 MiB per rank at 2 ranks and 1 MiB at 3-4 (256 KiB
+ *     beyond; FC_LAMPORT_MAX_BYTES lowers it), a Lamport protocol after
+ *     TensorRT-LLM's: every rank pushes its input into every peer's push buffer and
+ *     polls the data itself (no flags, no barriers);
  *   - larger (or FC_ALLREDUCE_ALGO=oneshot): each rank copies its input into its
  *     symmetric workspace (skipped for an fcMemAlloc sendbuff), all ranks meet at a
  *     barrier of signal pads, each rank reads every peer's copy with 16-byte loads in
@@ -304,7 +306,7 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
                               cudaStream_t stream);
 
 /* All-reduce with the algorithm chosen by size and world size: the one-shot above for
- * small buffers (up to 512 KiB at 2 ranks, 256 KiB at 4, 512 KiB at 8; a symmetric
+ * small buffers (up to 1 MiB at 2 ranks, 256 KiB at 4, 512 KiB at 8; a symmetric
  * input always fits), otherwise a two-shot: every rank reduces 1/nranks of the buffer
  * from all ranks (a reduce-scatter) and the reduced slices are then gathered by
  * everybody (an all-gather), moving 2(n-1)/n of the buffer per rank over NVLink
@@ -338,20 +340,25 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  *   multiple of 16 bytes (hidden a multiple of 8 for 16-bit types, 4 for fp32).
  *   tokens: 0 is a no-op. eps: finite, >= 0 (1e-5 or 1e-6 in Llama and Qwen).
  *   datatype: fcBfloat16, fcFloat16 or fcFloat32, for every buffer.
- * Precision: up to the one-shot's Lamport limit below, the rank sum and the residual
- * are added in fp32 and rounded once to residualOut; beyond it the all-reduce's sum is
- * rounded first (as a separate all-reduce then add would). The mean square is taken in
+ * Precision: on the one-kernel path below, the rank sum and the residual are added in
+ * fp32 and rounded once to residualOut; beyond it the all-reduce's sum is rounded
+ * first (as a separate all-reduce then add would). The mean square is taken in
  * fp32 over the rounded residualOut, as a separate RMSNorm of it would; normOut is
  * rounded once. Every rank gets the same bits.
  * Algorithm, by size (bytes = tokens * hidden * sizeof(datatype)):
- *   - bytes up to the Lamport one-shot limit (1 MiB per rank at <= 4 ranks, 256 KiB
- *     beyond; FC_LAMPORT_MAX_BYTES): one kernel, TensorRT-LLM's fused Lamport
- *     all-reduce + RMSNorm idea (as FlashInfer ships it): every rank pushes its rows
- *     into every peer's Lamport buffer; the CTA that owns a row polls the peers' data,
- *     sums it in rank order, adds the residual, reduces the row's sum of squares and
- *     writes both outputs. No flags, no barriers, no extra round trip.
- *   - larger: fcAllReduce's algorithm (two-shot) into normOut, then a local kernel
- *     adds the residual and normalises in place.
+ *   - bytes up to 1 MiB at <= 4 ranks (256 KiB beyond; FC_LAMPORT_MAX_BYTES; with
+ *     FC_ARNORM_ALGO=fused up to the push slot, 4 MiB at 2 ranks): one kernel,
+ *     TensorRT-LLM's fused Lamport all-reduce + RMSNorm idea (as FlashInfer ships it):
+ *     every rank pushes its rows into every peer's Lamport buffer; the CTA that owns a
+ *     row (or, with FC_ARNORM_CLUSTER_PACKS, a thread block cluster) polls the peers'
+ *     data, sums it in rank order, adds the residual, reduces the row's sum of squares
+ *     and writes both outputs. No flags, no barriers, no extra round trip.
+ *   - larger, at <= 4 ranks: one two-shot kernel on the same buffers: each rank sums
+ *     its block of the rows, rounds the sums once and pushes them to every peer; every
+ *     rank adds its residual and normalises every row as its sums arrive.
+ *   - more ranks, rows longer than half a push slot, or FC_ARNORM_ALGO=unfused:
+ *     fcAllReduce's algorithm into normOut, then a local kernel adds the residual and
+ *     normalises in place.
  * With FC_PDL=1 (the default) the kernels are launched with programmatic dependent
  * launch, so that their launch overlaps the end of the previous kernel on stream (also
  * inside CUDA graphs). Asynchronous on stream; capturable; no host synchronisation.
@@ -376,7 +383,7 @@ fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual
  *   scale: one float in device memory (read by the kernel when it runs, so a graph
  *     replay sees its current value), 4-byte aligned, > 0.
  * Everything else (shapes, dtypes, paths, PDL, graphs, mismatches) as
- * fcAllReduceResidualRMSNorm. The large path's all-reduce goes through the
+ * fcAllReduceResidualRMSNorm. The unfused path's all-reduce goes through the
  * communicator's scratch (tokens * hidden * sizeof(datatype) bytes; config.scratchBytes):
  * an eager call grows it once, a captured call that finds it too small fails with
  * fcInvalidUsage naming the size, as the fused GEMM ops do.
