@@ -398,9 +398,14 @@ fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* resid
  * elements [r*recvcount, (r+1)*recvcount) of their sendbuff (nranks*recvcount
  * elements). In place when recvbuff == sendbuff + rank*recvcount (NCCL's convention);
  * other overlap is refused. fp32 accumulation, one rounding. Any recvcount (passes
- * beyond the workspace). Algorithms (Triton-distributed's intra-node reduce-scatter,
- * seed 001), chosen by input size (FC_REDUCE_SCATTER_ALGO=sm | ce | auto):
- *   - below 32 MiB of input, SM pull: every rank stages its blocks in its symmetric
+ * beyond the workspace). Algorithms, chosen by size (FC_REDUCE_SCATTER_ALGO=lamport |
+ * sm | ce | auto):
+ *   - blocks up to the Lamport push slot (4 MiB at 2 ranks, 1 MiB at 3-4), at up to 4
+ *     ranks: every rank pushes block d into rank d's push buffer and polls its own for
+ *     the peers' pieces (the Lamport all-reduce's protocol: no flags, no barriers);
+ *     fp32 sums in rank order, one rounding;
+ *   - (Triton-distributed's intra-node reduce-scatter, seed 001) below 32 MiB of
+ *     input, SM pull: every rank stages its blocks in its symmetric
  *     workspace (skipped for an fcMemAlloc sendbuff whose blocks are 16-byte
  *     aligned), then one kernel reduces block r from all ranks, rank-rotated;
  *   - from 32 MiB, copy engine: every rank pushes block d into rank d's workspace

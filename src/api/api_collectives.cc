@@ -219,14 +219,21 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
   detectZeroCopy(c, recvcount * c.elem % 16 == 0);  // every block's start must be 16-byte aligned
   FC_CHECK(beginOp(c, stream));
   fcResult_t res;
-  if (useCopyEngine(comm, comm->params.reduceScatterAlgo, W * recvcount * c.elem,
-                    fc::ceReduceScatterMinBytes(comm->nranks))) {
-    FC_TRACE("fcReduceScatter: %zu bytes in, copy engine", W * recvcount * c.elem);
-    res = fc::launchReduceScatterCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
-                                    recvbuff, recvcount, datatype, stream);
-  } else {
-    res = fc::launchReduceScatter(comm->dev, c.lane.channel, sendbuff, recvbuff, recvcount, datatype,
-                                  zeroCopySource(c), stream);
+  switch (fc::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, recvcount * c.elem,
+                                  W * recvcount * c.elem)) {
+    case fc::MoveAlgo::Lamport:
+      FC_TRACE("fcReduceScatter: %zu bytes in, Lamport", W * recvcount * c.elem);
+      res = fc::launchReduceScatterLamport(comm->dev, c.lane.channel, sendbuff, recvbuff, recvcount, datatype,
+                                           comm->params.pdl, stream);
+      break;
+    case fc::MoveAlgo::CopyEngine:
+      FC_TRACE("fcReduceScatter: %zu bytes in, copy engine", W * recvcount * c.elem);
+      res = fc::launchReduceScatterCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
+                                      recvbuff, recvcount, datatype, stream);
+      break;
+    default:
+      res = fc::launchReduceScatter(comm->dev, c.lane.channel, sendbuff, recvbuff, recvcount, datatype,
+                                    zeroCopySource(c), stream);
   }
   return fc::commOpEnd(comm, c.lane, stream, res);
 }

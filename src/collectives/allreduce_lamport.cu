@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   if (threadIdx.x == 0 && (stages & kLamportSave))
     run.saveNext(uint32_t((packs + run.kChunkPacks - 1) / run.kChunkPacks));
   if (call.isCallWarp()) {
-    call.run(Op::AllReduceOneShot, channel);  // a mismatch is recorded; nothing to undo
+    if (stages & kLamportCall) call.run(Op::AllReduceOneShot, channel);  // a mismatch is recorded
     return;
   }
   // 1. Push our packs into our slot of every peer's current buffer (set 0).

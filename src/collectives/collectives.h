@@ -27,6 +27,13 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                   cudaStream_t stream, uint32_t stages = kLamportFull);
 
+// Lamport all-gather / reduce-scatter (lamport_move.cu: the one-shot's protocol and
+// buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).
+fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
+                                  size_t sendcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
+fcResult_t launchReduceScatterLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
+                                      size_t recvcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
+
 // Lamport two-shot all-reduce (push the slices, poll the data; no flags); any count
 // (passes of nranks slices of kLamportTwoShotSliceBytes). pdl as above.
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,

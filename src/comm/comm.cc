@@ -208,11 +208,14 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     FC_INFO("  peer rank %d: pid %d, cuda device %d, bus %s", r, all[size_t(r)].pid,
             all[size_t(r)].cudaDev, all[size_t(r)].busId);
   auto moveName = [](MoveAlgo a) {
-    return a == MoveAlgo::Sm ? "forced SM" : a == MoveAlgo::CopyEngine ? "forced copy engine" : "auto";
+    return a == MoveAlgo::Sm           ? "forced SM"
+           : a == MoveAlgo::CopyEngine ? "forced copy engine"
+           : a == MoveAlgo::Lamport    ? "forced Lamport where it fits"
+                                       : "auto";
   };
-  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes%s); fcReduceScatter %s (copy engine from "
-          "%zu bytes of input, else SM pull); fcAllGather %s (copy engine from %zu bytes of output, "
-          "else SM pull)",
+  FC_INFO("  algorithms: fcAllReduce %s (one-shot up to %zu bytes%s); fcReduceScatter %s (Lamport up to %zu "
+          "bytes per rank at <= 4 ranks, copy engine from %zu bytes of input, else SM pull); fcAllGather %s "
+          "(copy engine from %zu bytes of output, else SM pull)",
           params.allReduceAlgo == AllReduceAlgo::OneShot      ? "forced one-shot"
           : params.allReduceAlgo == AllReduceAlgo::TwoShot    ? "forced two-shot"
           : params.allReduceAlgo == AllReduceAlgo::LamportTwoShot ? "forced Lamport two-shot"
@@ -221,7 +224,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
           oneShotMaxBytes(nranks),
           lamportTwoShotAuto(nranks) ? ", then the Lamport two-shot"
                    : " or the workspace, then the SM two-shot; copy engine from 64 MiB when count % nranks == 0",
-          moveName(params.reduceScatterAlgo),
+          moveName(params.reduceScatterAlgo), lamportSlotBytes(nranks),
           ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
   if (params.shareGpu)
     log(LogLevel::Warn, "FC_SHARE_GPU=1: ranks may share a GPU; their kernels time-slice, so "
@@ -388,6 +391,19 @@ size_t allReduceNormOneKernelMaxBytes(int nranks) {
   // The all-reduce + RMSNorm kernel has been measured up to 1 MiB (docs/perf-log.md).
   const size_t measured = size_t(1) << 20, lamport = lamportMaxBytes(nranks);
   return lamport < measured ? lamport : measured;
+}
+
+MoveAlgo chooseReduceScatter(int nranks, MoveAlgo algo, size_t block, size_t total) {
+  if (nranks < 2) return MoveAlgo::Sm;  // a copy
+  const bool fits = block <= lamportSlotBytes(nranks);
+  if (algo == MoveAlgo::Lamport) return fits ? MoveAlgo::Lamport : MoveAlgo::Sm;
+  if (algo != MoveAlgo::Auto) return algo;
+  // The Lamport kernel waits one round trip for data on its way, where the SM kernel
+  // stages, meets at two barriers and pulls (1 MiB of input on 2 H200s: 8.9 us,
+  // fc-bench 2026-11-23; the Lamport one-shot all-reduce moves that much per rank in
+  // 6.0 us). More than 4 ranks are unmeasured: the older choice stays.
+  if (nranks <= 4 && fits) return MoveAlgo::Lamport;
+  return total >= ceReduceScatterMinBytes(nranks) ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
 }
 
 // Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf-log.md):

@@ -28,7 +28,7 @@ namespace fc {
 // the SM two-shot with barriers, the Lamport two-shot, the copy-engine two-shot.
 enum class AllReduceAlgo { Auto, OneShot, TwoShot, LamportTwoShot, CopyEngine };
 // Reduce-scatter and all-gather: SM pull kernels or copy-engine transfers.
-enum class MoveAlgo { Auto, Sm, CopyEngine };
+enum class MoveAlgo { Auto, Sm, CopyEngine, Lamport };  // Lamport: fcReduceScatter only
 // Fused GEMM ops: overlapped (host-orchestrated pipeline), communication then GEMM,
 // or (fcAllGatherMatmul) the persistent GEMM engine.
 enum class FusedAlgo { Auto, Fused, Unfused, Engine };
@@ -170,6 +170,14 @@ size_t allReduceNormOneKernelMaxBytes(int nranks);
 
 // Whether the auto choice takes the Lamport two-shot for everything above the one-shot.
 bool lamportTwoShotAuto(int nranks);
+
+// fcReduceScatter's kernel for a call of `block` bytes of output per rank (`total` bytes
+// of input): `algo` where forced (the Lamport kernel only where the block fits its push
+// slot, else the SM kernel), else by size: the Lamport kernel up to its push slot at
+// 2-4 ranks, the copy engine from ceReduceScatterMinBytes, the SM kernel between.
+// (fcAllGather takes no Lamport kernel: a copy must keep every bit, and the Lamport
+// protocol turns all-ones words into other NaNs; collectives/lamport_move.cu.)
+MoveAlgo chooseReduceScatter(int nranks, MoveAlgo algo, size_t block, size_t total);
 
 // The auto choice moves data by copy engine from these sizes on (bytes of the
 // all-reduce buffer, the reduce-scatter input, the all-gather output).

@@ -39,6 +39,9 @@ constexpr std::pair<const char*, AllReduceAlgo> kAllReduceAlgos[] = {
     {"ce", AllReduceAlgo::CopyEngine}};
 constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}};
+// FC_REDUCE_SCATTER_ALGO also takes the Lamport kernel (where a block fits its slot).
+constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
+    {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
 constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused}};
 // The fused GEMM ops also take the persistent GEMM engine (src/gemm/engine).
@@ -54,12 +57,13 @@ constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
 // FC_LAMPORT_STAGES: the Lamport one-shot's stages, for timing them (device_comm.h).
 constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"full", kLamportFull},
-    {"push-only", kLamportPush | kLamportReset | kLamportSave},
+    {"push-only", kLamportFull & ~uint32_t(kLamportSum)},
     {"push-twice", kLamportFull | kLamportPushTwice},
     {"sum-twice", kLamportFull | kLamportSumTwice},
     {"reset-twice", kLamportFull | kLamportResetTwice},
-    {"no-reset", kLamportPush | kLamportSum | kLamportSave},
-    {"no-save", kLamportPush | kLamportSum | kLamportReset}};
+    {"no-reset", kLamportFull & ~uint32_t(kLamportReset)},
+    {"no-save", kLamportFull & ~uint32_t(kLamportSave)},
+    {"no-call", kLamportFull & ~uint32_t(kLamportCall)}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
@@ -92,7 +96,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
     return setError(fcInvalidArgument, "FC_LAMPORT_MAX_BYTES=%llu exceeds the largest push slot (%zu bytes)",
                     (unsigned long long)p->lamportMaxBytes, kLamportSlotBytesMax);
   FC_CHECK(choiceFromEnv("FC_ALLREDUCE_ALGO", kAllReduceAlgos, &p->allReduceAlgo));
-  FC_CHECK(choiceFromEnv("FC_REDUCE_SCATTER_ALGO", kMoveAlgos, &p->reduceScatterAlgo));
+  FC_CHECK(choiceFromEnv("FC_REDUCE_SCATTER_ALGO", kReduceScatterAlgos, &p->reduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kGemmOpAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kGemmOpAlgos, &p->matmulReduceScatterAlgo));

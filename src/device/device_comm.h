@@ -86,7 +86,8 @@ enum LamportStage : uint32_t {
   kLamportPushTwice = 16,   // with kLamportPush: push twice
   kLamportSumTwice = 32,    // with kLamportSum: poll, sum and store twice
   kLamportResetTwice = 64,  // with kLamportReset: reset twice
-  kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave,
+  kLamportCall = 128,       // the call warp's header exchange (mismatch detection)
+  kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 
 // Operations, as recorded in an error record.

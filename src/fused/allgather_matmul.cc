@@ -66,8 +66,14 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
                    const AllGatherMatmulArgs& a, const SymSource* symA, char* gathered, cudaStream_t stream) {
   const size_t W = size_t(dc.nranks), es = dataTypeSize(a.datatype);
   const size_t shardElems = a.M / W * a.K;
-  // fcAllGather's choice: SM pull below 64 MiB of output, copy engine from there.
-  if (W * shardElems * es >= (64u << 20))
+  // Into the scratch (no Agathered), at 2-4 ranks, shards that fit a push slot take the
+  // Lamport all-gather (one round trip, no barriers: collectives/lamport_move.cu); it
+  // may turn NaNs whose bits are all ones into other NaNs, which the GEMM cannot tell
+  // apart but a caller's Agathered could. Else fcAllGather's choice: the SM pull below
+  // 64 MiB of output, the copy engine from there.
+  if (a.Agathered == nullptr && W >= 2 && W <= 4 && shardElems * es <= lamportSlotBytes(int(W)))
+    FC_CHECK(launchAllGatherLamport(dc, channel, a.A, gathered, shardElems, a.datatype, a.pdl, stream));
+  else if (W * shardElems * es >= (64u << 20))
     FC_CHECK(launchAllGatherCe(dc, channel, copies, a.A, gathered, shardElems, a.datatype, symA, stream));
   else
     FC_CHECK(launchAllGather(dc, channel, a.A, gathered, shardElems, a.datatype, symA, stream));

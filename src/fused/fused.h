@@ -31,6 +31,7 @@ struct AllGatherMatmulArgs {
   // FC_SHARE_GPU: measured there, the pulls stall while the ranks' persistent GEMMs
   // spin on the time-sliced GPU; its waits then pass at once).
   bool engineAfterPulls = false;
+  bool pdl = true;  // the Lamport all-gather of the unfused path with programmatic dependent launch (FC_PDL)
 };
 
 

@@ -10,9 +10,10 @@
 //   reset-twice  the reset twice
 //   no-reset     no reset (from the third call on, the polls find stale data at once)
 //   no-save      no state save (every call uses the same buffer: stale data at once)
+//   no-call      no call-header exchange (right sums; no mismatch detection)
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only "full" and spins-N compute the right sums; the others are timings. The calls are
+// Only "full", no-call and spins-N compute the right sums; the others are timings. The calls are
 // fcAllReduceOneShot (the Lamport one-shot up to its limit: its push slot, 4 MiB at 2
 // ranks, 1 MiB at 3-4; the default largest size).
 // A last column times fcAllReduce's own choice (auto) on the same size, interleaved:
@@ -40,6 +41,7 @@ int benchStages(Ctx& c, const Options& o) {
                               {"reset-twice", "FC_LAMPORT_STAGES", "reset-twice"},
                               {"no-reset", "FC_LAMPORT_STAGES", "no-reset"},
                               {"no-save", "FC_LAMPORT_STAGES", "no-save"},
+                              {"no-call", "FC_LAMPORT_STAGES", "no-call"},
                               {"spins-8", "FC_LAMPORT_SPINS", "8"},
                               {"spins-64", "FC_LAMPORT_SPINS", "64"}};
   std::vector<fcComm_t> comms;
