@@ -349,10 +349,11 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  *   - bytes up to 1 MiB at <= 4 ranks (256 KiB beyond; FC_LAMPORT_MAX_BYTES; with
  *     FC_ARNORM_ALGO=fused up to the push slot, 4 MiB at 2 ranks): one kernel,
  *     TensorRT-LLM's fused Lamport all-reduce + RMSNorm idea (as FlashInfer ships it):
- *     every rank pushes its rows into every peer's Lamport buffer; the CTA that owns a
- *     row (or, with FC_ARNORM_CLUSTER_PACKS, a thread block cluster) polls the peers'
- *     data, sums it in rank order, adds the residual, reduces the row's sum of squares
- *     and writes both outputs. No flags, no barriers, no extra round trip.
+ *     every rank pushes its rows into every peer's Lamport buffer; the thread block
+ *     cluster that owns a row (up to 8 CTAs of FC_ARNORM_CLUSTER_PACKS = 128 packs; 0:
+ *     one CTA) polls the peers' data, sums it in rank order, adds the residual, reduces
+ *     the row's sum of squares and writes both outputs. No flags, no barriers, no extra
+ *     round trip.
  *   - larger, at <= 4 ranks: one two-shot kernel on the same buffers: each rank sums
  *     its block of the rows, rounds the sums once and pushes them to every peer; every
  *     rank adds its residual and normalises every row as its sums arrive.

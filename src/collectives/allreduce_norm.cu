@@ -123,6 +123,15 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     }
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless
+  // No CTA of a cluster leaves while a partner may still write into its shared memory:
+  // in a normal call the last row's totals have all arrived by now, but a CTA that gave
+  // up (deadline, abort, a peer's give-up) passes its waits early, and a partner's total
+  // stored into a CTA that has exited faults the whole context (seen at 2 ranks on one
+  // GPU, where a give-up was provoked: "unspecified launch failure").
+  if (ctas > 1) {
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+  }
 }
 
 // The large path's second half: `sum` holds the all-reduced input (it may be c.out).

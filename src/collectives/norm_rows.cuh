@@ -157,7 +157,8 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t be
 // that has then received this CTA's total of the row between, which this CTA sends
 // after all its threads read this row's slots (the row's named barrier in rowSum). The
 // wait has the library's deadline; a CTA whose sums failed still sends its total, so
-// no partner waits for nothing.
+// no partner waits for nothing; and the kernel ends with a cluster barrier, so that no
+// CTA exits while a partner may still store into its slots.
 struct ClusterRowSum {
   static constexpr unsigned kMaxCtas = 8;  // the portable cluster size
   const DeviceComm& dc;

@@ -70,9 +70,9 @@ struct CommParams {
   // anything but full only for timing them (fc-bench stages): wrong results.
   uint32_t lamportStages = kLamportFull;
   // FC_ARNORM_CLUSTER_PACKS: the all-reduce + RMSNorm kernel spreads a row over a
-  // thread block cluster of CTAs with this many 16-byte packs each (at most 8 CTAs);
-  // 0: one CTA per row.
-  uint32_t normClusterPacks = 0;
+  // thread block cluster of CTAs with this many 16-byte packs each (at most 8 CTAs;
+  // TensorRT-LLM's 128); 0: one CTA per row (measured: docs/perf-log.md).
+  uint32_t normClusterPacks = 128;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages).
   uint32_t normStages = kNormFull;

@@ -92,13 +92,14 @@ int benchStages(Ctx& c, const Options& o) {
 //   push-only       no polls, sums or stores (the launch and the pushes)
 //   no-reset        no clearing of what was read (from the fourth call on, the
 //                   polls find stale data)
+//   cta-per-row     full, a row in one CTA (FC_ARNORM_CLUSTER_PACKS=0)
 //   cluster-N       full, a row over a thread block cluster of CTAs of N packs each
-//                   (FC_ARNORM_CLUSTER_PACKS=N; the default is one CTA per row)
+//                   (FC_ARNORM_CLUSTER_PACKS=N; the default is 128)
 //   spins-N         full, N polls back to back before the polls back off
 //                   (FC_LAMPORT_SPINS=N)
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and no-prefetch are checked to give the same bits (the arnorm mode and the
-// tests check full against a reference); cluster-N and spins-N are correct calls,
+// tests check full against a reference); cta-per-row, cluster-N and spins-N are correct calls,
 // which tools/gpu-check runs the GPU suite with; the others are timings only.
 int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
   const fcDataType_t type = parseType(o.dtype);
@@ -115,8 +116,8 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"allreduce-only", "FC_ARNORM_STAGES", "allreduce-only"},
                               {"push-only", "FC_ARNORM_STAGES", "push-only"},
                               {"no-reset", "FC_ARNORM_STAGES", "no-reset"},
+                              {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0"},
                               {"cluster-64", "FC_ARNORM_CLUSTER_PACKS", "64"},
-                              {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
                               {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
                               {"spins-8", "FC_LAMPORT_SPINS", "8"}};
   std::vector<fcComm_t> comms;

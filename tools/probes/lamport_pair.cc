@@ -1,0 +1,169 @@
+// lamport-pair: the Lamport kernels' own costs, with both ranks of a 2-rank communicator
+// on ONE GPU in ONE process (fcCommInitAll with the device listed twice, FC_SHARE_GPU=1),
+// so that their kernels run side by side (two streams of one context) and exchange
+// through local memory instead of NVLink. Not a latency of the library on 2 GPUs: the
+// exchange's round trip is shorter here; what it compares is the variants of one
+// kernel against each other (the stages left out, the polls' back-off, a row over a
+// cluster), which a one-GPU machine can run when no 2-GPU machine is lent.
+//
+// Per variant a pair of communicators made with its environment (FC_LAMPORT_STAGES,
+// FC_LAMPORT_SPINS, FC_ARNORM_CLUSTER_PACKS), per size a CUDA graph of -n calls per rank,
+// both graphs launched together (rank 1's stream waits for rank 0's start event), the
+// time of the later to finish / n, median of -r replays; variants interleaved. Every
+// kernel gets at most 64 CTAs (FC_MAX_CTAS), so that both ranks' grids fit the GPU at once.
+//   CUDA_MODULE_LOADING=EAGER build/tools/probes/lamport-pair [-n 20] [-r 21] [-v VARIANT] [-s SHAPE]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "fusedcomm.h"
+
+namespace {
+
+#define OK(call)                                                                                    \
+  do {                                                                                              \
+    const cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                        \
+      fprintf(stderr, "lamport-pair: %s: %s\n", #call, cudaGetErrorString(e_));                     \
+      exit(1);                                                                                      \
+    }                                                                                               \
+  } while (0)
+#define FC(call)                                                                                    \
+  do {                                                                                              \
+    const fcResult_t r_ = (call);                                                                   \
+    if (r_ != fcSuccess) {                                                                          \
+      fprintf(stderr, "lamport-pair: %s: %s\n", #call, fcGetLastError(nullptr));                    \
+      exit(1);                                                                                      \
+    }                                                                                               \
+  } while (0)
+
+struct Variant {
+  const char *name, *var, *value;
+  fcComm_t comm[2];
+};
+
+struct Rank {
+  cudaStream_t stream;
+  void *in, *res, *w, *resOut, *out;
+};
+
+// One call of rank r: the all-reduce (hidden 0) or the all-reduce + RMSNorm.
+void call(const Variant& v, Rank& k, int r, size_t tokens, size_t hidden, size_t count) {
+  if (hidden == 0)
+    FC(fcAllReduceOneShot(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
+  else
+    FC(fcAllReduceResidualRMSNorm(k.in, k.res, k.w, k.resOut, k.out, tokens, hidden, 1e-6f, fcBfloat16, v.comm[r],
+                                  k.stream));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = 20, replays = 21;
+  const char* only = nullptr;  // -v NAME: that variant alone
+  int shapeOnly = -1;          // -s K: the K-th shape alone
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "-r")) replays = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "-v")) only = argv[i + 1];
+    if (!strcmp(argv[i], "-s")) shapeOnly = atoi(argv[i + 1]);
+  }
+  setenv("FC_SHARE_GPU", "1", 1);
+  // Both ranks' grids must be resident together on the one GPU, or the Lamport waits
+  // find a peer CTA that never starts: at most 64 CTAs per kernel.
+  setenv("FC_MAX_CTAS", "64", 1);
+  Variant variants[] = {{"full", "FC_LAMPORT_STAGES", "full", {}},       {"no-save", "FC_LAMPORT_STAGES", "no-save", {}},
+                        {"no-call", "FC_LAMPORT_STAGES", "no-call", {}}, {"push-only", "FC_LAMPORT_STAGES", "push-only", {}},
+                        {"spins-8", "FC_LAMPORT_SPINS", "8", {}},        {"spins-64", "FC_LAMPORT_SPINS", "64", {}},
+                        {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0", {}}};
+  const int devs[2] = {0, 0};
+  for (Variant& v : variants) {
+    setenv(v.var, v.value, 1);
+    FC(fcCommInitAll(v.comm, 2, devs));
+    unsetenv(v.var);
+  }
+  const size_t maxBytes = 4u << 20;
+  Rank ranks[2];
+  for (Rank& k : ranks) {
+    OK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
+    for (void** p : {&k.in, &k.res, &k.resOut, &k.out}) OK(cudaMalloc(p, maxBytes));
+    OK(cudaMalloc(&k.w, 64 << 10));
+    OK(cudaMemset(k.in, 0x3c, maxBytes));  // 1.17 in every bf16: no NaN, no all-ones word
+    OK(cudaMemset(k.res, 0x3c, maxBytes));
+    OK(cudaMemset(k.w, 0x3c, 64 << 10));
+  }
+  struct Shape {
+    size_t tokens, hidden;  // hidden 0: the all-reduce of `tokens` bytes
+  };
+  const Shape shapes[] = {{8 << 10, 0}, {64 << 10, 0}, {256 << 10, 0}, {1 << 20, 0}, {4 << 20, 0},
+                          {1, 4096},    {8, 4096},     {1, 8192},     {16, 8192},   {64, 8192}};
+  printf("# lamport-pair: 2 ranks in one process on one GPU (local exchange, not NVLink; at most 64 CTAs per "
+         "kernel), bf16, graph of %d calls per rank, median of %d replays, variants interleaved; us per call\n",
+         iters, replays);
+  printf("op,tokens,hidden,bytes");
+  for (const Variant& v : variants) printf(",%s_us", v.name);
+  printf("\n");
+  cudaEvent_t start, stop[2];
+  OK(cudaEventCreate(&start));
+  for (cudaEvent_t& e : stop) OK(cudaEventCreate(&e));
+  for (const Shape& sh : shapes) {
+    if (shapeOnly >= 0 && &sh - shapes != shapeOnly) continue;
+    const bool norm = sh.hidden > 0;
+    const size_t count = norm ? sh.tokens * sh.hidden : sh.tokens / 2;
+    const size_t nv = sizeof variants / sizeof variants[0];
+    // Stages other than full and the cluster layout only touch one kernel each.
+    std::vector<bool> applies(nv);
+    std::vector<cudaGraphExec_t> exec(2 * nv);
+    for (size_t v = 0; v < nv; ++v) {
+      const std::string var = variants[v].var;
+      applies[v] = (norm ? var != "FC_LAMPORT_STAGES" || std::string(variants[v].value) == "full"
+                         : var != "FC_ARNORM_CLUSTER_PACKS") &&
+                   (only == nullptr || !strcmp(only, variants[v].name));
+      if (!applies[v]) continue;
+      for (int r = 0; r < 2; ++r) call(variants[v], ranks[r], r, sh.tokens, sh.hidden, count);  // warm-up
+      OK(cudaDeviceSynchronize());
+      for (int r = 0; r < 2; ++r) {
+        cudaGraph_t g;
+        OK(cudaStreamBeginCapture(ranks[r].stream, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < iters; ++i) call(variants[v], ranks[r], r, sh.tokens, sh.hidden, count);
+        OK(cudaStreamEndCapture(ranks[r].stream, &g));
+        OK(cudaGraphInstantiate(&exec[2 * v + size_t(r)], g, 0));
+        OK(cudaGraphDestroy(g));
+      }
+    }
+    std::vector<std::vector<float>> ms(nv);
+    for (int rep = 0; rep < replays + 2; ++rep)
+      for (size_t v = 0; v < nv; ++v) {
+        if (!applies[v]) continue;
+        OK(cudaEventRecord(start, ranks[0].stream));
+        OK(cudaStreamWaitEvent(ranks[1].stream, start, 0));
+        for (int r = 0; r < 2; ++r) OK(cudaGraphLaunch(exec[2 * v + size_t(r)], ranks[r].stream));
+        for (int r = 0; r < 2; ++r) OK(cudaEventRecord(stop[r], ranks[r].stream));
+        OK(cudaDeviceSynchronize());
+        float t0, t1;
+        OK(cudaEventElapsedTime(&t0, start, stop[0]));
+        OK(cudaEventElapsedTime(&t1, start, stop[1]));
+        if (rep >= 2) ms[v].push_back(std::max(t0, t1));  // two warm-up rounds
+      }
+    printf("%s,%zu,%zu,%zu", norm ? "arnorm" : "allreduce", norm ? sh.tokens : 0, sh.hidden, count * 2);
+    for (size_t v = 0; v < nv; ++v) {
+      if (!applies[v]) {
+        printf(",");
+        continue;
+      }
+      std::sort(ms[v].begin(), ms[v].end());
+      printf(",%.2f", 1000.0 * ms[v][ms[v].size() / 2] / iters);
+      for (int r = 0; r < 2; ++r) OK(cudaGraphExecDestroy(exec[2 * v + size_t(r)]));
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  for (Variant& v : variants)
+    for (fcComm_t c : v.comm) FC(fcCommDestroy(c));
+  return 0;
+}
