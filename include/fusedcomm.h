@@ -354,10 +354,12 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  *     one CTA) polls the peers' data, sums it in rank order, adds the residual, reduces
  *     the row's sum of squares and writes both outputs. No flags, no barriers, no extra
  *     round trip.
- *   - larger, at <= 4 ranks: one two-shot kernel on the same buffers: each rank sums
- *     its block of the rows, rounds the sums once and pushes them to every peer; every
- *     rank adds its residual and normalises every row as its sums arrive.
- *   - more ranks, rows longer than half a push slot, or FC_ARNORM_ALGO=unfused:
+ *   - larger, up to 16 MiB at <= 4 ranks (FC_ARNORM_ALGO=fused: any size): one
+ *     two-shot kernel on the same buffers: each rank sums its block of the rows, rounds
+ *     the sums once and pushes them to every peer; every rank adds its residual and
+ *     normalises every row as its sums arrive.
+ *   - more ranks, larger calls, rows longer than half a push slot, or
+ *     FC_ARNORM_ALGO=unfused:
  *     fcAllReduce's algorithm into normOut, then a local kernel adds the residual and
  *     normalises in place.
  * With FC_PDL=1 (the default) the kernels are launched with programmatic dependent

@@ -75,9 +75,10 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", fn);
   FC_CHECK(checkNormArgs(c, n));
   // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
-  // push slot); above it, at up to 4 ranks, the two-shot kernel; else (more ranks, or
-  // rows longer than half a push slot) the all-reduce and then the local norm
-  // (FC_ARNORM_ALGO=unfused: always; the baseline fc-bench arnorm measures against).
+  // push slot); above it, at up to 4 ranks, the two-shot kernel (auto: up to
+  // allReduceNormTwoShotMaxBytes); else (more ranks, larger calls, rows longer than half
+  // a push slot) the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
+  // always; the baseline fc-bench arnorm measures against).
   const size_t bytes = c.sendElems * c.elem;
   const size_t lamportMax =
       comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : allReduceNormOneKernelMaxBytes(comm->nranks);
@@ -86,6 +87,7 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
                      : choice == FusedAlgo::Unfused ? false
                                                     : bytes <= lamportMax;
   const bool twoShot = !small && choice != FusedAlgo::Unfused && lamportTwoShotAuto(comm->nranks) &&
+                       (choice == FusedAlgo::Fused || bytes <= allReduceNormTwoShotMaxBytes(comm->nranks)) &&
                        allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
   ArAlgo algo = ArAlgo::OneShot;
   if (!small && !twoShot) {

@@ -387,6 +387,13 @@ size_t lamportMaxBytes(int nranks) {
   return nranks <= 4 ? lamportSlotBytes(nranks) : (256u << 10);
 }
 
+size_t allReduceNormTwoShotMaxBytes(int) {
+  // Measured so far with both ranks on one H100 only (tools/probes/lamport-pair, a local
+  // exchange): 1.66x / 1.62x faster than the unfused path at 4 / 16 MiB, 1.7x slower at
+  // 64 MiB (docs/perf-log.md); until 2 GPUs say otherwise, the unfused path above 16 MiB.
+  return size_t(16) << 20;
+}
+
 size_t allReduceNormOneKernelMaxBytes(int nranks) {
   // The all-reduce + RMSNorm kernel has been measured up to 1 MiB (docs/perf-log.md).
   const size_t measured = size_t(1) << 20, lamport = lamportMaxBytes(nranks);

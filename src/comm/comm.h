@@ -165,8 +165,10 @@ size_t oneShotMaxBytes(int nranks);
 
 // The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
 size_t lamportMaxBytes(int nranks);
-// fcAllReduceResidualRMSNorm runs as one Lamport kernel up to this many bytes (auto).
+// fcAllReduceResidualRMSNorm runs as one Lamport kernel up to this many bytes (auto),
+// and as the two-shot kernel up to allReduceNormTwoShotMaxBytes (auto, <= 4 ranks).
 size_t allReduceNormOneKernelMaxBytes(int nranks);
+size_t allReduceNormTwoShotMaxBytes(int nranks);
 
 // Whether the auto choice takes the Lamport two-shot for everything above the one-shot.
 bool lamportTwoShotAuto(int nranks);

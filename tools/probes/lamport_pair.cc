@@ -7,7 +7,7 @@
 // cluster), which a one-GPU machine can run when no 2-GPU machine is lent.
 //
 // Per variant a pair of communicators made with its environment (FC_LAMPORT_STAGES,
-// FC_LAMPORT_SPINS, FC_ARNORM_CLUSTER_PACKS), per size a CUDA graph of -n calls per rank,
+// FC_LAMPORT_SPINS, FC_ARNORM_CLUSTER_PACKS, FC_ARNORM_ALGO), per size a CUDA graph of -n calls per rank,
 // both graphs launched together (rank 1's stream waits for rank 0's start event), the
 // time of the later to finish / n, median of -r replays; variants interleaved. Every
 // kernel gets at most 64 CTAs (FC_MAX_CTAS), so that both ranks' grids fit the GPU at once.
@@ -80,14 +80,15 @@ int main(int argc, char** argv) {
   Variant variants[] = {{"full", "FC_LAMPORT_STAGES", "full", {}},       {"no-save", "FC_LAMPORT_STAGES", "no-save", {}},
                         {"no-call", "FC_LAMPORT_STAGES", "no-call", {}}, {"push-only", "FC_LAMPORT_STAGES", "push-only", {}},
                         {"spins-8", "FC_LAMPORT_SPINS", "8", {}},        {"spins-64", "FC_LAMPORT_SPINS", "64", {}},
-                        {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0", {}}};
+                        {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0", {}},
+                        {"unfused", "FC_ARNORM_ALGO", "unfused", {}}};
   const int devs[2] = {0, 0};
   for (Variant& v : variants) {
     setenv(v.var, v.value, 1);
     FC(fcCommInitAll(v.comm, 2, devs));
     unsetenv(v.var);
   }
-  const size_t maxBytes = 4u << 20;
+  const size_t maxBytes = 64u << 20;
   Rank ranks[2];
   for (Rank& k : ranks) {
     OK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
     size_t tokens, hidden;  // hidden 0: the all-reduce of `tokens` bytes
   };
   const Shape shapes[] = {{8 << 10, 0}, {64 << 10, 0}, {256 << 10, 0}, {1 << 20, 0}, {4 << 20, 0},
-                          {1, 4096},    {8, 4096},     {1, 8192},     {16, 8192},   {64, 8192}};
+                          {1, 4096},    {8, 4096},     {1, 8192},     {16, 8192},   {64, 8192},
+                          {256, 8192},  {1024, 8192},  {4096, 8192}};
   printf("# lamport-pair: 2 ranks in one process on one GPU (local exchange, not NVLink; at most 64 CTAs per "
          "kernel), bf16, graph of %d calls per rank, median of %d replays, variants interleaved; us per call\n",
          iters, replays);
@@ -122,7 +124,7 @@ int main(int argc, char** argv) {
     for (size_t v = 0; v < nv; ++v) {
       const std::string var = variants[v].var;
       applies[v] = (norm ? var != "FC_LAMPORT_STAGES" || std::string(variants[v].value) == "full"
-                         : var != "FC_ARNORM_CLUSTER_PACKS") &&
+                         : var != "FC_ARNORM_CLUSTER_PACKS" && var != "FC_ARNORM_ALGO") &&
                    (only == nullptr || !strcmp(only, variants[v].name));
       if (!applies[v]) continue;
       for (int r = 0; r < 2; ++r) call(variants[v], ranks[r], r, sh.tokens, sh.hidden, count);  // warm-up
