@@ -11,22 +11,25 @@
 // (fcAllReduceResidualRMSNormFp8) writes out / scale as e4m3 (saturated) instead.
 //
 // Small path (one kernel, no flags, no barrier): the Rows kind of the Lamport protocol
-// (lamport.cuh): one CTA per row up to maxCtas, CTA b takes rows b, b + grid, ..., so
-// that a row's packs all land in one CTA. Each CTA pushes its rows into every peer's
-// push buffer, then per row polls the peers' packs (clearing each once read), sums
-// them with its own in rank order (the same bits on every rank), adds the residual
-// (loaded, with the weight, before the polls), stores residualOut, and reduces the
-// sum of squares over the row (a warp shuffle, then one shared-memory step among the
-// data threads, double-buffered by row so that one named barrier per row suffices)
-// before it writes out. The Rows state is the rank's (buffer index + an arrival
-// counter, lamport.cuh): every CTA's call warp arrives once the CTA has read the
+// (lamport.cuh): a row per thread block cluster of up to 8 CTAs (FC_ARNORM_CLUSTER_PACKS
+// packs each; 0: one CTA per row), one cluster per row up to maxCtas CTAs, clusters
+// taking rows in turn beyond, so that a row's packs land in one cluster. Each CTA pushes
+// its share of its rows into every peer's push buffer, then per row polls the peers'
+// packs (clearing each once read), sums them with its own in rank order (the same bits
+// on every rank), adds the residual (loaded, with the weight, before the polls), stores
+// residualOut, and reduces the sum of squares over the row (a warp shuffle, one
+// shared-memory step among the data threads, double-buffered by row so that one named
+// barrier per row suffices, then the CTAs' totals through distributed shared memory:
+// norm_rows.cuh) before it writes out. The Rows state is the rank's (buffer index + an
+// arrival counter, lamport.cuh): every CTA's call warp arrives once the CTA has read the
 // index, and the last one moves it on. Mismatched calls (another shape, dtype or op)
 // are caught by CTA 0's call warp (lamport.cuh, LamportCall): CTA 0 runs in every call
 // of every Lamport kernel, so its header sequence is the same on every rank; the
 // other CTAs' call warps only arrive.
 //
-// Large path (residualNormKernel): after an all-reduce into `out`, a local kernel
-// adds the residual and normalises each row (one CTA per row, rows in turn).
+// Above it: the two-shot kernel (allreduce_norm_twoshot.cu), or, unfused
+// (residualNormKernel here), an all-reduce into `out` and then a local kernel that adds
+// the residual and normalises each row (one CTA per row, rows in turn).
 // fc-bench normstages times the small path's stages (device/norm_stages.h).
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
@@ -155,7 +158,6 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
     normRow<T>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total);
   }
 }
-
 
 }  // namespace
 

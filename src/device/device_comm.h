@@ -64,7 +64,7 @@ constexpr size_t kLamportSlotBytesMax = 4u << 20;
 constexpr size_t lamportSlotBytes(int nranks) { return nranks <= 2 ? kLamportSlotBytesMax : size_t(1) << 20; }
 constexpr size_t kLamportTwoShotSliceBytes = size_t(1) << 20;
 constexpr size_t kLamportSets = 4;
-constexpr size_t lamportPeerSlots(int nranks) { return nranks > 1 ? size_t(nranks - 1) : 1; }
+constexpr size_t lamportPeerSlots(int nranks) { return nranks > 1 ? size_t(nranks - 1) : 0; }  // none alone
 constexpr size_t lamportPushBytes(int nranks) {
   return 3 * kLamportSets * lamportPeerSlots(nranks) * lamportSlotBytes(nranks);
 }

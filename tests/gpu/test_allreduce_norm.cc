@@ -197,49 +197,71 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   }
 }
 
+namespace {
+
+// Calls whose sums are exact in bf16, up to maxTokens rows of `hidden`: input, residual
+// and weight all ones, so that residualOut = W + 1 and normOut = weight (1).
+struct OnesCalls {
+  static constexpr fcDataType_t t = fcBfloat16;
+  size_t hidden, bytes;
+  Buf in, res, w, resOut, out;
+  OnesCalls(size_t maxTokens, size_t hidden)
+      : hidden(hidden), bytes(maxTokens * hidden * 2), in(bytes), res(bytes), w(hidden * 2), resOut(bytes),
+        out(bytes) {
+    std::vector<char> ones(bytes);
+    for (size_t i = 0; i < bytes / 2; ++i) fcStore(ones.data(), t, i, 1.f);
+    upload(in.p, ones);
+    upload(res.p, ones);
+    upload(w.p, std::vector<char>(ones.begin(), ones.begin() + std::ptrdiff_t(hidden * 2)));
+  }
+  void call(size_t tokens, cudaStream_t s) const {
+    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t,
+                                          gpuEnv().comm, s));
+  }
+  void poison(cudaStream_t s) const {
+    CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));
+    CUDA_REQUIRE(cudaMemsetAsync(resOut.p, 0xff, bytes, s));
+  }
+  // Elements of the first `tokens` rows whose outputs are not W + 1 and 1.
+  size_t wrong(size_t tokens) const {
+    const size_t n = tokens * hidden;
+    const std::vector<char> r = download(resOut.p, n * 2), o = download(out.p, n * 2);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+      bad += fcLoad(r.data(), t, i) != float(gpuEnv().nranks + 1) || std::fabs(fcLoad(o.data(), t, i) - 1.0) > 0x1p-7;
+    return bad;
+  }
+};
+
+}  // namespace
+
 TEST_CASE("fcAllReduceResidualRMSNorm: CUDA graph replays and 1,000 calls in a row on any stream") {
   const GpuEnv& env = gpuEnv();
-  const fcDataType_t t = fcBfloat16;
-  const size_t tokens = 16, hidden = 4096, n = tokens * hidden, bytes = n * 2;
-  Buf in(bytes), res(bytes), w(hidden * 2), resOut(bytes), out(bytes);
-  // Inputs whose sums are exact in bf16: residualOut = W + 1, normOut = weight (1).
-  std::vector<char> ones(bytes), wOnes(hidden * 2);
-  for (size_t i = 0; i < n; ++i) fcStore(ones.data(), t, i, 1.f);
-  for (size_t i = 0; i < hidden; ++i) fcStore(wOnes.data(), t, i, 1.f);
-  upload(in.p, ones);
-  upload(res.p, ones);
-  upload(w.p, wOnes);
+  const size_t tokens = 16;
+  const OnesCalls x(tokens, 4096);
   cudaStream_t s;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto check = [&](const char* what) {
-    const std::vector<char> r = download(resOut.p, bytes), o = download(out.p, bytes);
-    size_t bad = 0;
-    for (size_t i = 0; i < n; ++i)
-      bad += fcLoad(r.data(), t, i) != float(env.nranks + 1) || std::fabs(fcLoad(o.data(), t, i) - 1.0) > 0x1p-7;
     INFO(what);
-    CHECK(bad == 0);
+    CHECK(x.wrong(tokens) == 0);
   };
-  for (int k = 0; k < 1000; ++k)
-    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm, s));
+  for (int k = 0; k < 1000; ++k) x.call(tokens, s);
   CUDA_REQUIRE(cudaStreamSynchronize(s));
   check("1,000 eager calls");
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int k = 0; k < 3; ++k)
-    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm, s));
+  for (int k = 0; k < 3; ++k) x.call(tokens, s);
   CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
   CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 5; ++rep) {
-    CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));
-    CUDA_REQUIRE(cudaMemsetAsync(resOut.p, 0xff, bytes, s));
+    x.poison(s);
     CUDA_REQUIRE(cudaGraphLaunch(exec, s));
     CUDA_REQUIRE(cudaStreamSynchronize(s));
     check("graph replay");
   }
   // Eager again after the replays (the eager and captured channels stay in step).
-  FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm,
-                                        env.streams[1]));
+  x.call(tokens, env.streams[1]);
   CUDA_REQUIRE(cudaStreamSynchronize(env.streams[1]));
   check("eager after the graph");
   cudaGraphExecDestroy(exec);
@@ -250,52 +272,34 @@ TEST_CASE("fcAllReduceResidualRMSNorm: CUDA graph replays and 1,000 calls in a r
 TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved, eager and graph-replayed") {
   // The two kernels share the push buffers' rotation (the rank's buffer index), the
   // two-shot moving it by its passes: calls of both, back to back on one stream, each
-  // checked exactly (inputs whose sums are exact in bf16: residualOut = W + k,
-  // normOut = weight = 1), then the same sequence captured and replayed.
-  const GpuEnv& env = gpuEnv();
-  const fcDataType_t t = fcBfloat16;
-  const size_t hidden = 8192, sizes[] = {16, 300, 1, 150, 300};  // tokens; 300: 2-3 passes
-  const size_t maxN = 300 * hidden, bytes = maxN * 2;
-  Buf in(bytes), res(bytes), w(hidden * 2), resOut(bytes), out(bytes);
-  std::vector<char> ones(bytes), wOnes(hidden * 2);
-  for (size_t i = 0; i < maxN; ++i) fcStore(ones.data(), t, i, 1.f);
-  for (size_t i = 0; i < hidden; ++i) fcStore(wOnes.data(), t, i, 1.f);
-  upload(in.p, ones);
-  upload(res.p, ones);
-  upload(w.p, wOnes);
+  // checked exactly, then the same sequence captured and replayed.
+  const size_t sizes[] = {16, 300, 1, 150, 300};  // tokens of 8192; 300: 2-3 passes
+  const OnesCalls x(300, 8192);
   cudaStream_t s;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  auto call = [&](size_t tokens) {
-    CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));
-    CUDA_REQUIRE(cudaMemsetAsync(resOut.p, 0xff, bytes, s));
-    FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t, env.comm, s));
-  };
-  auto bad = [&](size_t tokens) {
-    CUDA_REQUIRE(cudaStreamSynchronize(s));
-    const size_t n = tokens * hidden;
-    const std::vector<char> r = download(resOut.p, n * 2), o = download(out.p, n * 2);
-    size_t wrong = 0;
-    for (size_t i = 0; i < n; ++i)
-      wrong += fcLoad(r.data(), t, i) != float(env.nranks + 1) || std::fabs(fcLoad(o.data(), t, i) - 1.0) > 0x1p-7;
-    return wrong;
-  };
   for (int round = 0; round < 8; ++round)
     for (size_t tokens : sizes) {
-      call(tokens);
+      x.poison(s);
+      x.call(tokens, s);
+      CUDA_REQUIRE(cudaStreamSynchronize(s));
       INFO("eager round " << round << ", " << tokens << " tokens");
-      REQUIRE(bad(tokens) == 0);
+      REQUIRE(x.wrong(tokens) == 0);
     }
   // Captured: the last call of the sequence is checked after each replay.
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (size_t tokens : sizes) call(tokens);
+  for (size_t tokens : sizes) {
+    x.poison(s);
+    x.call(tokens, s);
+  }
   CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
   CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
   for (int rep = 0; rep < 5; ++rep) {
     CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
     INFO("replay " << rep);
-    CHECK(bad(sizes[std::size(sizes) - 1]) == 0);
+    CHECK(x.wrong(sizes[std::size(sizes) - 1]) == 0);
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);

@@ -26,14 +26,20 @@
 #include "bench.h"
 #include "fc_data.h"
 
+namespace {
+
+// A timed variant: a communicator made with var=value, its column named name.
+struct Variant {
+  const char *name, *var, *value;
+};
+
+}  // namespace
+
 int benchStages(Ctx& c, const Options& o) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
   const size_t minBytes = std::max(parseBytes(o.minBytes), es);
   const size_t maxBytes = !o.maxBytes.empty() ? parseBytes(o.maxBytes) : c.nranks <= 2 ? (4u << 20) : (1u << 20);
-  struct Variant {
-    const char *name, *var, *value;
-  };
   const Variant variants[] = {{"full", "FC_LAMPORT_STAGES", "full"},
                               {"push-only", "FC_LAMPORT_STAGES", "push-only"},
                               {"push-twice", "FC_LAMPORT_STAGES", "push-twice"},
@@ -107,9 +113,6 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
   const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
   const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
                           *std::max_element(hiddenV.begin(), hiddenV.end());
-  struct Variant {
-    const char *name, *var, *value;
-  };
   const Variant variants[] = {{"full", "FC_ARNORM_STAGES", "full"},
                               {"no-prefetch", "FC_ARNORM_STAGES", "no-prefetch"},
                               {"no-norm", "FC_ARNORM_STAGES", "no-norm"},
