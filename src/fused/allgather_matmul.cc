@@ -121,9 +121,11 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
   return fcSuccess;
 }
 
-// The engine path (see the top): S stages our shard for the peers and puts it into
-// its rows of the gathered buffer before the GEMM starts; Q pulls the others and
-// flags each; one GEMM launch; then the flags are cleared for the next call.
+// The engine path (see the top): S stages our shard for the peers, meets them at the
+// barrier, then puts our shard into its rows of the gathered buffer before the GEMM
+// starts (after the barrier, so that the pulls, which start there, are not held back by
+// this copy too); Q pulls the others and flags each; one GEMM launch; then the flags
+// are cleared for the next call.
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                      const SymSource* symA, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -131,9 +133,9 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = shardFlags(dc, channel);
   char* ownRows = gathered + size_t(rank) * shardBytes;
-  if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
                         [&](int, int s) { return copies.signal(flags + s, 1u); }));
+  if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
