@@ -55,6 +55,9 @@ struct CommParams {
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
+  // FC_AGMM_ENGINE_PIECES: the all-gather + GEMM engine pulls each shard in this many
+  // pieces of whole tile rows, each flagged, so that tiles wait for their rows only.
+  int agmmEnginePieces = 1;
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)

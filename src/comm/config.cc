@@ -82,6 +82,11 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->channels = channels > 64 ? 65 : int(channels);
   FC_CHECK(envU64("FC_SCRATCH_BYTES", p->scratchBytes, &p->scratchBytes));
   FC_CHECK(envU64("FC_LAMPORT_MAX_BYTES", 0, &p->lamportMaxBytes));
+  uint64_t pieces = uint64_t(p->agmmEnginePieces);
+  FC_CHECK(envU64("FC_AGMM_ENGINE_PIECES", pieces, &pieces));
+  if (pieces < 1 || pieces > 64)
+    return setError(fcInvalidArgument, "FC_AGMM_ENGINE_PIECES=%llu: 1 to 64 expected", (unsigned long long)pieces);
+  p->agmmEnginePieces = int(pieces);
   uint64_t clusterPacks = p->normClusterPacks;
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
   p->normClusterPacks = clusterPacks > 0xffffffffu ? 0xffffffffu : uint32_t(clusterPacks);

@@ -91,32 +91,39 @@ const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA
   return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
 }
 
-// The engine's GEMM over the gathered rows `A`, in shards of shardRows rows.
+// The engine's GEMM over the gathered rows `A`, in shards of shardRows rows pulled in
+// pieces of pieceRows rows.
 engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGatherMatmulArgs& a, const void* A,
-                                 size_t shardRows) {
+                                 size_t shardRows, size_t pieceRows) {
   return {A,       a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
-          engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(shardRows),
+          engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(shardRows), int64_t(pieceRows),
                                  int64_t(dc.rank) * int64_t(shardRows), dc, channel},
           a.smCount};
 }
 
 // S: stage our shard (unless A is zero-copy) and meet the peers at the op's barrier:
 // every rank's shard is then readable. Q, after that: pull the others into
-// `gathered` in rotated order (rank+1, rank+2, ...), calling landed(t, s) after the
-// pull of step t (shard s).
+// `gathered` in rotated order (rank+1, rank+2, ...), each in pieces of pieceRows rows,
+// calling landed(t, s, c) after piece c of step t (shard s).
 template <typename Landed>
 fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
-                        const SymSource* symA, char* gathered, cudaStream_t stream, Landed landed) {
+                        const SymSource* symA, char* gathered, size_t pieceRows, cudaStream_t stream,
+                        Landed landed) {
   const int W = dc.nranks, rank = dc.rank;
-  const size_t shardBytes = a.M / size_t(W) * a.K * dataTypeSize(a.datatype);
+  const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
+  const size_t shardBytes = shardRows * rowBytes;
   if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), a.A, shardBytes, stream));
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank + t) % W;
-    FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes, shardSource(dc, channel, symA, s), shardBytes,
-                      copies.stream()));
-    FC_CHECK(landed(t, s));
+    const char* from = shardSource(dc, channel, symA, s);
+    for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
+      const size_t rows = std::min(pieceRows, shardRows - r0);
+      FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes + r0 * rowBytes, from + r0 * rowBytes, rows * rowBytes,
+                        copies.stream()));
+      FC_CHECK(landed(t, s, c));
+    }
   }
   return fcSuccess;
 }
@@ -130,18 +137,22 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
                      const SymSource* symA, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), shardBytes = shardRows * a.K * dataTypeSize(a.datatype);
+  // Pieces of whole 128-row tile rows, so that a piece's flag frees whole tile rows.
+  const size_t pieces = size_t(std::max(a.enginePieces, 1));
+  const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = shardFlags(dc, channel);
   char* ownRows = gathered + size_t(rank) * shardBytes;
-  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
-                        [&](int, int s) { return copies.signal(flags + s, 1u); }));
+  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, pieceRows, stream,
+                        [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }));
   if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
   // the final barrier passed: a call that left flags set would let the next call's
   // GEMM read shards that have not landed.
-  const fcResult_t gemm = engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows), stream);
+  const fcResult_t gemm =
+      engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows, pieceRows), stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.
@@ -218,7 +229,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
     // The engine alone (every row is ours: nothing to wait for), as benchmarks compare it.
     if (choice == FusedChoice::Engine) {
-      const engine::EngineGemm solo = engineGemm(dc, channel, a, A, a.M);
+      const engine::EngineGemm solo = engineGemm(dc, channel, a, A, a.M, a.M);
       if (engine::engineSupports(solo)) return engine::launchAllGatherGemm(solo, stream);
     }
     return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
@@ -232,7 +243,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
   // engine takes bf16 / fp16 with TMA-aligned rows only. A forced engine falls back
   // to the pipeline, the auto one to what auto takes without it.
-  const bool engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows));
+  const bool engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows));
   if (path == Path::Engine && !engineTakes)
     path = choice == FusedChoice::Engine ? Path::Pipeline : Path::Unfused;
   if (path == Path::Pipeline && !fits) path = Path::Unfused;
@@ -240,8 +251,8 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (path == Path::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
   if (path == Path::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
-  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, stream,
-                        [&](int t, int) { return copies.mark(size_t(t)); }));
+  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, stream,
+                        [&](int t, int, size_t) { return copies.mark(size_t(t)); }));
   char* ownRows = gathered + size_t(rank) * shardBytes;
   const bool copyOwn = a.Agathered != nullptr && ownRows != A;
   if (copyOwn) FC_CHECK(ce::copy(ownRows, A, shardBytes, copies.stream()));

@@ -32,6 +32,7 @@ struct AllGatherMatmulArgs {
   // spin on the time-sliced GPU; its waits then pass at once).
   bool engineAfterPulls = false;
   bool pdl = true;  // the Lamport all-gather of the unfused path with programmatic dependent launch (FC_PDL)
+  int enginePieces = 1;  // the engine pulls each shard in this many pieces, each flagged (FC_AGMM_ENGINE_PIECES)
 };
 
 

@@ -96,7 +96,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
           a.K,
           a.transB,
           a.datatype,
-          engine::ShardReadiness{nullptr, M, ms, (dc.rank + 1) % W * ms, dc, channel},
+          engine::ShardReadiness{nullptr, M, ms, ms, (dc.rank + 1) % W * ms, dc, channel},
           a.smCount - 2,
           engine::TileSignal{counterOfRank0, dc.stride, ms, dc.rank}};
 }

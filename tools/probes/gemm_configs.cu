@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
       g.signal = {reinterpret_cast<char*>(counters), sizeof(uint32_t), int64_t(twoBlocks ? s.M / 2 : s.M),
                   twoBlocks ? 1 : 0};
       g.ready.M = int64_t(s.M);
-      g.ready.shardRows = int64_t(s.M);  // one rank: every row is ours, nothing to wait for
+      g.ready.shardRows = g.ready.pieceRows = int64_t(s.M);  // one rank: every row is ours, nothing to wait for
       auto launch = [&] {
         if (cols[c].c->run) FC(cols[c].c->run(g, stream));
         else FC(cublas.matmul(A, s.M, B, D[c], s.N, s.K, fcOpT, fcBfloat16, stream));

@@ -12,9 +12,10 @@
 // nothing is waited for (ready.flags NULL).
 //
 // Before the mainloop producer warp issues the TMA loads of a tile, it waits until
-// every shard the tile's rows come from has landed: flags[s] != 0, set by the copy
-// engine (cuStreamWriteValue32, after the pull of shard s, with a memory barrier) in
-// this rank's own memory. Only that warp waits; the consumer warps wait as always,
+// the rows it reads of every shard have landed: a shard is pulled in pieces of
+// pieceRows rows, and flags[s] = c once its first c pieces are in place (written by
+// the copy engine, cuStreamWriteValue32 after each piece's pull, with a memory
+// barrier, in this rank's own memory). Only that warp waits; the consumer warps wait as always,
 // on the mainloop's shared-memory barriers, for the data it loads.
 //
 // Bounded: the wait goes through WaitExits (deadline, abort, a peer's give-up) and on
@@ -163,8 +164,11 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     const int64_t first = int64_t(tileRow) * params_.blockM;
     const int64_t last = (first + params_.blockM < r.M ? first + params_.blockM : r.M) - 1;
     if (first < r.M && cute::elect_one_sync()) {
-      for (int64_t s = first / r.shardRows; s <= last / r.shardRows; ++s)
-        if (int(s) != r.dc.rank) waitForShard(int(s));
+      for (int64_t s = first / r.shardRows; s <= last / r.shardRows; ++s) {
+        // The pieces of shard s up to the tile's last row in it.
+        const int64_t end = last < (s + 1) * r.shardRows ? last : (s + 1) * r.shardRows - 1;
+        if (int(s) != r.dc.rank) waitForShard(int(s), uint32_t((end - s * r.shardRows) / r.pieceRows + 1));
+      }
       // The rows were written by the copy engine and are read next by TMA (the async
       // proxy): order the flag's acquire before those reads.
       asm volatile("fence.proxy.async.global;" ::: "memory");
@@ -174,9 +178,9 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
 
   // System scope: the writer is a copy engine, not an SM. After a give-up (ours or
   // another CTA's) nothing waits any more: see above.
-  CUTLASS_DEVICE void waitForShard(int s) const {
+  CUTLASS_DEVICE void waitForShard(int s, uint32_t pieces) const {
     const fc::engine::ShardReadiness& r = params_.ready;
-    fc::dev::waitAtLeast(r.dc, fc::Op::AllGatherMatmul, r.flags + s, 1u, s, r.channel, fc::WaitKind::Shard);
+    fc::dev::waitAtLeast(r.dc, fc::Op::AllGatherMatmul, r.flags + s, pieces, s, r.channel, fc::WaitKind::Shard);
   }
 
   Params params_;

@@ -23,10 +23,11 @@ namespace fc::engine {
 // before the kernel starts), GEMM + reduce-scatter on the block of rank+1 (its own
 // block last, seed 002's destination order).
 struct ShardReadiness {
-  const uint32_t* flags = nullptr;  // flags[s] != 0: shard s is in place (this rank's
-                                    // memory); NULL: nothing to wait for
+  const uint32_t* flags = nullptr;  // flags[s] = c: the first c pieces of shard s are in
+                                    // place (this rank's memory); NULL: nothing to wait for
   int64_t M = 0;                    // rows of A
   int64_t shardRows = 0;            // M / nranks
+  int64_t pieceRows = 0;            // rows a shard's pull lands at a time (its last piece: the rest)
   int64_t firstRow = 0;             // the row whose tile row comes first
   DeviceComm dc{};                  // rank, nranks, deadline, error record
   int channel = 0;
