@@ -403,9 +403,10 @@ fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* resid
  * other overlap is refused. fp32 accumulation, one rounding. Any recvcount (passes
  * beyond the workspace). Algorithms, chosen by size (FC_REDUCE_SCATTER_ALGO=lamport |
  * sm | ce | auto):
- *   - blocks up to the Lamport push slot (4 MiB at 2 ranks, 1 MiB at 3-4), at up to 4
- *     ranks: every rank pushes block d into rank d's push buffer and polls its own for
- *     the peers' pieces (the Lamport all-reduce's protocol: no flags, no barriers);
+ *   - blocks up to 1 MiB (FC_REDUCE_SCATTER_ALGO=lamport: up to the push slot, 4 MiB
+ *     at 2 ranks), at up to 4 ranks: every rank pushes block d into rank d's push
+ *     buffer and polls its own for the peers' pieces (the Lamport all-reduce's
+ *     protocol: no flags, no barriers);
  *     fp32 sums in rank order, one rounding;
  *   - (Triton-distributed's intra-node reduce-scatter, seed 001) below 32 MiB of
  *     input, SM pull: every rank stages its blocks in its symmetric

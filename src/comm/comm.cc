@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/collectives.h"
 #include "core/driver.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -408,8 +409,9 @@ MoveAlgo chooseReduceScatter(int nranks, MoveAlgo algo, size_t block, size_t tot
   // The Lamport kernel waits one round trip for data on its way, where the SM kernel
   // stages, meets at two barriers and pulls (1 MiB of input on 2 H200s: 8.9 us,
   // fc-bench 2026-11-23; the Lamport one-shot all-reduce moves that much per rank in
-  // 6.0 us). More than 4 ranks are unmeasured: the older choice stays.
-  if (nranks <= 4 && fits) return MoveAlgo::Lamport;
+  // 6.0 us); measured so far up to 1 MiB blocks (kLamportMoveAutoMaxBytes). More than
+  // 4 ranks are unmeasured: the older choice stays.
+  if (nranks <= 4 && fits && block <= kLamportMoveAutoMaxBytes) return MoveAlgo::Lamport;
   return total >= ceReduceScatterMinBytes(nranks) ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
 }
 

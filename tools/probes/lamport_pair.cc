@@ -52,9 +52,12 @@ struct Rank {
   void *in, *res, *w, *resOut, *out;
 };
 
-// One call of rank r: the all-reduce (hidden 0) or the all-reduce + RMSNorm.
+// One call of rank r: the all-reduce (hidden 0), the reduce-scatter of `count`-element
+// blocks (hidden 1), or the all-reduce + RMSNorm.
 void call(const Variant& v, Rank& k, int r, size_t tokens, size_t hidden, size_t count) {
-  if (hidden == 0)
+  if (hidden == 1)
+    FC(fcReduceScatter(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
+  else if (hidden == 0)
     FC(fcAllReduceOneShot(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
   else
     FC(fcAllReduceResidualRMSNorm(k.in, k.res, k.w, k.resOut, k.out, tokens, hidden, 1e-6f, fcBfloat16, v.comm[r],
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
                         {"no-call", "FC_LAMPORT_STAGES", "no-call", {}}, {"push-only", "FC_LAMPORT_STAGES", "push-only", {}},
                         {"spins-8", "FC_LAMPORT_SPINS", "8", {}},        {"spins-64", "FC_LAMPORT_SPINS", "64", {}},
                         {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0", {}},
-                        {"unfused", "FC_ARNORM_ALGO", "unfused", {}}};
+                        {"unfused", "FC_ARNORM_ALGO", "unfused", {}},
+                        {"rs-sm", "FC_REDUCE_SCATTER_ALGO", "sm", {}}};
   const int devs[2] = {0, 0};
   for (Variant& v : variants) {
     setenv(v.var, v.value, 1);
@@ -99,11 +103,12 @@ int main(int argc, char** argv) {
     OK(cudaMemset(k.w, 0x3c, 64 << 10));
   }
   struct Shape {
-    size_t tokens, hidden;  // hidden 0: the all-reduce of `tokens` bytes
+    size_t tokens, hidden;  // hidden 0: the all-reduce of `tokens` bytes; 1: the reduce-scatter of blocks of `tokens` bytes
   };
   const Shape shapes[] = {{8 << 10, 0}, {64 << 10, 0}, {256 << 10, 0}, {1 << 20, 0}, {4 << 20, 0},
                           {1, 4096},    {8, 4096},     {1, 8192},     {16, 8192},   {64, 8192},
-                          {256, 8192},  {1024, 8192},  {4096, 8192}};
+                          {256, 8192},  {1024, 8192},  {4096, 8192}, {8 << 10, 1},  {64 << 10, 1},
+                          {1 << 20, 1},  {4 << 20, 1}};
   printf("# lamport-pair: 2 ranks in one process on one GPU (local exchange, not NVLink; at most 64 CTAs per "
          "kernel), bf16, graph of %d calls per rank, median of %d replays, variants interleaved; us per call\n",
          iters, replays);
@@ -115,7 +120,7 @@ int main(int argc, char** argv) {
   for (cudaEvent_t& e : stop) OK(cudaEventCreate(&e));
   for (const Shape& sh : shapes) {
     if (shapeOnly >= 0 && &sh - shapes != shapeOnly) continue;
-    const bool norm = sh.hidden > 0;
+    const bool norm = sh.hidden > 1, rs = sh.hidden == 1;
     const size_t count = norm ? sh.tokens * sh.hidden : sh.tokens / 2;
     const size_t nv = sizeof variants / sizeof variants[0];
     // Stages other than full and the cluster layout only touch one kernel each.
@@ -123,8 +128,11 @@ int main(int argc, char** argv) {
     std::vector<cudaGraphExec_t> exec(2 * nv);
     for (size_t v = 0; v < nv; ++v) {
       const std::string var = variants[v].var;
-      applies[v] = (norm ? var != "FC_LAMPORT_STAGES" || std::string(variants[v].value) == "full"
-                         : var != "FC_ARNORM_CLUSTER_PACKS" && var != "FC_ARNORM_ALGO") &&
+      const bool full = var == "FC_LAMPORT_STAGES" && std::string(variants[v].value) == "full";
+      applies[v] = (rs     ? full || var == "FC_REDUCE_SCATTER_ALGO"
+                    : norm ? (var != "FC_LAMPORT_STAGES" || full) && var != "FC_REDUCE_SCATTER_ALGO"
+                           : var != "FC_ARNORM_CLUSTER_PACKS" && var != "FC_ARNORM_ALGO" &&
+                                 var != "FC_REDUCE_SCATTER_ALGO") &&
                    (only == nullptr || !strcmp(only, variants[v].name));
       if (!applies[v]) continue;
       for (int r = 0; r < 2; ++r) call(variants[v], ranks[r], r, sh.tokens, sh.hidden, count);  // warm-up
@@ -152,7 +160,8 @@ int main(int argc, char** argv) {
         OK(cudaEventElapsedTime(&t1, start, stop[1]));
         if (rep >= 2) ms[v].push_back(std::max(t0, t1));  // two warm-up rounds
       }
-    printf("%s,%zu,%zu,%zu", norm ? "arnorm" : "allreduce", norm ? sh.tokens : 0, sh.hidden, count * 2);
+    printf("%s,%zu,%zu,%zu", norm ? "arnorm" : rs ? "reducescatter" : "allreduce", norm ? sh.tokens : 0,
+           norm ? sh.hidden : 0, rs ? 2 * count * 2 : count * 2);
     for (size_t v = 0; v < nv; ++v) {
       if (!applies[v]) {
         printf(",");
