@@ -84,7 +84,9 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
   const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
   fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, comm->smCount,
-                               comm->params.shareGpu, comm->params.pdl, comm->params.agmmEnginePieces};
+                               comm->params.shareGpu, comm->params.pdl, comm->params.agmmEnginePieces,
+                               comm->params.agmmEngineStages != fc::EngineStages::NoWait,
+                               comm->params.agmmEngineStages != fc::EngineStages::NoPull};
   fcResult_t res = fc::commScratch(comm, fn, lane, fc::allGatherMatmulScratch(comm->dev, args), &args.scratch);
   const size_t c = size_t(lane.channel);
   if (res == fcSuccess)

@@ -32,6 +32,13 @@ enum class MoveAlgo { Auto, Sm, CopyEngine, Lamport };  // Lamport: fcReduceScat
 // Fused GEMM ops: overlapped (host-orchestrated pipeline), communication then GEMM,
 // or (fcAllGatherMatmul) the persistent GEMM engine.
 enum class FusedAlgo { Auto, Fused, Unfused, Engine };
+// FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine path with a stage left out, for
+// timing it (fc-bench agmmstages); anything but Full computes wrong results.
+enum class EngineStages {
+  Full,    // pulls, flags, the GEMM waiting on them
+  NoWait,  // the GEMM does not wait for the flags: it runs beside the pulls
+  NoPull   // no remote pulls, the flags set at once: the GEMM and the fixed costs only
+};
 
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
@@ -58,6 +65,7 @@ struct CommParams {
   // FC_AGMM_ENGINE_PIECES: the all-gather + GEMM engine pulls each shard in this many
   // pieces of whole tile rows, each flagged, so that tiles wait for their rows only.
   int agmmEnginePieces = 1;
+  EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)

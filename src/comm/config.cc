@@ -64,6 +64,9 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"no-reset", kLamportFull & ~uint32_t(kLamportReset)},
     {"no-save", kLamportFull & ~uint32_t(kLamportSave)},
     {"no-call", kLamportFull & ~uint32_t(kLamportCall)}};
+// FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
+constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
+    {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
@@ -112,6 +115,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_PDL", kOnOff, &p->pdl));
   FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
+  FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

@@ -104,11 +104,12 @@ engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGather
 // S: stage our shard (unless A is zero-copy) and meet the peers at the op's barrier:
 // every rank's shard is then readable. Q, after that: pull the others into
 // `gathered` in rotated order (rank+1, rank+2, ...), each in pieces of pieceRows rows,
-// calling landed(t, s, c) after piece c of step t (shard s).
+// calling landed(t, s, c) after piece c of step t (shard s). pull false (timing only,
+// FC_AGMM_ENGINE_STAGES=no-pull): every landed() without its pull.
 template <typename Landed>
 fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                         const SymSource* symA, char* gathered, size_t pieceRows, cudaStream_t stream,
-                        Landed landed) {
+                        Landed landed, bool pull = true) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
   const size_t shardBytes = shardRows * rowBytes;
@@ -120,8 +121,9 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
     const char* from = shardSource(dc, channel, symA, s);
     for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
       const size_t rows = std::min(pieceRows, shardRows - r0);
-      FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes + r0 * rowBytes, from + r0 * rowBytes, rows * rowBytes,
-                        copies.stream()));
+      if (pull)
+        FC_CHECK(ce::copy(gathered + size_t(s) * shardBytes + r0 * rowBytes, from + r0 * rowBytes,
+                          rows * rowBytes, copies.stream()));
       FC_CHECK(landed(t, s, c));
     }
   }
@@ -132,7 +134,8 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // barrier, then puts our shard into its rows of the gathered buffer before the GEMM
 // starts (after the barrier, so that the pulls, which start there, are not held back by
 // this copy too); Q pulls the others and flags each; one GEMM launch; then the flags
-// are cleared for the next call.
+// are cleared for the next call. a.engineWaits / a.enginePulls false leave the waits /
+// the pulls out (FC_AGMM_ENGINE_STAGES; timing only, see comm.h).
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                      const SymSource* symA, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -143,16 +146,18 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = shardFlags(dc, channel);
   char* ownRows = gathered + size_t(rank) * shardBytes;
-  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, pieceRows, stream,
-                        [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }));
+  FC_CHECK(stageAndPull(
+      dc, channel, copies, a, symA, gathered, pieceRows, stream,
+      [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls));
   if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
   // the final barrier passed: a call that left flags set would let the next call's
   // GEMM read shards that have not landed.
-  const fcResult_t gemm =
-      engine::launchAllGatherGemm(engineGemm(dc, channel, a, gathered, shardRows, pieceRows), stream);
+  engine::EngineGemm g = engineGemm(dc, channel, a, gathered, shardRows, pieceRows);
+  if (!a.engineWaits) g.ready.flags = nullptr;
+  const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.

@@ -33,6 +33,9 @@ struct AllGatherMatmulArgs {
   bool engineAfterPulls = false;
   bool pdl = true;  // the Lamport all-gather of the unfused path with programmatic dependent launch (FC_PDL)
   int enginePieces = 1;  // the engine pulls each shard in this many pieces, each flagged (FC_AGMM_ENGINE_PIECES)
+  // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
+  // waits for the flags; the remote shards are pulled.
+  bool engineWaits = true, enginePulls = true;
 };
 
 

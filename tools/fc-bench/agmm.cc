@@ -172,3 +172,108 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;
 }
+
+// fc-bench agmmstages: where the all-gather + GEMM engine path's time goes (issue 16).
+// Per shape (B [N, K]), every column on its own communicator, timed interleaved:
+//   cutlass    the engine's GEMM alone (one rank, the gathered A in place)
+//   engine     the engine path (FC_AGMM_ALGO=engine), each shard pulled in one piece
+//   pieces-2/4 the same with each shard pulled in 2 / 4 flagged pieces
+//              (FC_AGMM_ENGINE_PIECES)
+//   no-wait    the GEMM does not wait for the flags: it runs beside the pulls
+//   no-pull    no remote pulls, the flags set at once (FC_AGMM_ENGINE_STAGES)
+//   auto       fcAllGatherMatmul's own choice
+// Read: engine - no-wait = the waits for rows; no-wait - no-pull = what the pulls cost
+// the GEMM (HBM and L2 shared with the copy engine); no-pull - cutlass = the fixed
+// costs (staging copy, barriers, own-rows copy, flag reset). no-wait and no-pull
+// compute wrong results; the engine columns are checked against the GEMM alone
+// (relerr, exact inputs: must be 0).
+int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  struct Variant {
+    const char *name, *var, *value;
+  };
+  const Variant variants[] = {{"engine", "FC_AGMM_ENGINE_PIECES", "1"},
+                              {"pieces-2", "FC_AGMM_ENGINE_PIECES", "2"},
+                              {"pieces-4", "FC_AGMM_ENGINE_PIECES", "4"},
+                              {"no-wait", "FC_AGMM_ENGINE_STAGES", "no-wait"},
+                              {"no-pull", "FC_AGMM_ENGINE_STAGES", "no-pull"}};
+  fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
+  std::vector<fcComm_t> comms;
+  {
+    const char* before = getenv("FC_AGMM_ALGO");
+    const std::string saved = before ? before : "";
+    setenv("FC_AGMM_ALGO", "engine", 1);
+    for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
+    if (before) setenv("FC_AGMM_ALGO", saved.c_str(), 1);
+    else unsetenv("FC_AGMM_ALGO");
+  }
+  if (c.rank == 0) {
+    printf("# fc-bench agmmstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
+           "%d replays (median), %d warm-up\n",
+           describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
+    std::string header = "M,N,K,cutlass_us";
+    for (const Variant& v : variants) header += std::string(",") + v.name + "_us";
+    printf("%s,auto_us,relerr\n", header.c_str());
+  }
+  int failures = 0;
+  for (const Shape& sh : parseShapes(shapes)) {
+    if (sh.M % W) {
+      fprintf(stderr, "fc-bench: M = %zu is not a multiple of %zu ranks\n", sh.M, W);
+      exit(2);
+    }
+    const size_t ms = sh.M / W;
+    void *A, *B, *G, *C, *Cref;
+    CUDA_OK(cudaMalloc(&A, ms * sh.K * es));
+    CUDA_OK(cudaMalloc(&B, sh.K * sh.N * es));
+    CUDA_OK(cudaMalloc(&G, sh.M * sh.K * es));
+    CUDA_OK(cudaMalloc(&C, sh.M * sh.N * es));
+    CUDA_OK(cudaMalloc(&Cref, sh.M * sh.N * es));
+    const uint64_t seed = fcSplitMix(sh.M * 131 + sh.N * 7 + sh.K);
+    std::vector<char> h = fcPatternInput(type, ms * sh.K, seed, c.rank);
+    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    h = fcPatternInput(type, sh.K * sh.N, seed + 1, 0);
+    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
+    FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, solo, c.stream));
+    std::vector<char> got(sh.M * sh.N * es), ref(got.size());
+    CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    const double refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
+    // The engine columns that compute (the first three), against the GEMM alone.
+    double err = 0;
+    for (size_t v = 0; v < 3; ++v) {
+      CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
+      FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, comms[v], c.stream));
+      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      for (size_t i = 0; i < sh.M * sh.N; ++i) {
+        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
+        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+      }
+    }
+    const double relerr = maxOverRanks(c, err / refMax);
+    std::vector<std::function<void()>> ops = {[&] {
+      FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, soloEngine, c.stream));
+    }};
+    for (fcComm_t comm : comms)
+      ops.push_back([&, comm] {
+        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, comm, c.stream));
+      });
+    ops.push_back([&] { FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, c.comm, c.stream)); });
+    std::vector<double> us = timeGraphs(c, o, ops);
+    for (double& u : us) u = maxOverRanks(c, u);
+    failures += relerr != 0.0;
+    if (c.rank == 0) {
+      printf("%zu,%zu,%zu", sh.M, sh.N, sh.K);
+      for (double u : us) printf(",%.1f", u);
+      printf(",%g\n", relerr);
+      fflush(stdout);
+    }
+    for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
+  }
+  for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
+  FC_OK(fcCommDestroy(soloEngine));
+  FC_OK(fcCommDestroy(solo));
+  return failures ? 1 : 0;
+}

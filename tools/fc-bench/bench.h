@@ -94,6 +94,9 @@ FusedEager timeFusedEager(const Ctx& c, const Options& o, const std::function<vo
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 
+// fc-bench agmmstages (agmm.cc): the engine path's stages left out, pieces 1 / 2 / 4.
+int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes);
+
 // fc-bench mmrs (mmrs.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 

@@ -4,7 +4,7 @@
 //   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 256M -f 2 -d bf16
 //
 // Modes: allreduce, reducescatter, allgather (below); agmm, mmrs (the fused GEMMs:
-// agmm.cc, mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
+// agmm.cc, mmrs.cc; agmmstages, the engine path's stages: agmm.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
 //
 // For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
@@ -190,6 +190,10 @@ int main(int argc, char** argv) {
   CLI::App* normStages = app.add_subcommand(
       "normstages", "the all-reduce + RMSNorm Lamport kernel with stages left out (timings only; wrong results)");
   std::string stageTokens = "1,2,4,8,16,32,64";
+  CLI::App* agmmStages = app.add_subcommand(
+      "agmmstages", "the all-gather + GEMM engine path with stages left out, in pieces (timings; wrong results)");
+  std::string stageShapes = "2048,3072,4096;2048,3584,5120;2048,14336,4096;2048,27648,5120;8192,3072,4096";
+  agmmStages->add_option("--shapes", stageShapes, "M,N,K;M,N,K;... (M global)");
   arnorm->add_option("--tokens", tokens, "token counts (rows), comma-separated");
   arnorm->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   normStages->add_option("--tokens", stageTokens, "token counts (rows), comma-separated");
@@ -197,7 +201,7 @@ int main(int argc, char** argv) {
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (CLI::App* sub : {agmm, mmrs}) sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages}) {
+  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages, agmmStages}) {
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
@@ -234,7 +238,7 @@ int main(int argc, char** argv) {
   // -A sets the library's env knob; without it the knob (or "auto") is what runs.
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
-  const bool gemmMode = agmm->parsed() || mmrs->parsed();
+  const bool gemmMode = agmm->parsed() || mmrs->parsed() || agmmStages->parsed();
   if (arnorm->parsed() || stages->parsed() || normStages->parsed()) {
     // Decode-sized calls: the collectives' defaults (20 calls per graph, 20 replays).
   } else if (!gemmMode) {
@@ -265,6 +269,7 @@ int main(int argc, char** argv) {
                  : normStages->parsed() ? benchNormStages(c, o, stageTokens, hiddens)
                  : arnorm->parsed()     ? benchArnorm(c, o, tokens, hiddens)
                  : agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
+                 : agmmStages->parsed() ? benchAgmmStages(c, o, stageShapes)
                  : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
                                   : bench(c, o, mode);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
