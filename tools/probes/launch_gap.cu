@@ -1,11 +1,13 @@
 // launch-gap: what an eager launch costs on this machine, apart from any library.
 //   1. host time per launch of an empty kernel (128 CTAs x 160 threads, the small
 //      all-reduce's shape), alone and with the runtime calls libfusedcomm makes per
-//      op (capture info, stream id, current device, an event record, a wait);
+//      op (capture info, stream id, current device, an event record, a wait), and
+//      in batches of 100 by launch API (runtime, launch-ex with PDL, driver);
 //   2. GPU time per kernel of back-to-back kernels that spin for 3 and 7 us, eager
 //      (with and without an event record after each) and as a CUDA graph: the gap
 //      between two eagerly launched kernels against a graph's.
 // Run on the GPU machine: build/tools/probes/launch-gap
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -74,6 +76,48 @@ int main() {
       if (us < best) best = us;
     }
     printf("host per launch, %s: %.2f us\n", hostModes[mode], best);
+  }
+  // The same in batches of 100 launches, each batch timed from an idle stream, so that
+  // the GPU's queue never fills (2000 back-to-back launches of a kernel that takes about
+  // as long on the GPU as its launch on the host could time the GPU instead), and by
+  // launch API: where an eager call's host time can shrink.
+  CUfunction fn = nullptr;
+  OK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&fn), reinterpret_cast<const void*>(empty)));
+  using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                CUstream, void**, void**);
+  LaunchFn cuLaunch = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  OK(cudaGetDriverEntryPointByVersion("cuLaunchKernel", reinterpret_cast<void**>(&cuLaunch), 12000,
+                                      cudaEnableDefault, &q));
+  const char* apiModes[] = {"<<<128, 160>>>", "<<<1, 32>>>", "cudaLaunchKernelEx, PDL attribute",
+                            "cuLaunchKernel (driver)"};
+  for (int mode = 0; mode < 4; ++mode) {
+    double best = 1e30;
+    int* none = nullptr;
+    void* args[] = {&none};
+    cudaLaunchAttribute pdl{};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(128);
+    cfg.blockDim = dim3(160);
+    cfg.stream = s;
+    cfg.attrs = &pdl;
+    cfg.numAttrs = 1;
+    for (int rep = 0; rep < 20; ++rep) {
+      OK(cudaStreamSynchronize(s));
+      const auto t0 = Clock::now();
+      for (int i = 0; i < 100; ++i) {
+        if (mode == 0) empty<<<128, 160, 0, s>>>(nullptr);
+        else if (mode == 1) empty<<<1, 32, 0, s>>>(nullptr);
+        else if (mode == 2) cudaLaunchKernelEx(&cfg, empty, none);
+        else cuLaunch(fn, 128, 1, 1, 160, 1, 1, 0, reinterpret_cast<CUstream>(s), args, nullptr);
+      }
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 100;
+      if (us < best) best = us;
+    }
+    OK(cudaGetLastError());
+    printf("host per launch, batches of 100, %s: %.2f us\n", apiModes[mode], best);
   }
   for (unsigned long long ns : {3000ull, 7000ull}) {
     for (int mode = 0; mode < 3; ++mode) {
