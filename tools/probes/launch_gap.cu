@@ -2,7 +2,8 @@
 //   1. host time per launch of an empty kernel (128 CTAs x 160 threads, the small
 //      all-reduce's shape), alone and with the runtime calls libfusedcomm makes per
 //      op (capture info, stream id, current device, an event record, a wait), and
-//      in batches of 100 by launch API (runtime, launch-ex with PDL, driver);
+//      in batches of 100 by launch API (runtime, launch-ex with PDL, driver), and
+//      each of those runtime calls (and the pointer check's driver call) alone;
 //   2. GPU time per kernel of back-to-back kernels that spin for 3 and 7 us, eager
 //      (with and without an event record after each) and as a CUDA graph: the gap
 //      between two eagerly launched kernels against a graph's.
@@ -119,6 +120,47 @@ int main() {
     OK(cudaGetLastError());
     printf("host per launch, batches of 100, %s: %.2f us\n", apiModes[mode], best);
   }
+  // What each runtime or driver call an op makes besides its launch costs alone
+  // (10000 calls on an idle stream, best of 3).
+  using PtrAttrsFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+  PtrAttrsFn ptrAttrs = nullptr;
+  OK(cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", reinterpret_cast<void**>(&ptrAttrs), 12000,
+                                      cudaEnableDefault, &q));
+  void* buf = nullptr;
+  OK(cudaMalloc(&buf, 1 << 20));
+  const char* callNames[] = {"cudaGetDevice", "cudaStreamGetCaptureInfo", "cudaStreamGetId", "cudaStreamGetDevice",
+                             "cudaEventRecord", "cudaStreamWaitEvent", "cuPointerGetAttributes (3 attributes)"};
+  for (int call = 0; call < 7; ++call) {
+    double best = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {
+      OK(cudaStreamSynchronize(s));
+      const auto t0 = Clock::now();
+      for (int i = 0; i < 10000; ++i) {
+        int dev;
+        unsigned long long id;
+        cudaStreamCaptureStatus st;
+        unsigned memoryType = 0, isManaged = 0;
+        int ordinal = -1;
+        CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                        CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+        void* data[3] = {&memoryType, &isManaged, &ordinal};
+        switch (call) {
+          case 0: cudaGetDevice(&dev); break;
+          case 1: cudaStreamGetCaptureInfo(s, &st, &id); break;
+          case 2: cudaStreamGetId(s, &id); break;
+          case 3: cudaStreamGetDevice(s, &dev); break;
+          case 4: cudaEventRecord(e, s); break;
+          case 5: cudaStreamWaitEvent(s, e, 0); break;
+          default: ptrAttrs(3, attrs, data, reinterpret_cast<CUdeviceptr>(buf)); break;
+        }
+      }
+      const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 10000;
+      if (us < best) best = us;
+    }
+    OK(cudaGetLastError());
+    printf("host per call, %s: %.3f us\n", callNames[call], best);
+  }
+  OK(cudaFree(buf));
   for (unsigned long long ns : {3000ull, 7000ull}) {
     for (int mode = 0; mode < 3; ++mode) {
       float best = 1e30f;
