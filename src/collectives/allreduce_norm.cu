@@ -74,8 +74,14 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   const Pack* in = static_cast<const Pack*>(c.in);
   // Slots of no row yet (sequence 0), before this CTA tells its cluster it has started
   // (release); the partners write into them only after waiting for that (acquire).
+  // The cluster barriers only in a cluster launch (ctas > 1, uniform over the grid):
+  // without one, ptxas lowers barrier.cluster.wait to a CTA barrier (bar.sync 0), which
+  // the call warp and the data threads would then meet at different instructions
+  // (compute-sanitizer's synccheck: "divergent threads in block"), the data threads
+  // waiting for the call warp's header exchange before their polls.
+  const bool cluster = ctas > 1;
   if (threadIdx.x < 2 * ClusterRowSum::kMaxCtas) (&clusterSums[0][0])[threadIdx.x] = 0u;
-  asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+  if (cluster) asm volatile("barrier.cluster.arrive.release;" ::: "memory");
   // Programmatic dependent launch: everything above overlapped the previous kernel;
   // nothing it writes (inputs, the Lamport state) is read before this.
   dev::waitForPreviousGrid();
@@ -95,7 +101,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     const uint32_t before = arriving ? run.arrive() : 0u;
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
     if (arriving) run.advanceIfLast(before);
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+    if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
   } else {
     // 1. Push our share of our rows into our slot of every peer's current buffer.
     for (size_t row = firstRow; row < c.tokens && (stages & kNormPush); row += rowStep)
@@ -109,7 +115,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     dev::allowDependentLaunch();
     // Every CTA of the cluster has started (its slots are ready) before any total is
     // sent to it; long true by now.
-    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+    if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
 
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
     // every rank), each cleared once read, then the residual and the norm.
@@ -131,7 +137,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // up (deadline, abort, a peer's give-up) passes its waits early, and a partner's total
   // stored into a CTA that has exited faults the whole context (seen at 2 ranks on one
   // GPU, where a give-up was provoked: "unspecified launch failure").
-  if (ctas > 1) {
+  if (cluster) {
     asm volatile("barrier.cluster.arrive.release;" ::: "memory");
     asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
   }
