@@ -69,11 +69,71 @@ double maxAbs(const std::vector<char>& v, fcDataType_t t, size_t n) {
   return m;
 }
 
+// One shape's buffers on this rank, inputs uploaded: A (our [M/W, K] shard), B ([K, N]
+// or [N, K]), G (the gathered [M, K]), C and Cref ([M, N]). Small-integer patterns, so
+// that every product is exact.
+struct Operands {
+  const Ctx& c;
+  fcDataType_t type;
+  Shape sh;
+  size_t es, shardElems;
+  void *A, *B, *G, *C, *Cref;
+  std::vector<char> ref;  // the reference C (reference())
+  double refMax = 1;
+
+  Operands(const Ctx& ctx, fcDataType_t t, const Shape& s)
+      : c(ctx), type(t), sh(s), es(fcTypeSize(t)), shardElems(s.M / size_t(ctx.nranks) * s.K) {
+    if (sh.M % size_t(c.nranks)) {
+      fprintf(stderr, "fc-bench: M = %zu is not a multiple of %d ranks\n", sh.M, c.nranks);
+      exit(2);
+    }
+    CUDA_OK(cudaMalloc(&A, shardElems * es));
+    CUDA_OK(cudaMalloc(&B, sh.K * sh.N * es));
+    CUDA_OK(cudaMalloc(&G, sh.M * sh.K * es));
+    CUDA_OK(cudaMalloc(&C, sh.M * sh.N * es));
+    CUDA_OK(cudaMalloc(&Cref, sh.M * sh.N * es));
+    const uint64_t seed = fcSplitMix(sh.M * 131 + sh.N * 7 + sh.K);
+    std::vector<char> h = fcPatternInput(type, shardElems, seed, c.rank);
+    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    h = fcPatternInput(type, sh.K * sh.N, seed + 1, 0);
+    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+  }
+  ~Operands() {
+    for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
+  }
+
+  // The reference for op: gather A into G, then the GEMM alone on `solo` into Cref.
+  void reference(fcOperation_t op, fcComm_t solo) {
+    FC_OK(fcAllGather(A, G, shardElems, type, c.comm, c.stream));
+    FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
+    ref.resize(sh.M * sh.N * es);
+    CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
+  }
+
+  // max |C - C_ref| / max |C_ref| of fcAllGatherMatmul on `on` (C poisoned first), max
+  // over ranks.
+  double relerrOn(fcOperation_t op, fcComm_t on) {
+    std::vector<char> got(ref.size());
+    CUDA_OK(cudaMemsetAsync(C, 0xff, got.size(), c.stream));
+    FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, on, c.stream));
+    CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    double err = 0;
+    for (size_t i = 0; i < sh.M * sh.N; ++i) {
+      const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
+      if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+    }
+    return maxOverRanks(c, err / refMax);
+  }
+};
+
 }  // namespace
 
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB) {
   const fcDataType_t type = parseType(o.dtype);
-  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  const size_t W = size_t(c.nranks);
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
   fcComm_t solo = soloComm();
@@ -83,46 +143,14 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {
-    if (sh.M % W) {
-      fprintf(stderr, "fc-bench: M = %zu is not a multiple of %zu ranks\n", sh.M, W);
-      exit(2);
-    }
+    Operands x(c, type, sh);
+    void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
     const size_t ms = sh.M / W;
-    void *A, *B, *G, *C, *Cref;
-    CUDA_OK(cudaMalloc(&A, ms * sh.K * es));
-    CUDA_OK(cudaMalloc(&B, sh.K * sh.N * es));
-    CUDA_OK(cudaMalloc(&G, sh.M * sh.K * es));
-    CUDA_OK(cudaMalloc(&C, sh.M * sh.N * es));
-    CUDA_OK(cudaMalloc(&Cref, sh.M * sh.N * es));
-    const uint64_t seed = fcSplitMix(sh.M * 131 + sh.N * 7 + sh.K);
-    std::vector<char> h = fcPatternInput(type, ms * sh.K, seed, c.rank);
-    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    h = fcPatternInput(type, sh.K * sh.N, seed + 1, 0);
-    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
     for (fcOperation_t op : {fcOpN, fcOpT}) {
       if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
-      // The reference: gather, then the GEMM alone on the solo communicator.
-      FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
-      FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
-      std::vector<char> got(sh.M * sh.N * es), ref(got.size());
-      CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
-      CUDA_OK(cudaStreamSynchronize(c.stream));
-      const double refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
-      // max |C - C_gemm| / max |C_gemm| of the fused op on `on` (C poisoned first).
-      auto relerrOn = [&](fcComm_t on) {
-        CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
-        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, on, c.stream));
-        CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
-        CUDA_OK(cudaStreamSynchronize(c.stream));
-        double err = 0;
-        for (size_t i = 0; i < sh.M * sh.N; ++i) {
-          const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
-          if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
-        }
-        return maxOverRanks(c, err / refMax);
-      };
-      const double relerr = std::max(relerrOn(c.comm), relerrOn(pipelineComm));
-      const double engineRelerr = relerrOn(engineComm);
+      x.reference(op, solo);
+      const double relerr = std::max(x.relerrOn(op, c.comm), x.relerrOn(op, pipelineComm));
+      const double engineRelerr = x.relerrOn(op, engineComm);
 
       auto gemmOp = [&] { FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream)); };
       auto fcOp = [&] {
@@ -164,7 +192,6 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
         fflush(stdout);
       }
     }
-    for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
   }
   FC_OK(fcCommDestroy(pipelineComm));
   FC_OK(fcCommDestroy(engineComm));
@@ -189,7 +216,6 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
 // (relerr, exact inputs: must be 0).
 int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
-  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
   struct Variant {
     const char *name, *var, *value;
   };
@@ -218,41 +244,12 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   }
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {
-    if (sh.M % W) {
-      fprintf(stderr, "fc-bench: M = %zu is not a multiple of %zu ranks\n", sh.M, W);
-      exit(2);
-    }
-    const size_t ms = sh.M / W;
-    void *A, *B, *G, *C, *Cref;
-    CUDA_OK(cudaMalloc(&A, ms * sh.K * es));
-    CUDA_OK(cudaMalloc(&B, sh.K * sh.N * es));
-    CUDA_OK(cudaMalloc(&G, sh.M * sh.K * es));
-    CUDA_OK(cudaMalloc(&C, sh.M * sh.N * es));
-    CUDA_OK(cudaMalloc(&Cref, sh.M * sh.N * es));
-    const uint64_t seed = fcSplitMix(sh.M * 131 + sh.N * 7 + sh.K);
-    std::vector<char> h = fcPatternInput(type, ms * sh.K, seed, c.rank);
-    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    h = fcPatternInput(type, sh.K * sh.N, seed + 1, 0);
-    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
-    FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, solo, c.stream));
-    std::vector<char> got(sh.M * sh.N * es), ref(got.size());
-    CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
-    CUDA_OK(cudaStreamSynchronize(c.stream));
-    const double refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
+    Operands x(c, type, sh);
+    void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
+    x.reference(fcOpT, solo);
     // The engine columns that compute (the first three), against the GEMM alone.
-    double err = 0;
-    for (size_t v = 0; v < 3; ++v) {
-      CUDA_OK(cudaMemsetAsync(C, 0xff, sh.M * sh.N * es, c.stream));
-      FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, comms[v], c.stream));
-      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
-      CUDA_OK(cudaStreamSynchronize(c.stream));
-      for (size_t i = 0; i < sh.M * sh.N; ++i) {
-        const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
-        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
-      }
-    }
-    const double relerr = maxOverRanks(c, err / refMax);
+    double relerr = 0;
+    for (size_t v = 0; v < 3; ++v) relerr = std::max(relerr, x.relerrOn(fcOpT, comms[v]));
     std::vector<std::function<void()>> ops = {[&] {
       FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, soloEngine, c.stream));
     }};
@@ -270,7 +267,6 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
       printf(",%g\n", relerr);
       fflush(stdout);
     }
-    for (void* p : {A, B, G, C, Cref}) CUDA_OK(cudaFree(p));
   }
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
   FC_OK(fcCommDestroy(soloEngine));

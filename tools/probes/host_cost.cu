@@ -19,25 +19,9 @@
 #include <functional>
 
 #include "fusedcomm.h"
+#include "probe_check.h"
 
 namespace {
-
-#define OK(call)                                                                \
-  do {                                                                          \
-    const cudaError_t e_ = (call);                                              \
-    if (e_ != cudaSuccess) {                                                    \
-      fprintf(stderr, "host-cost: %s: %s\n", #call, cudaGetErrorString(e_));    \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
-#define FC(call)                                                                \
-  do {                                                                          \
-    const fcResult_t r_ = (call);                                               \
-    if (r_ != fcSuccess) {                                                      \
-      fprintf(stderr, "host-cost: %s: %s\n", #call, fcGetLastError(nullptr));   \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 
 __global__ void empty(int* p) {
   if (p != nullptr && threadIdx.x == 1000) *p = 1;
@@ -48,7 +32,7 @@ fcComm_t commWith(const char* var, const char* value) {
   if (var) setenv(var, value, 1);
   fcComm_t comm;
   int dev = 0;
-  FC(fcCommInitAll(&comm, 1, &dev));
+  FC_CK(fcCommInitAll(&comm, 1, &dev));
   if (var) unsetenv(var);
   return comm;
 }
@@ -58,14 +42,14 @@ double hostUs(cudaStream_t s1, cudaStream_t s2, const std::function<void(int)>& 
   using Clock = std::chrono::steady_clock;
   double best = 1e30;
   for (int rep = 0; rep < 20; ++rep) {
-    OK(cudaStreamSynchronize(s1));
-    OK(cudaStreamSynchronize(s2));
+    CK(cudaStreamSynchronize(s1));
+    CK(cudaStreamSynchronize(s2));
     const auto t0 = Clock::now();
     for (int i = 0; i < 100; ++i) call(i);
     const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 100;
     if (us < best) best = us;
   }
-  OK(cudaDeviceSynchronize());
+  CK(cudaDeviceSynchronize());
   return best;
 }
 
@@ -77,16 +61,16 @@ int main() {
     printf("SKIP: no CUDA GPU here\n");
     return 77;
   }
-  OK(cudaSetDevice(0));
+  CK(cudaSetDevice(0));
   cudaStream_t s1, s2;
-  OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
-  OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
   fcComm_t plain = commWith(nullptr, nullptr), noChecks = commWith("FC_CHECK_POINTERS", "0"),
            noPdl = commWith("FC_PDL", "0");
   void *in, *out;
-  OK(cudaMalloc(&in, 1 << 20));
-  OK(cudaMalloc(&out, 1 << 20));
-  OK(cudaMemset(in, 0, 1 << 20));
+  CK(cudaMalloc(&in, 1 << 20));
+  CK(cudaMalloc(&out, 1 << 20));
+  CK(cudaMemset(in, 0, 1 << 20));
   cudaLaunchAttribute pdl{};
   pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl.val.programmaticStreamSerializationAllowed = 1;
@@ -98,20 +82,20 @@ int main() {
   cfg.numAttrs = 1;
   int* none = nullptr;
   printf("# host-cost: host us per call, best of 20 batches of 100 calls from an idle stream, one rank\n");
-  printf("launch,%.2f\n", hostUs(s1, s2, [&](int) { OK(cudaLaunchKernelEx(&cfg, empty, none)); }));
+  printf("launch,%.2f\n", hostUs(s1, s2, [&](int) { CK(cudaLaunchKernelEx(&cfg, empty, none)); }));
   for (size_t bytes : {size_t(8) << 10, size_t(64) << 10}) {
     const size_t n = bytes / 2;
     auto on = [&](fcComm_t comm) {
-      return hostUs(s1, s2, [&, comm](int) { FC(fcAllReduce(in, out, n, fcBfloat16, fcSum, comm, s1)); });
+      return hostUs(s1, s2, [&, comm](int) { FC_CK(fcAllReduce(in, out, n, fcBfloat16, fcSum, comm, s1)); });
     };
     const double two = hostUs(s1, s2, [&](int i) {
-      FC(fcAllReduce(in, out, n, fcBfloat16, fcSum, plain, (i & 1) ? s2 : s1));
+      FC_CK(fcAllReduce(in, out, n, fcBfloat16, fcSum, plain, (i & 1) ? s2 : s1));
     });
     printf("allreduce %zu KiB,%.2f\nno-checks %zu KiB,%.2f\nno-pdl %zu KiB,%.2f\ntwo-streams %zu KiB,%.2f\n",
            bytes >> 10, on(plain), bytes >> 10, on(noChecks), bytes >> 10, on(noPdl), bytes >> 10, two);
   }
-  for (fcComm_t c : {plain, noChecks, noPdl}) FC(fcCommDestroy(c));
-  OK(cudaFree(in));
-  OK(cudaFree(out));
+  for (fcComm_t c : {plain, noChecks, noPdl}) FC_CK(fcCommDestroy(c));
+  CK(cudaFree(in));
+  CK(cudaFree(out));
   return 0;
 }

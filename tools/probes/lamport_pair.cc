@@ -22,25 +22,9 @@
 #include <vector>
 
 #include "fusedcomm.h"
+#include "probe_check.h"
 
 namespace {
-
-#define OK(call)                                                                                    \
-  do {                                                                                              \
-    const cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                        \
-      fprintf(stderr, "lamport-pair: %s: %s\n", #call, cudaGetErrorString(e_));                     \
-      exit(1);                                                                                      \
-    }                                                                                               \
-  } while (0)
-#define FC(call)                                                                                    \
-  do {                                                                                              \
-    const fcResult_t r_ = (call);                                                                   \
-    if (r_ != fcSuccess) {                                                                          \
-      fprintf(stderr, "lamport-pair: %s: %s\n", #call, fcGetLastError(nullptr));                    \
-      exit(1);                                                                                      \
-    }                                                                                               \
-  } while (0)
 
 struct Variant {
   const char *name, *var, *value;
@@ -56,11 +40,11 @@ struct Rank {
 // blocks (hidden 1), or the all-reduce + RMSNorm.
 void call(const Variant& v, Rank& k, int r, size_t tokens, size_t hidden, size_t count) {
   if (hidden == 1)
-    FC(fcReduceScatter(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
+    FC_CK(fcReduceScatter(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
   else if (hidden == 0)
-    FC(fcAllReduceOneShot(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
+    FC_CK(fcAllReduceOneShot(k.in, k.out, count, fcBfloat16, fcSum, v.comm[r], k.stream));
   else
-    FC(fcAllReduceResidualRMSNorm(k.in, k.res, k.w, k.resOut, k.out, tokens, hidden, 1e-6f, fcBfloat16, v.comm[r],
+    FC_CK(fcAllReduceResidualRMSNorm(k.in, k.res, k.w, k.resOut, k.out, tokens, hidden, 1e-6f, fcBfloat16, v.comm[r],
                                   k.stream));
 }
 
@@ -89,18 +73,18 @@ int main(int argc, char** argv) {
   const int devs[2] = {0, 0};
   for (Variant& v : variants) {
     setenv(v.var, v.value, 1);
-    FC(fcCommInitAll(v.comm, 2, devs));
+    FC_CK(fcCommInitAll(v.comm, 2, devs));
     unsetenv(v.var);
   }
   const size_t maxBytes = 64u << 20;
   Rank ranks[2];
   for (Rank& k : ranks) {
-    OK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
-    for (void** p : {&k.in, &k.res, &k.resOut, &k.out}) OK(cudaMalloc(p, maxBytes));
-    OK(cudaMalloc(&k.w, 64 << 10));
-    OK(cudaMemset(k.in, 0x3c, maxBytes));  // 1.17 in every bf16: no NaN, no all-ones word
-    OK(cudaMemset(k.res, 0x3c, maxBytes));
-    OK(cudaMemset(k.w, 0x3c, 64 << 10));
+    CK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
+    for (void** p : {&k.in, &k.res, &k.resOut, &k.out}) CK(cudaMalloc(p, maxBytes));
+    CK(cudaMalloc(&k.w, 64 << 10));
+    CK(cudaMemset(k.in, 0x3c, maxBytes));  // 1.17 in every bf16: no NaN, no all-ones word
+    CK(cudaMemset(k.res, 0x3c, maxBytes));
+    CK(cudaMemset(k.w, 0x3c, 64 << 10));
   }
   struct Shape {
     size_t tokens, hidden;  // hidden 0: the all-reduce of `tokens` bytes; 1: the reduce-scatter of blocks of `tokens` bytes
@@ -116,8 +100,8 @@ int main(int argc, char** argv) {
   for (const Variant& v : variants) printf(",%s_us", v.name);
   printf("\n");
   cudaEvent_t start, stop[2];
-  OK(cudaEventCreate(&start));
-  for (cudaEvent_t& e : stop) OK(cudaEventCreate(&e));
+  CK(cudaEventCreate(&start));
+  for (cudaEvent_t& e : stop) CK(cudaEventCreate(&e));
   for (const Shape& sh : shapes) {
     if (shapeOnly >= 0 && &sh - shapes != shapeOnly) continue;
     const bool norm = sh.hidden > 1, rs = sh.hidden == 1;
@@ -136,28 +120,28 @@ int main(int argc, char** argv) {
                    (only == nullptr || !strcmp(only, variants[v].name));
       if (!applies[v]) continue;
       for (int r = 0; r < 2; ++r) call(variants[v], ranks[r], r, sh.tokens, sh.hidden, count);  // warm-up
-      OK(cudaDeviceSynchronize());
+      CK(cudaDeviceSynchronize());
       for (int r = 0; r < 2; ++r) {
         cudaGraph_t g;
-        OK(cudaStreamBeginCapture(ranks[r].stream, cudaStreamCaptureModeThreadLocal));
+        CK(cudaStreamBeginCapture(ranks[r].stream, cudaStreamCaptureModeThreadLocal));
         for (int i = 0; i < iters; ++i) call(variants[v], ranks[r], r, sh.tokens, sh.hidden, count);
-        OK(cudaStreamEndCapture(ranks[r].stream, &g));
-        OK(cudaGraphInstantiate(&exec[2 * v + size_t(r)], g, 0));
-        OK(cudaGraphDestroy(g));
+        CK(cudaStreamEndCapture(ranks[r].stream, &g));
+        CK(cudaGraphInstantiate(&exec[2 * v + size_t(r)], g, 0));
+        CK(cudaGraphDestroy(g));
       }
     }
     std::vector<std::vector<float>> ms(nv);
     for (int rep = 0; rep < replays + 2; ++rep)
       for (size_t v = 0; v < nv; ++v) {
         if (!applies[v]) continue;
-        OK(cudaEventRecord(start, ranks[0].stream));
-        OK(cudaStreamWaitEvent(ranks[1].stream, start, 0));
-        for (int r = 0; r < 2; ++r) OK(cudaGraphLaunch(exec[2 * v + size_t(r)], ranks[r].stream));
-        for (int r = 0; r < 2; ++r) OK(cudaEventRecord(stop[r], ranks[r].stream));
-        OK(cudaDeviceSynchronize());
+        CK(cudaEventRecord(start, ranks[0].stream));
+        CK(cudaStreamWaitEvent(ranks[1].stream, start, 0));
+        for (int r = 0; r < 2; ++r) CK(cudaGraphLaunch(exec[2 * v + size_t(r)], ranks[r].stream));
+        for (int r = 0; r < 2; ++r) CK(cudaEventRecord(stop[r], ranks[r].stream));
+        CK(cudaDeviceSynchronize());
         float t0, t1;
-        OK(cudaEventElapsedTime(&t0, start, stop[0]));
-        OK(cudaEventElapsedTime(&t1, start, stop[1]));
+        CK(cudaEventElapsedTime(&t0, start, stop[0]));
+        CK(cudaEventElapsedTime(&t1, start, stop[1]));
         if (rep >= 2) ms[v].push_back(std::max(t0, t1));  // two warm-up rounds
       }
     printf("%s,%zu,%zu,%zu", norm ? "arnorm" : rs ? "reducescatter" : "allreduce", norm ? sh.tokens : 0,
@@ -169,12 +153,12 @@ int main(int argc, char** argv) {
       }
       std::sort(ms[v].begin(), ms[v].end());
       printf(",%.2f", 1000.0 * ms[v][ms[v].size() / 2] / iters);
-      for (int r = 0; r < 2; ++r) OK(cudaGraphExecDestroy(exec[2 * v + size_t(r)]));
+      for (int r = 0; r < 2; ++r) CK(cudaGraphExecDestroy(exec[2 * v + size_t(r)]));
     }
     printf("\n");
     fflush(stdout);
   }
   for (Variant& v : variants)
-    for (fcComm_t c : v.comm) FC(fcCommDestroy(c));
+    for (fcComm_t c : v.comm) FC_CK(fcCommDestroy(c));
   return 0;
 }

@@ -1,4 +1,4 @@
-// The probes' CUDA call check: print the call, file and line, and exit 1.
+// The probes' call checks: print the call, file and line, and exit 1.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,4 +13,15 @@
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
       std::exit(1);                                                                             \
     }                                                                                           \
+  } while (0)
+
+// The same for a libfusedcomm call (the probes that link the library include
+// fusedcomm.h first): the library's last error message.
+#define FC_CK(x)                                                                                   \
+  do {                                                                                             \
+    const fcResult_t r_ = (x);                                                                     \
+    if (r_ != fcSuccess) {                                                                         \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, fcGetLastError(nullptr));    \
+      std::exit(1);                                                                                \
+    }                                                                                              \
   } while (0)
