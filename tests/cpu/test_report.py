@@ -73,5 +73,19 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("all-reduce + RMSNorm at 1 x 4096: 1.59 us over the all-reduce alone" in text, "arnorm loss listed")
     expect("## All-reduce (bf16" not in text, "no section without its file")
 
+# A 2-rank sample of fc-bench agmmstages (tests/data/report-sample-share): its section,
+# a row with the differences computed from the sample (waits = engine - no-wait, pulls =
+# no-wait - no-pull, fixed = no-pull - GEMM alone).
+with tempfile.TemporaryDirectory() as tmp:
+    perf = os.path.join(tmp, "perf.md")
+    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), os.path.join(root, "tests", "data",
+                    "report-sample-share"), "--perf", perf, "--plots", os.path.join(tmp, "perf"), "--readme", ""],
+                   check=True)
+    text = open(perf).read()
+    expect("## Where the all-gather + GEMM engine's time goes (fc-bench agmmstages, bf16, 2 ranks)" in text,
+           "section agmmstages")
+    expect("| 2048 x 3072 x 4096 | 78.8 | 4564.0 | 4566.9 | 4575.3 | +0.9 | +3.2 | +4481.1 | 4598.7 | 57.919 | 0 |"
+           in text, "agmmstages row from the sample")
+
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)
