@@ -306,7 +306,7 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
                               cudaStream_t stream);
 
 /* All-reduce with the algorithm chosen by size and world size: the one-shot above for
- * small buffers (up to 1 MiB at 2 ranks, 256 KiB at 4, 512 KiB at 8; a symmetric
+ * small buffers (up to 4 MiB at 2 ranks, 256 KiB at 4, 512 KiB at 8; a symmetric
  * input always fits), otherwise a two-shot: every rank reduces 1/nranks of the buffer
  * from all ranks (a reduce-scatter) and the reduced slices are then gathered by
  * everybody (an all-gather), moving 2(n-1)/n of the buffer per rank over NVLink
@@ -350,14 +350,14 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  *     FC_ARNORM_ALGO=fused up to the push slot, 4 MiB at 2 ranks): one kernel,
  *     TensorRT-LLM's fused Lamport all-reduce + RMSNorm idea (as FlashInfer ships it):
  *     every rank pushes its rows into every peer's Lamport buffer; the thread block
- *     cluster that owns a row (up to 8 CTAs of FC_ARNORM_CLUSTER_PACKS = 128 packs; 0:
- *     one CTA) polls the peers' data, sums it in rank order, adds the residual, reduces
+ *     cluster that owns a row (one CTA for rows of up to 512 packs of 16 bytes, e.g.
+ *     hidden 4096 in bf16, else up to 8 CTAs of 256 packs; FC_ARNORM_CLUSTER_PACKS=N:
+ *     N packs per CTA, 0: one CTA) polls the peers' data, sums it in rank order, adds the residual, reduces
  *     the row's sum of squares and writes both outputs. No flags, no barriers, no extra
  *     round trip.
- *   - larger, up to 16 MiB at <= 4 ranks (FC_ARNORM_ALGO=fused: any size): one
- *     two-shot kernel on the same buffers: each rank sums its block of the rows, rounds
- *     the sums once and pushes them to every peer; every rank adds its residual and
- *     normalises every row as its sums arrive.
+ *   - larger, at <= 4 ranks: one two-shot kernel on the same buffers: each rank sums
+ *     its block of the rows, rounds the sums once and pushes them to every peer; every
+ *     rank adds its residual and normalises every row as its sums arrive.
  *   - more ranks, larger calls, rows longer than half a push slot, or
  *     FC_ARNORM_ALGO=unfused:
  *     fcAllReduce's algorithm into normOut, then a local kernel adds the residual and
@@ -403,11 +403,10 @@ fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* resid
  * other overlap is refused. fp32 accumulation, one rounding. Any recvcount (passes
  * beyond the workspace). Algorithms, chosen by size (FC_REDUCE_SCATTER_ALGO=lamport |
  * sm | ce | auto):
- *   - blocks up to 1 MiB (FC_REDUCE_SCATTER_ALGO=lamport: up to the push slot, 4 MiB
- *     at 2 ranks), at up to 4 ranks: every rank pushes block d into rank d's push
- *     buffer and polls its own for the peers' pieces (the Lamport all-reduce's
- *     protocol: no flags, no barriers);
- *     fp32 sums in rank order, one rounding;
+ *   - blocks up to the Lamport push slot (4 MiB at 2 ranks, 1 MiB at 3-4), at up to
+ *     4 ranks: every rank pushes block d into rank d's push buffer and polls its own
+ *     for the peers' pieces (the Lamport all-reduce's protocol: no flags, no
+ *     barriers); fp32 sums in rank order, one rounding;
  *   - (Triton-distributed's intra-node reduce-scatter, seed 001) below 32 MiB of
  *     input, SM pull: every rank stages its blocks in its symmetric
  *     workspace (skipped for an fcMemAlloc sendbuff whose blocks are 16-byte

@@ -180,6 +180,8 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     // fits in maxCtas CTAs; beyond that, clusters take rows in turn. clusterPacks 0:
     // one CTA per row.
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
+    if (clusterPacks == kNormClusterPacksAuto)
+      clusterPacks = rowPacks <= size_t(dev::kThreads) ? 0u : kNormAutoClusterPacks;
     size_t ctas = clusterPacks ? (rowPacks + clusterPacks - 1) / clusterPacks : 1;
     ctas = ctas < 1 ? 1 : ctas > ClusterRowSum::kMaxCtas ? ClusterRowSum::kMaxCtas : ctas;
     while (ctas > 1 && c.tokens * ctas > size_t(dc.maxCtas)) ctas = (ctas + 1) / 2;

@@ -28,11 +28,12 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
                                   cudaStream_t stream, uint32_t stages = kLamportFull);
 
 // Lamport all-gather / reduce-scatter (lamport_move.cu: the one-shot's protocol and
-// buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks). The
-// automatic choices take them for blocks up to kLamportMoveAutoMaxBytes: with both ranks
-// on one H100 (tools/probes/lamport-pair) the reduce-scatter took 2.4 / 2.7 / 7.0 us
-// against the SM kernel's 5.9 / 6.4 / 8.7 at blocks of 8 KiB / 64 KiB / 1 MiB, and 27.8
-// against 25.0 at 4 MiB; 2 GPUs are to say where between 1 and 4 MiB it stops paying.
+// buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).
+// fcReduceScatter takes the reduce-scatter wherever a block fits (measured on 2 GPUs:
+// comm.cc, chooseReduceScatter). fcAllGatherMatmul's unfused path takes the all-gather
+// for shards up to kLamportMoveAutoMaxBytes: with both ranks on one H100
+// (tools/probes/lamport-pair) the reduce-scatter, the same protocol, was ahead up to
+// 1 MiB blocks and behind at 4 MiB; the all-gather is not yet timed on 2 GPUs.
 constexpr size_t kLamportMoveAutoMaxBytes = size_t(1) << 20;
 fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                                   size_t sendcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);

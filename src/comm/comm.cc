@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -389,10 +390,11 @@ size_t lamportMaxBytes(int nranks) {
 }
 
 size_t allReduceNormTwoShotMaxBytes(int) {
-  // Measured so far with both ranks on one H100 only (tools/probes/lamport-pair, a local
-  // exchange): 1.66x / 1.62x faster than the unfused path at 4 / 16 MiB, 1.7x slower at
-  // 64 MiB (docs/perf-log.md); until 2 GPUs say otherwise, the unfused path above 16 MiB.
-  return size_t(16) << 20;
+  // Measured on 2 H200s (fc-bench arnorm, 2026-11-24): faster than the all-reduce and
+  // then the norm kernel at every size from 2 MiB, 1.41x at 32 MiB and 1.48x at 64 MiB
+  // (121.7 / 217.2 against 171.7 / 320.4 us). The one-H100 probe's 1.7x slower at 64 MiB
+  // came from both ranks' traffic sharing one GPU's HBM.
+  return SIZE_MAX;
 }
 
 size_t allReduceNormOneKernelMaxBytes(int nranks) {
@@ -409,9 +411,11 @@ MoveAlgo chooseReduceScatter(int nranks, MoveAlgo algo, size_t block, size_t tot
   // The Lamport kernel waits one round trip for data on its way, where the SM kernel
   // stages, meets at two barriers and pulls (1 MiB of input on 2 H200s: 8.9 us,
   // fc-bench 2026-11-23; the Lamport one-shot all-reduce moves that much per rank in
-  // 6.0 us); measured so far up to 1 MiB blocks (kLamportMoveAutoMaxBytes). More than
-  // 4 ranks are unmeasured: the older choice stays.
-  if (nranks <= 4 && fits && block <= kLamportMoveAutoMaxBytes) return MoveAlgo::Lamport;
+  // 6.0 us). On 2 H200s (fc-bench reducescatter, 2026-11-24) it beat the SM kernel at
+  // every block up to the 4 MiB slot: 2.4 / 4.2 / 19.9 us against 6.8 / 9.0 / 22.5 at
+  // 16 KiB / 1 MiB / 8 MiB of input. More than 4 ranks are unmeasured: the older
+  // choice stays.
+  if (nranks <= 4 && fits) return MoveAlgo::Lamport;
   return total >= ceReduceScatterMinBytes(nranks) ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
 }
 
@@ -425,11 +429,12 @@ size_t ceAllGatherMinBytes(int) { return 64u << 20; }
 size_t oneShotMaxBytes(int nranks) {
   // Crossovers with the Lamport two-shot measured on H200 (docs/perf-log.md): 4 ranks,
   // 256 KiB 6.3 vs 7.5 us, 512 KiB 8.5 vs 8.0; 2 ranks (fc-bench stages, three runs
-  // of 2026-11-23), 1 MiB 5.99 vs 7.02-7.08. At 2 ranks the one-shot sends the same
-  // bytes as the two-shot with one round trip instead of two. At 8 ranks (unmeasured,
-  // no Lamport two-shot) the one-shot reads W-1 remote copies, the SM two-shot
-  // 2(W-1)/W of the data with two more barriers.
-  return nranks <= 2 ? (size_t(1) << 20) : nranks <= 4 ? (256u << 10) : (512u << 10);
+  // of 2026-11-23), 1 MiB 5.99 vs 7.02-7.08, and (2026-11-24) 2 MiB 10.39 vs 11.45, 4 MiB
+  // 18.06 vs 18.69: at 2 ranks the one-shot sends the same bytes as the two-shot with
+  // one round trip instead of two, so it takes everything its 4 MiB push slot holds. At
+  // 8 ranks (unmeasured, no Lamport two-shot) the one-shot reads W-1 remote copies, the
+  // SM two-shot 2(W-1)/W of the data with two more barriers.
+  return nranks <= 2 ? lamportSlotBytes(2) : nranks <= 4 ? (256u << 10) : (512u << 10);
 }
 
 }  // namespace fc

@@ -82,8 +82,9 @@ struct CommParams {
   uint32_t lamportStages = kLamportFull;
   // FC_ARNORM_CLUSTER_PACKS: the all-reduce + RMSNorm kernel spreads a row over a
   // thread block cluster of CTAs with this many 16-byte packs each (at most 8 CTAs;
-  // TensorRT-LLM's 128); 0: one CTA per row (measured: docs/perf-log.md).
-  uint32_t normClusterPacks = 128;
+  // TensorRT-LLM's 128); 0: one CTA per row; unset: kNormClusterPacksAuto (one CTA
+  // while it holds the row, else 256 packs per CTA; device/norm_stages.h).
+  uint32_t normClusterPacks = kNormClusterPacksAuto;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages).
   uint32_t normStages = kNormFull;

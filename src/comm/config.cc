@@ -92,7 +92,8 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->agmmEnginePieces = int(pieces);
   uint64_t clusterPacks = p->normClusterPacks;
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
-  p->normClusterPacks = clusterPacks > 0xffffffffu ? 0xffffffffu : uint32_t(clusterPacks);
+  // (2^32 - 1 and more mean the default.)
+  p->normClusterPacks = clusterPacks >= kNormClusterPacksAuto ? kNormClusterPacksAuto : uint32_t(clusterPacks);
   uint64_t spins = p->lamportSpins;
   FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);

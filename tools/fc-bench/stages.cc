@@ -100,7 +100,8 @@ int benchStages(Ctx& c, const Options& o) {
 //                   polls find stale data)
 //   cta-per-row     full, a row in one CTA (FC_ARNORM_CLUSTER_PACKS=0)
 //   cluster-N       full, a row over a thread block cluster of CTAs of N packs each
-//                   (FC_ARNORM_CLUSTER_PACKS=N; the default is 128)
+//                   (FC_ARNORM_CLUSTER_PACKS=N; the default: one CTA for rows of up
+//                   to 512 packs, else 256 packs per CTA)
 //   spins-N         full, N polls back to back before the polls back off
 //                   (FC_LAMPORT_SPINS=N)
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
@@ -121,6 +122,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"no-reset", "FC_ARNORM_STAGES", "no-reset"},
                               {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0"},
                               {"cluster-64", "FC_ARNORM_CLUSTER_PACKS", "64"},
+                              {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
                               {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
                               {"spins-8", "FC_LAMPORT_SPINS", "8"}};
   std::vector<fcComm_t> comms;
