@@ -87,8 +87,10 @@ uint32_t signatureOf(const AllGatherMatmulArgs& a) {
 
 // Where rank r's shard is read: its fcMemAlloc A in place (zero-copy), else the copy
 // it staged in its workspace slot.
-const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA, int r) {
-  return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0);
+// Where rank r's shard is read from: its symmetric A, or where r staged it in its
+// workspace (at offset `staged` of the channel's first slot).
+const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA, int r, size_t staged = 0) {
+  return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0) + staged;
 }
 
 // The engine's GEMM over the gathered rows `A`, in shards of shardRows rows pulled in
@@ -105,20 +107,23 @@ engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGather
 // every rank's shard is then readable. Q, after that: pull the others into
 // `gathered` in rotated order (rank+1, rank+2, ...), each in pieces of pieceRows rows,
 // calling landed(t, s, c) after piece c of step t (shard s). pull false (timing only,
-// FC_AGMM_ENGINE_STAGES=no-pull): every landed() without its pull.
+// FC_AGMM_ENGINE_STAGES=no-pull): every landed() without its pull. inWorkspace: the
+// gathered buffer is the channel's workspace itself (gatheredInWorkspace), each rank's
+// shard staged in its own rows there.
 template <typename Landed>
 fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                         const SymSource* symA, char* gathered, size_t pieceRows, cudaStream_t stream,
-                        Landed landed, bool pull = true) {
+                        Landed landed, bool pull = true, bool inWorkspace = false) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
   const size_t shardBytes = shardRows * rowBytes;
-  if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0), a.A, shardBytes, stream));
+  auto staged = [&](int r) { return inWorkspace ? size_t(r) * shardBytes : 0; };
+  if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0) + staged(rank), a.A, shardBytes, stream));
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank + t) % W;
-    const char* from = shardSource(dc, channel, symA, s);
+    const char* from = shardSource(dc, channel, symA, s, staged(s));
     for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
       const size_t rows = std::min(pieceRows, shardRows - r0);
       if (pull)
@@ -130,16 +135,29 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
   return fcSuccess;
 }
 
+// Whether the engine path gathers A in the channel's workspace itself: our shard staged
+// in its own rows there is at once what the peers pull and what our GEMM reads, one
+// copy instead of two (the staging copy and the copy into our rows of the gathered
+// buffer). Measured on 2 H200s (fc-bench agmmstages, 2026-11-24): the engine's fixed
+// costs in front of its GEMM, those two copies and a barrier, were 21-49 us. Not for
+// a caller's Agathered (the rows must end up there) nor a symmetric A (nothing staged).
+bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
+  return symA == nullptr && a.Agathered == nullptr && a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes;
+}
+
 // The engine path (see the top): S stages our shard for the peers, meets them at the
 // barrier, then puts our shard into its rows of the gathered buffer before the GEMM
 // starts (after the barrier, so that the pulls, which start there, are not held back by
-// this copy too); Q pulls the others and flags each; one GEMM launch; then the flags
-// are cleared for the next call. a.engineWaits / a.enginePulls false leave the waits /
-// the pulls out (FC_AGMM_ENGINE_STAGES; timing only, see comm.h).
+// this copy too; no copy when the workspace is the gathered buffer); Q pulls the others
+// and flags each; one GEMM launch; then the flags are cleared for the next call.
+// a.engineWaits / a.enginePulls false leave the waits / the pulls out
+// (FC_AGMM_ENGINE_STAGES; timing only, see comm.h).
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                      const SymSource* symA, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), shardBytes = shardRows * a.K * dataTypeSize(a.datatype);
+  const bool inWorkspace = gatheredInWorkspace(dc, a, symA);
+  if (inWorkspace) gathered = ce::slot(dc, rank, channel, 0);
   // Pieces of whole 128-row tile rows, so that a piece's flag frees whole tile rows.
   const size_t pieces = size_t(std::max(a.enginePieces, 1));
   const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
@@ -148,8 +166,8 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   char* ownRows = gathered + size_t(rank) * shardBytes;
   FC_CHECK(stageAndPull(
       dc, channel, copies, a, symA, gathered, pieceRows, stream,
-      [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls));
-  if (ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
+      [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls, inWorkspace));
+  if (!inWorkspace && ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
