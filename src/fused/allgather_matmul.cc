@@ -206,19 +206,18 @@ enum class Path { Unfused, Pipeline, Engine };
 // - else unfused: with smaller shards the engine's fixed costs (the staging copy, the
 //   pulls' latency before the first remote tile, the flags) exceed what the overlap
 //   hides (512 x 14336 x 4096: engine 116, unfused 98 us).
-// The engine rule is off (kAutoEngine) until a 2-GPU run confirms the engine again:
-// forced at 2 ranks sharing one GPU (FC_AGMM_ALGO=engine, 2026-11-23), the GEMM
-// suite's 2048 x 4224 x 200 case timed out waiting for a shard flag and then computed
-// on stale rows, as a give-up does by design. The pulls stalled while both ranks'
-// persistent GEMMs spun on the time-sliced GPU (not a copy starved of SMs: design.md);
-// with FC_SHARE_GPU the GEMM now starts after the pulls (engineAfterPulls). Auto
-// picks the pipeline or the unfused path instead.
-constexpr bool kAutoEngine = false;
+// The engine rule holds at 2 ranks, where it was measured again on 2 H200s with the
+// gathered A in the workspace (fc-bench agmmstages, 2026-11-24): 2048 x 3072 x 4096
+// engine 93.8 against 103.0 us, 2048 x 3584 x 5120 123.1 against 149.9 (the shapes it
+// takes), while the pipeline stayed ahead where it takes over (2048 x 14336 x 4096:
+// 317.9 against 337.6). Other world sizes keep the pipeline or the unfused path until
+// measured. (At 2 ranks sharing one GPU, FC_SHARE_GPU, the GEMM starts after the pulls:
+// engineAfterPulls.)
 Path autoPath(size_t M, size_t N, int W, int smCount) {
   const size_t shardRows = M / size_t(W);
   if (overlapPays(shardRows, N)) return Path::Pipeline;
   const size_t tiles = (M + 127) / 128 * ((N + 255) / 256);
-  if (kAutoEngine && shardRows >= 1024 && tiles >= size_t(smCount)) return Path::Engine;
+  if (W == 2 && shardRows >= 1024 && tiles >= size_t(smCount)) return Path::Engine;
   return Path::Unfused;
 }
 
