@@ -56,11 +56,7 @@ double hostUs(cudaStream_t s1, cudaStream_t s2, const std::function<void(int)>& 
 }  // namespace
 
 int main() {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("SKIP: no CUDA GPU here\n");
-    return 77;
-  }
+  requireGpu();
   CK(cudaSetDevice(0));
   cudaStream_t s1, s2;
   CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
@@ -71,15 +67,8 @@ int main() {
   CK(cudaMalloc(&in, 1 << 20));
   CK(cudaMalloc(&out, 1 << 20));
   CK(cudaMemset(in, 0, 1 << 20));
-  cudaLaunchAttribute pdl{};
-  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(128);
-  cfg.blockDim = dim3(160);
-  cfg.stream = s1;
-  cfg.attrs = &pdl;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute pdl;
+  cudaLaunchConfig_t cfg = pdlLaunchConfig(dim3(128), dim3(160), s1, &pdl);
   int* none = nullptr;
   printf("# host-cost: host us per call, best of 20 batches of 100 calls from an idle stream, one rank\n");
   printf("launch,%.2f\n", hostUs(s1, s2, [&](int) { CK(cudaLaunchKernelEx(&cfg, empty, none)); }));

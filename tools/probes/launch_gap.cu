@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "probe_check.h"
+
 namespace {
 
 __global__ void empty(int* p) {
@@ -40,11 +42,7 @@ __global__ void spin(unsigned long long ns) {
 }  // namespace
 
 int main() {
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("SKIP: no CUDA GPU here\n");
-    return 77;
-  }
+  requireGpu();
   cudaStream_t s;
   cudaEvent_t e, a, b;
   OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -96,15 +94,8 @@ int main() {
     double best = 1e30;
     int* none = nullptr;
     void* args[] = {&none};
-    cudaLaunchAttribute pdl{};
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(128);
-    cfg.blockDim = dim3(160);
-    cfg.stream = s;
-    cfg.attrs = &pdl;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute pdl;
+    cudaLaunchConfig_t cfg = pdlLaunchConfig(dim3(128), dim3(160), s, &pdl);
     for (int rep = 0; rep < 20; ++rep) {
       OK(cudaStreamSynchronize(s));
       const auto t0 = Clock::now();

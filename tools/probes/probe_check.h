@@ -25,3 +25,27 @@
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
+
+// A launch configuration of grid x block threads on `stream` with programmatic
+// dependent launch (how the library's small kernels launch); `attr` must outlive it.
+inline cudaLaunchConfig_t pdlLaunchConfig(dim3 grid, dim3 block, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  *attr = cudaLaunchAttribute{};
+  attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr->val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// Exit 77 (skipped, as the test runners count it) where no CUDA GPU is visible.
+inline void requireGpu() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    std::printf("SKIP: no CUDA GPU here\n");
+    std::exit(77);
+  }
+}
