@@ -476,12 +476,12 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * else from a staging copy in the workspace. Pipeline (each shard's GEMM fills two
  * waves of 128x128 tiles): cuBLASLt GEMMs, the local shard's first, each later one
  * covering the shards a cost model expects to have landed, merged when their rows are
- * contiguous. Engine (experimental, FC_AGMM_ALGO=engine only: it gave a wrong result
- * at 2 ranks in one test shape, not yet explained; bf16/fp16, K and N multiples of 8,
- * 16-byte aligned buffers): one persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile
- * rows start with the local shard and wait, bounded, for the copy engine's flag of
- * each other shard. Unfused (otherwise, or a shard larger than half the workspace):
- * all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused | auto
+ * contiguous. Engine (at 2 ranks for shards of >= 1024 rows below the pipeline's
+ * threshold; bf16/fp16, K and N multiples of 8, 16-byte aligned buffers): one
+ * persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile rows start with the local shard
+ * and wait, bounded, for the copy engine's flag of each piece of the other shards;
+ * without Agathered the rows are gathered in the workspace itself. Unfused (otherwise,
+ * or a shard larger than half the workspace): all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused | auto
  * (default) forces a path for communicators created afterwards (a forced engine that
  * cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K

@@ -225,14 +225,25 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
                               {"no-wait", "FC_AGMM_ENGINE_STAGES", "no-wait"},
                               {"no-pull", "FC_AGMM_ENGINE_STAGES", "no-pull"}};
   fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
+  // Every column on the engine, one piece unless it says otherwise (the stages are
+  // differences against the one-piece engine column).
   std::vector<fcComm_t> comms;
   {
-    const char* before = getenv("FC_AGMM_ALGO");
-    const std::string saved = before ? before : "";
-    setenv("FC_AGMM_ALGO", "engine", 1);
+    const char* vars[2] = {"FC_AGMM_ALGO", "FC_AGMM_ENGINE_PIECES"};
+    const char* values[2] = {"engine", "1"};
+    std::string saved[2];
+    bool had[2];
+    for (int k = 0; k < 2; ++k) {
+      const char* before = getenv(vars[k]);
+      had[k] = before != nullptr;
+      saved[k] = had[k] ? before : "";
+      setenv(vars[k], values[k], 1);
+    }
     for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
-    if (before) setenv("FC_AGMM_ALGO", saved.c_str(), 1);
-    else unsetenv("FC_AGMM_ALGO");
+    for (int k = 0; k < 2; ++k) {
+      if (had[k]) setenv(vars[k], saved[k].c_str(), 1);
+      else unsetenv(vars[k]);
+    }
   }
   if (c.rank == 0) {
     printf("# fc-bench agmmstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
