@@ -75,9 +75,10 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", fn);
   FC_CHECK(checkNormArgs(c, n));
   // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
-  // push slot); above it, at up to 4 ranks, the two-shot kernel (auto: up to
-  // allReduceNormTwoShotMaxBytes); else (more ranks, larger calls, rows longer than half
-  // a push slot) the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
+  // push slot); above it, at up to 4 ranks, the two-shot kernel at any size (on 2 H200s,
+  // fc-bench arnorm 2026-11-24: faster than the all-reduce and then the norm kernel
+  // from 2 MiB on, 1.41x / 1.48x at 32 / 64 MiB); else (more ranks, rows longer than
+  // half a push slot) the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
   // always; the baseline fc-bench arnorm measures against).
   const size_t bytes = c.sendElems * c.elem;
   const size_t lamportMax =
@@ -87,7 +88,6 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
                      : choice == FusedAlgo::Unfused ? false
                                                     : bytes <= lamportMax;
   const bool twoShot = !small && choice != FusedAlgo::Unfused && lamportTwoShotAuto(comm->nranks) &&
-                       (choice == FusedAlgo::Fused || bytes <= allReduceNormTwoShotMaxBytes(comm->nranks)) &&
                        allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
   ArAlgo algo = ArAlgo::OneShot;
   if (!small && !twoShot) {

@@ -31,10 +31,10 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
 // buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).
 // fcReduceScatter takes the reduce-scatter wherever a block fits (measured on 2 GPUs:
 // comm.cc, chooseReduceScatter). fcAllGatherMatmul's unfused path takes the all-gather
-// for shards up to kLamportMoveAutoMaxBytes: with both ranks on one H100
+// for shards up to kLamportAllGatherAutoMaxBytes: with both ranks on one H100
 // (tools/probes/lamport-pair) the reduce-scatter, the same protocol, was ahead up to
 // 1 MiB blocks and behind at 4 MiB; the all-gather is not yet timed on 2 GPUs.
-constexpr size_t kLamportMoveAutoMaxBytes = size_t(1) << 20;
+constexpr size_t kLamportAllGatherAutoMaxBytes = size_t(1) << 20;
 fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                                   size_t sendcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
 fcResult_t launchReduceScatterLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,

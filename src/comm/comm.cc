@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -387,14 +386,6 @@ size_t lamportMaxBytes(int nranks) {
   // 1 MiB); at 2 ranks its slot is 4 MiB (device_comm.h). Larger worlds push (W-1)
   // copies per rank: unmeasured yet, so kept at 256 KiB.
   return nranks <= 4 ? lamportSlotBytes(nranks) : (256u << 10);
-}
-
-size_t allReduceNormTwoShotMaxBytes(int) {
-  // Measured on 2 H200s (fc-bench arnorm, 2026-11-24): faster than the all-reduce and
-  // then the norm kernel at every size from 2 MiB, 1.41x at 32 MiB and 1.48x at 64 MiB
-  // (121.7 / 217.2 against 171.7 / 320.4 us). The one-H100 probe's 1.7x slower at 64 MiB
-  // came from both ranks' traffic sharing one GPU's HBM.
-  return SIZE_MAX;
 }
 
 size_t allReduceNormOneKernelMaxBytes(int nranks) {

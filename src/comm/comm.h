@@ -64,10 +64,10 @@ struct CommParams {
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
   // FC_AGMM_ENGINE_PIECES: the all-gather + GEMM engine pulls each shard in this many
   // pieces of whole tile rows, each flagged, so that tiles wait for their rows only.
-  // 2: on 2 H200s (fc-bench agmmstages, two runs of 2026-11-24) as fast as one piece or
-  // faster on every shape (2048 x 3072 x 4096: 88.0 / 94.0 us against 93.8 / 98.6), 4
-  // pieces slower at 2048 rows.
-  int agmmEnginePieces = 2;
+  // 1 so far: 2 pieces measured as fast or faster in both fc-bench agmmstages runs on
+  // 2 H200s (2026-11-24; 2048 x 3072 x 4096: 88.0 / 94.0 us against 93.8 / 98.6), to
+  // become the default once the GPU suite has run with it on 2 GPUs.
+  int agmmEnginePieces = 1;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
@@ -181,9 +181,8 @@ size_t oneShotMaxBytes(int nranks);
 // The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
 size_t lamportMaxBytes(int nranks);
 // fcAllReduceResidualRMSNorm runs as one Lamport kernel up to this many bytes (auto),
-// and as the two-shot kernel up to allReduceNormTwoShotMaxBytes (auto, <= 4 ranks).
+// and above it as the two-shot kernel (<= 4 ranks).
 size_t allReduceNormOneKernelMaxBytes(int nranks);
-size_t allReduceNormTwoShotMaxBytes(int nranks);
 
 // Whether the auto choice takes the Lamport two-shot for everything above the one-shot.
 bool lamportTwoShotAuto(int nranks);

@@ -71,7 +71,7 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
   // may turn NaNs whose bits are all ones into other NaNs, which the GEMM cannot tell
   // apart but a caller's Agathered could. Else fcAllGather's choice: the SM pull below
   // 64 MiB of output, the copy engine from there.
-  if (a.Agathered == nullptr && W >= 2 && W <= 4 && shardElems * es <= kLamportMoveAutoMaxBytes)
+  if (a.Agathered == nullptr && W >= 2 && W <= 4 && shardElems * es <= kLamportAllGatherAutoMaxBytes)
     FC_CHECK(launchAllGatherLamport(dc, channel, a.A, gathered, shardElems, a.datatype, a.pdl, stream));
   else if (W * shardElems * es >= (64u << 20))
     FC_CHECK(launchAllGatherCe(dc, channel, copies, a.A, gathered, shardElems, a.datatype, symA, stream));

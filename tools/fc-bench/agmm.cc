@@ -53,13 +53,9 @@ std::vector<Shape> parseShapes(const std::string& s) {
 fcComm_t soloComm(const char* algo = nullptr) {
   fcUniqueId id;
   FC_OK(fcGetUniqueId(&id));
-  const char* before = getenv("FC_AGMM_ALGO");
-  const std::string saved = before ? before : "";
-  if (algo) setenv("FC_AGMM_ALGO", algo, 1);
+  ScopedEnv env("FC_AGMM_ALGO", algo);
   fcComm_t solo;
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
-  if (algo && before) setenv("FC_AGMM_ALGO", saved.c_str(), 1);
-  else if (algo) unsetenv("FC_AGMM_ALGO");
   return solo;
 }
 
@@ -229,21 +225,8 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   // differences against the one-piece engine column).
   std::vector<fcComm_t> comms;
   {
-    const char* vars[2] = {"FC_AGMM_ALGO", "FC_AGMM_ENGINE_PIECES"};
-    const char* values[2] = {"engine", "1"};
-    std::string saved[2];
-    bool had[2];
-    for (int k = 0; k < 2; ++k) {
-      const char* before = getenv(vars[k]);
-      had[k] = before != nullptr;
-      saved[k] = had[k] ? before : "";
-      setenv(vars[k], values[k], 1);
-    }
+    ScopedEnv engine("FC_AGMM_ALGO", "engine"), onePiece("FC_AGMM_ENGINE_PIECES", "1");
     for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
-    for (int k = 0; k < 2; ++k) {
-      if (had[k]) setenv(vars[k], saved[k].c_str(), 1);
-      else unsetenv(vars[k]);
-    }
   }
   if (c.rank == 0) {
     printf("# fc-bench agmmstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "

@@ -62,6 +62,32 @@ double maxOverRanks(const Ctx& c, double v);
 // NCCL's communicator next to ours (rank 0's id shared through our all-reduce).
 bool initNccl(Ctx& c, std::string* why);
 
+// An environment variable set to `value` (NULL: left as it is) for this object's
+// lifetime, then restored: the FC_* choices are read when a communicator is made.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* var, const char* value) : var_(var), had_(false) {
+    if (value == nullptr) return;
+    const char* before = getenv(var);
+    had_ = before != nullptr;
+    saved_ = had_ ? before : "";
+    set_ = true;
+    setenv(var, value, 1);
+  }
+  ~ScopedEnv() {
+    if (!set_) return;
+    if (had_) setenv(var_, saved_.c_str(), 1);
+    else unsetenv(var_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* var_;
+  bool had_, set_ = false;
+  std::string saved_;
+};
+
 // Another communicator of the same ranks, created with the environment variable
 // `var` set to `value` (the FC_*_ALGO choices are read at init): to time a forced
 // algorithm beside the default one in the same run.

@@ -76,13 +76,9 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
   }
   std::vector<float> all = gatherFloats(c, bytes, bytes.size());
   for (size_t i = 0; i < bytes.size(); ++i) id.internal[i] = char(uint8_t(all[i]));
-  const char* before = getenv(var);
-  const std::string saved = before ? before : "";
-  setenv(var, value, 1);
+  ScopedEnv env(var, value);
   fcComm_t comm;
   FC_OK(fcCommInitRank(&comm, c.nranks, id, c.rank));
-  if (before) setenv(var, saved.c_str(), 1);
-  else unsetenv(var);
   return comm;
 }
 
