@@ -7,12 +7,18 @@
 #include "collectives/launch.h"
 #include "core/preload.h"
 #include "core/result.h"
+#include "device/pdl.cuh"
 #include "device/sync.cuh"
 
 namespace fc {
 namespace {
 
-__global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig) {
+// letNextStart: the next kernel on the stream, if launched with programmatic stream
+// serialization, may start at once (the all-gather + GEMM engine's GEMM, whose first
+// tiles need nothing from the peers; it never waits for this grid, so nothing it reads
+// may come from here).
+__global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig, bool letNextStart) {
+  if (letNextStart) dev::allowDependentLaunch();
   // CTA 0's epoch of the channel: shared with CTA 0 of the other collectives,
   // which is fine because every rank issues the same sequence on a channel.
   uint32_t* epochPtr = dev::epochAddr(dc, channel, 0);
@@ -30,9 +36,10 @@ fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream)
   return launchOpBarrier(dc, channel, Op::Barrier, opSignature(Op::Barrier, 0, 0), stream);
 }
 
-fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream) {
+fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream,
+                           bool letNextStart) {
   // 32 threads >= kMaxRanks signalling threads.
-  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel, op, sig);
+  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel, op, sig, letNextStart);
 }
 
 }  // namespace fc

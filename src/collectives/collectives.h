@@ -121,7 +121,10 @@ fcResult_t launchAllReduceCe(const DeviceComm& dc, int channel, CopyQueue& copie
 fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream);
 
 // The same barrier on behalf of `op` (its signature is checked against the peers').
-fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream);
+// letNextStart: a next kernel launched with programmatic stream serialization may start
+// while this one waits for the peers (it must not read anything the barrier orders).
+fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream,
+                           bool letNextStart = false);
 
 // Bytes of workspace the one-shot all-reduce needs for `bytes` of input.
 size_t allReduceOneShotWorkspace(size_t bytes);

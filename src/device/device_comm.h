@@ -164,14 +164,20 @@ struct DeviceComm {
   ErrorRecord* error;       // device pointer of the host-mapped record
 };
 
-// This rank's shard flags of channel c (kShardFlagsOffset).
+// Rank r's shard flags of channel c (kShardFlagsOffset), as this rank maps them.
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-inline uint32_t* shardFlags(const DeviceComm& dc, int channel) {
-  return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kShardFlagsOffset) +
+inline uint32_t* shardFlagsOf(const DeviceComm& dc, int r, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kShardFlagsOffset) +
          size_t(channel) * kMaxRanks;
 }
+
+// This rank's shard flags of channel c.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t* shardFlags(const DeviceComm& dc, int channel) { return shardFlagsOf(dc, dc.rank, channel); }
 
 // Heap offset of channel c's workspace (the same on every rank; see the layout above).
 #ifdef __CUDACC__

@@ -16,9 +16,11 @@
 // Unfused (small shards, or shards larger than a workspace slot): all-gather
 // (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
 //
-// Engine: the same pulls, each followed by a flag the copy
-// engine sets, and one persistent GEMM (src/gemm/engine) whose tile rows start with
-// our own shard and wait for the others' flags; see that engine's scheduler.
+// Engine: one persistent GEMM (src/gemm/engine) whose tile rows start with our own
+// shard, read in place from A, and wait for the others' flags; see that engine's
+// scheduler. The peers' rows come by copy engine: pushed by each peer straight from its
+// A into our workspace when A is a plain buffer (viaEnginePush: no staging copy),
+// else pulled as above, each piece followed by a flag.
 //
 // The gathered buffer is Agathered, or else the channel's scratch (comm/scratch.h).
 #include <algorithm>
@@ -113,13 +115,13 @@ engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGather
 template <typename Landed>
 fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                         const SymSource* symA, char* gathered, size_t pieceRows, cudaStream_t stream,
-                        Landed landed, bool pull = true, bool inWorkspace = false) {
+                        Landed landed, bool pull = true, bool inWorkspace = false, bool letNextStart = false) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
   const size_t shardBytes = shardRows * rowBytes;
   auto staged = [&](int r) { return inWorkspace ? size_t(r) * shardBytes : 0; };
   if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0) + staged(rank), a.A, shardBytes, stream));
-  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream, letNextStart));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank + t) % W;
@@ -145,6 +147,77 @@ bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, con
   return symA == nullptr && a.Agathered == nullptr && a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes;
 }
 
+// Whether the engine pushes (viaEnginePush): a plain A (nothing to pull it from), the
+// gathered rows in the workspace (the only buffer of ours the peers can write), and
+// shards of whole 128-row tile rows (the GEMM reads our shard's tile rows in place,
+// own_rows_mainloop.cuh; a tile row across two shards would need ours in the
+// workspace too).
+bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
+  return gatheredInWorkspace(dc, a, symA) && (a.M / size_t(dc.nranks)) % 128 == 0 &&
+         reinterpret_cast<uintptr_t>(a.A) % 16 == 0;  // TMA reads it in place
+}
+
+// The engine path without a staging copy (2026-11-25). On the caller's stream S:
+//   S: clear our shard flags (the last call's GEMM has read them)
+//   S: the op's barrier: every rank's earlier work is done, so every workspace is free
+//      and every flag cleared; it lets the GEMM start at once (letNextStart)
+//   S: the GEMM, launched with PDL: our own tile rows straight from the caller's A,
+//      the others from our workspace once their flags say they landed
+//   Q (after the barrier): our shard from A into each peer's workspace, at our rows, in
+//      pieces, each followed by a stream write of its count into the peer's flag for
+//      us (with a memory barrier: a peer that sees the count sees the rows), peers in
+//      the order they read us (rank-1 first: we are its next shard)
+//   S: wait for Q (A is the caller's again)
+// No barrier at the end: nobody reads our memory, and everything written into it (the
+// peers' rows, then their flags) has landed once our GEMM has waited for the flags; the
+// next op's barrier, or the next call's, orders the next writes into the workspace
+// (copy_engine.h's rule, with the flags in place of a final barrier). Unless the GEMM
+// does not wait (FC_AGMM_ENGINE_STAGES=no-wait, timing only): then a final barrier.
+// Ranks sharing a GPU (engineAfterPulls) wait for every shard before the GEMM, with a
+// gate kernel per peer (their time-sliced persistent GEMMs would otherwise spin while
+// the pushes wait for a slice).
+fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
+                         cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
+  const size_t shardBytes = shardRows * rowBytes;
+  const size_t pieces = size_t(std::max(a.enginePieces, 1));
+  const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
+  const size_t piecesPerShard = (shardRows + pieceRows - 1) / pieceRows;
+  const char* A = static_cast<const char*>(a.A);
+  uint32_t* flags = shardFlags(dc, channel);
+  FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream, /*letNextStart=*/true));
+  FC_CHECK(copies.after(stream, 0));
+  for (int t = 1; t < W; ++t) {
+    const int s = (rank - t + W) % W;
+    char* to = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
+    uint32_t* flag = shardFlagsOf(dc, s, channel) + rank;
+    for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
+      const size_t rows = std::min(pieceRows, shardRows - r0);
+      if (a.enginePulls) FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
+      FC_CHECK(copies.signal(flag, uint32_t(c + 1)));
+    }
+  }
+  FC_CHECK(copies.mark(size_t(W)));
+  if (a.engineAfterPulls)
+    for (int s = 0; s < W; ++s)
+      if (s != rank)
+        FC_CHECK(launchGate(dc, channel, Op::AllGatherMatmul, WaitKind::Shard, flags + s, uint32_t(piecesPerShard), s,
+                            stream));
+  // Whether or not the GEMM launched, Q is waited for: a call that returned with pushes
+  // in flight would let the caller change A under them.
+  engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows);
+  g.ownA = A;
+  g.pdl = !a.engineAfterPulls;
+  if (!a.engineWaits) g.ready.flags = nullptr;
+  const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
+  FC_CHECK(copies.waitMark(stream, size_t(W)));
+  if (a.engineWaits) return gemm;
+  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  return gemm != fcSuccess ? gemm : barrier;
+}
+
 // The engine path (see the top): S stages our shard for the peers, meets them at the
 // barrier, then puts our shard into its rows of the gathered buffer before the GEMM
 // starts (after the barrier, so that the pulls, which start there, are not held back by
@@ -164,16 +237,25 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = shardFlags(dc, channel);
   char* ownRows = gathered + size_t(rank) * shardBytes;
+  // A symmetric A whose shard is whole tile rows: the GEMM reads our rows in place
+  // (own_rows_mainloop.cuh) and starts while the barrier waits (as viaEnginePush);
+  // with a caller's Agathered our rows must still go there.
+  const bool ownInPlace = symA != nullptr && a.Agathered == nullptr && shardRows % 128 == 0 &&
+                          reinterpret_cast<uintptr_t>(A) % 16 == 0;
+  const bool pdl = ownInPlace && !a.engineAfterPulls;
   FC_CHECK(stageAndPull(
       dc, channel, copies, a, symA, gathered, pieceRows, stream,
-      [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls, inWorkspace));
-  if (!inWorkspace && ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
+      [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls, inWorkspace,
+      pdl));
+  if (!inWorkspace && !ownInPlace && ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
   // the final barrier passed: a call that left flags set would let the next call's
   // GEMM read shards that have not landed.
   engine::EngineGemm g = engineGemm(dc, channel, a, gathered, shardRows, pieceRows);
+  if (ownInPlace) g.ownA = A;
+  g.pdl = pdl;
   if (!a.engineWaits) g.ready.flags = nullptr;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
@@ -269,7 +351,10 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (path == Path::Engine && !engineTakes)
     path = choice == FusedChoice::Engine ? Path::Pipeline : Path::Unfused;
   if (path == Path::Pipeline && !fits) path = Path::Unfused;
-  FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s", a.M, a.N, a.K, pathName(path), zeroCopy ? ", zero-copy" : "");
+  const bool push = path == Path::Engine && pushesShards(dc, a, symA);
+  FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s%s", a.M, a.N, a.K, pathName(path),
+           zeroCopy ? ", zero-copy" : "", push ? ", shards pushed" : "");
+  if (push) return viaEnginePush(dc, channel, copies, a, stream);
   if (path == Path::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
   if (path == Path::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 

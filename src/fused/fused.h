@@ -75,11 +75,18 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                                      const MatmulReduceScatterArgs& a, FusedChoice choice,
                                      cudaStream_t stream);
 
-// Enqueue, on the copy queue's stream, a one-thread kernel that waits (bounded: the
-// communicator's deadline, abort, a peer's give-up) until *counter >= tiles: `producer`
-// has stored every tile of our block (tile_gate.cu).
-fcResult_t launchTileGate(const DeviceComm& dc, int channel, const uint32_t* counter, uint32_t tiles, int producer,
-                          cudaStream_t stream);
+// Enqueue a one-thread kernel that waits (bounded: the communicator's deadline, abort,
+// a peer's give-up) until *counter >= value, a word `producer` writes (tile_gate.cu);
+// op and kind name the wait in the error record.
+fcResult_t launchGate(const DeviceComm& dc, int channel, Op op, WaitKind kind, const uint32_t* counter,
+                      uint32_t value, int producer, cudaStream_t stream);
+
+// GEMM + reduce-scatter's gate, on the copy queue's stream: `producer` has stored every
+// tile of our block (its counter reached `tiles`).
+inline fcResult_t launchTileGate(const DeviceComm& dc, int channel, const uint32_t* counter, uint32_t tiles,
+                                 int producer, cudaStream_t stream) {
+  return launchGate(dc, channel, Op::MatmulReduceScatter, WaitKind::Tiles, counter, tiles, producer, stream);
+}
 
 // out[i] = round(own[i] + sum_j received[j * blockElems + i]), fp32 sums, i < n; the
 // partials (own, received) in fp32 or in datatype.

@@ -94,9 +94,10 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
     size_t ms, N, K;
   };
   // Tiny and odd (unfused by the auto choice), mid-size with K and N not multiples of
-  // 128, one whose shards fill two waves (fused by the auto choice), and one whose K
-  // is no multiple of 8 (rows not 16-byte aligned: the engine falls back).
-  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}, {64, 136, 36}};
+  // 128, one whose shards fill two waves (fused by the auto choice), one whose K is no
+  // multiple of 8 (rows not 16-byte aligned: the engine falls back), and shards of two
+  // whole tile rows with odd N and K (the engine reads them in place and pushes them).
+  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}, {64, 136, 36}, {256, 392, 136}};
   void* sym = nullptr;
   FC_REQUIRE(fcMemAlloc(env.comm, &sym, 1024 * 264 * 2));
   cudaStream_t s = env.streams[0];

@@ -28,6 +28,7 @@
 #include "core/result.h"
 #include "gemm/engine/allgather_scheduler.cuh"
 #include "gemm/engine/engine.h"
+#include "gemm/engine/own_rows_mainloop.cuh"
 #include "gemm/engine/tile_signal_epilogue.cuh"
 
 namespace fc::engine {
@@ -71,11 +72,13 @@ struct EngineGemmKernel {
       Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
   using Epilogue = std::conditional_t<kSignal, TileSignalEpilogue<StockEpilogue>, StockEpilogue>;
 
-  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using StockMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
       TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       typename Config::MainloopSchedule>::CollectiveOp;
+  // All-gather + GEMM reads its own shard's rows in place (g.ownA): own_rows_mainloop.cuh.
+  using Mainloop = OwnRowsMainloop<StockMainloop>;
 
   using Kernel =
       cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, SchedulerTag>;
@@ -119,9 +122,17 @@ struct EngineGemmKernel {
     static_cast<typename StockEpilogue::Arguments&>(epilogue) = {
         {1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};
     if constexpr (kSignal) epilogue.signal = g.signal;
+    typename Mainloop::Arguments mainloop{};
+    static_cast<typename StockMainloop::Arguments&>(mainloop) = {static_cast<const Element*>(g.A), strideA,
+                                                                 static_cast<const Element*>(g.B), strideB};
+    if (g.ownA != nullptr) {
+      mainloop.ptr_A_own = static_cast<const Element*>(g.ownA);
+      mainloop.own_first_row = g.ready.firstRow;
+      mainloop.own_rows = g.ready.shardRows;
+    }
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
-                                  {static_cast<const Element*>(g.A), strideA, static_cast<const Element*>(g.B), strideB},
+                                  mainloop,
                                   epilogue,
                                   hw,
                                   sched};
@@ -146,7 +157,7 @@ struct EngineGemmKernel {
       return setError(fcUnhandledCudaError, "the GEMM engine's shared memory (%d bytes): %s",
                       int(Kernel::SharedStorageSize), cudaGetErrorString(smemErr));
     typename Kernel::Params params = Kernel::to_underlying_arguments(args, nullptr);
-    if (Gemm::run(params, stream) != cutlass::Status::kSuccess)
+    if (Gemm::run(params, stream, nullptr, g.pdl) != cutlass::Status::kSuccess)
       return setError(fcUnhandledCudaError, "the GEMM engine's launch failed: %s",
                       cudaGetErrorString(cudaGetLastError()));
     return fcSuccess;

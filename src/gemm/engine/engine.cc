@@ -68,7 +68,7 @@ bool engineSupports(const EngineGemm& g) {
   if (g.M > INT_MAX || g.N > INT_MAX || g.K > INT_MAX) return false;
   // TMA: every row starts 16-byte aligned (8 elements), and so do the bases.
   const uintptr_t bases = reinterpret_cast<uintptr_t>(g.A) | reinterpret_cast<uintptr_t>(g.B) |
-                          reinterpret_cast<uintptr_t>(g.D);
+                          reinterpret_cast<uintptr_t>(g.D) | reinterpret_cast<uintptr_t>(g.ownA);
   return g.K % 8 == 0 && g.N % 8 == 0 && bases % 16 == 0;
 }
 

@@ -59,6 +59,17 @@ struct EngineGemm {
   TileSignal signal{};
   int swizzle = 0;  // tile rows per band, in clusters (CUTLASS's max_swizzle_size: 1, 2,
                     // 4 or 8); 0: the engine's rule (allgather_gemm.cuh)
+  // All-gather + GEMM: rows [ready.firstRow, ready.firstRow + ready.shardRows) of A
+  // (this rank's shard) read in place from here instead of from A; their tile rows
+  // need not be in A at all. Tile rows only partly inside are read from A, so callers
+  // pass it only when firstRow and shardRows are multiples of 128. NULL: all from A.
+  const void* ownA = nullptr;
+  // Launch with programmatic stream serialization: the kernel may start once the
+  // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and it
+  // does not wait for that kernel's completion (it never calls griddepcontrol.wait):
+  // only for a predecessor whose results it does not read (the all-gather engine's
+  // entry barrier).
+  bool pdl = false;
 };
 
 // Whether the engine takes this problem: bf16 / fp16, and every row of A, B and D
