@@ -110,8 +110,11 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   fc::OpLane lane;
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   const fc::FusedChoice choice = fusedChoice(comm->params.matmulReduceScatterAlgo);
+  const fc::MmrsEngineStages stages = comm->params.mmrsEngineStages;
   fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype, nullptr, comm->params.mmrsFp32Partials,
-                                   comm->smCount};
+                                   comm->smCount,
+                                   stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::NoPull,
+                                   stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::NoGate};
   fcResult_t res =
       fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);
   const size_t c = size_t(lane.channel);

@@ -39,6 +39,14 @@ enum class EngineStages {
   NoWait,  // the GEMM does not wait for the flags: it runs beside the pulls
   NoPull   // no remote pulls, the flags set at once: the GEMM and the fixed costs only
 };
+// FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine path with a stage left out,
+// for timing it (fc-bench mmrsstages); anything but Full computes wrong results.
+enum class MmrsEngineStages {
+  Full,     // the GEMM signalling tiles, gates, pulls, the sum, the barrier
+  NoGate,   // the pulls start without waiting for the peers' tiles
+  NoPull,   // the gates but no pulls: the sum reads stale partials
+  GemmOnly  // neither gates nor pulls: the GEMM and the fixed costs (sum, barrier) only
+};
 
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
@@ -69,6 +77,7 @@ struct CommParams {
   // become the default once the GPU suite has run with it on 2 GPUs.
   int agmmEnginePieces = 1;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
+  MmrsEngineStages mmrsEngineStages = MmrsEngineStages::Full;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)

@@ -67,6 +67,11 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};
+// FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine's stages, for timing them.
+constexpr std::pair<const char*, MmrsEngineStages> kMmrsEngineStageSets[] = {{"full", MmrsEngineStages::Full},
+                                                                             {"no-gate", MmrsEngineStages::NoGate},
+                                                                             {"no-pull", MmrsEngineStages::NoPull},
+                                                                             {"gemm-only", MmrsEngineStages::GemmOnly}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
@@ -117,6 +122,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
+  FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

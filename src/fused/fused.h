@@ -64,6 +64,9 @@ struct MatmulReduceScatterArgs {
   void* scratch;  // matmulReduceScatterScratch bytes of the channel's scratch
   bool fp32Partials = false;  // partial products in fp32 (else in datatype)
   int smCount = 0;            // SMs of the device (the engine's persistent grid)
+  // FC_MMRS_ENGINE_STAGES, timing only (wrong results when false): the engine path's
+  // copy queue waits for each peer's tiles of our block (gates), then pulls the block.
+  bool engineGates = true, enginePulls = true;
 };
 
 // Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).

@@ -228,9 +228,10 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);
   for (int t = 1; t < W; ++t) {
     const int r = (rank - t + W) % W;  // computes our block t-th
-    FC_CHECK(launchTileGate(dc, channel, counters + r, tiles, r, copies.stream()));
-    FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes, ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes,
-                      blockBytes, copies.stream()));
+    if (a.engineGates) FC_CHECK(launchTileGate(dc, channel, counters + r, tiles, r, copies.stream()));
+    if (a.enginePulls)
+      FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes, ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes,
+                        blockBytes, copies.stream()));
   }
   FC_CHECK(copies.mark(size_t(W)));
   FC_CHECK(copies.waitMark(stream, size_t(W)));

@@ -293,7 +293,8 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_MAX_CTAS", "many"}, Case{"FC_MAX_CTAS", "-1"},
                         Case{"FC_LAMPORT_SPINS", "fast"}, Case{"FC_ARNORM_CLUSTER_PACKS", "wide"},
                         Case{"FC_LAMPORT_MAX_BYTES", "8388608"}, Case{"FC_AGMM_ENGINE_PIECES", "0"},
-                        Case{"FC_AGMM_ENGINE_STAGES", "no-copy"}, Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
+                        Case{"FC_AGMM_ENGINE_STAGES", "no-copy"}, Case{"FC_MMRS_ENGINE_STAGES", "no-wait"},
+                        Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
                         Case{"FC_CHECK_POINTERS", "off"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
@@ -333,7 +334,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_MAX_CTAS", "8"}, Case{"FC_LAMPORT_SPINS", "8"},
                         Case{"FC_ARNORM_CLUSTER_PACKS", "128"}, Case{"FC_LAMPORT_MAX_BYTES", "4194304"},
                         Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
-                        Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}}) {
+                        Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
+                        Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;

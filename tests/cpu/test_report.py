@@ -87,5 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 2048 x 3072 x 4096 | 78.8 | 4564.0 | 4566.9 | 4575.3 | +0.9 | +3.2 | +4481.1 | 4598.7 | 57.919 | 0 |"
            in text, "agmmstages row from the sample")
 
+    # mmrsstages: waits = engine - no-gate, pulls = engine - no-pull, fixed = gemm-only - GEMM alone.
+    expect("## Where the GEMM + reduce-scatter engine's time goes (fc-bench mmrsstages, bf16, 2 ranks)" in text,
+           "section mmrsstages")
+    expect("| 2048 x 4096 x 2048 | 48.0 | 4527.0 | +2228.2 | +4.3 | +2249.6 | 4542.3 | 94.312 | 0 |" in text,
+           "mmrsstages row from the sample")
+
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)

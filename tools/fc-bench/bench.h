@@ -122,6 +122,8 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
 
 // fc-bench agmmstages (agmm.cc): the engine path's stages left out, pieces 1 / 2 / 4.
 int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes);
+// fc-bench mmrsstages (mmrs.cc): the GEMM + reduce-scatter engine path's stages left out.
+int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes);
 
 // fc-bench mmrs (mmrs.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);

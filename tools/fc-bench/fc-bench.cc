@@ -4,7 +4,8 @@
 //   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 256M -f 2 -d bf16
 //
 // Modes: allreduce, reducescatter, allgather (below); agmm, mmrs (the fused GEMMs:
-// agmm.cc, mmrs.cc; agmmstages, the engine path's stages: agmm.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
+// agmm.cc, mmrs.cc; agmmstages / mmrsstages, the engine paths' stages: agmm.cc /
+// mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
 //
 // For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
@@ -194,6 +195,10 @@ int main(int argc, char** argv) {
       "agmmstages", "the all-gather + GEMM engine path with stages left out, in pieces (timings; wrong results)");
   std::string stageShapes = "2048,3072,4096;2048,3584,5120;2048,14336,4096;2048,27648,5120;8192,3072,4096";
   agmmStages->add_option("--shapes", stageShapes, "M,N,K;M,N,K;... (M global)");
+  CLI::App* mmrsStages = app.add_subcommand(
+      "mmrsstages", "the GEMM + reduce-scatter engine path with stages left out (timings; wrong results)");
+  std::string mmrsStageShapes = "2048,4096,7168;2048,4096,2048;2048,5120,13824;2048,5120,2560;8192,4096,2048";
+  mmrsStages->add_option("--shapes", mmrsStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   arnorm->add_option("--tokens", tokens, "token counts (rows), comma-separated");
   arnorm->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   normStages->add_option("--tokens", stageTokens, "token counts (rows), comma-separated");
@@ -201,7 +206,7 @@ int main(int argc, char** argv) {
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (CLI::App* sub : {agmm, mmrs}) sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages, agmmStages}) {
+  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages, agmmStages, mmrsStages}) {
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
@@ -238,7 +243,7 @@ int main(int argc, char** argv) {
   // -A sets the library's env knob; without it the knob (or "auto") is what runs.
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
-  const bool gemmMode = agmm->parsed() || mmrs->parsed() || agmmStages->parsed();
+  const bool gemmMode = agmm->parsed() || mmrs->parsed() || agmmStages->parsed() || mmrsStages->parsed();
   if (arnorm->parsed() || stages->parsed() || normStages->parsed()) {
     // Decode-sized calls: the collectives' defaults (20 calls per graph, 20 replays).
   } else if (!gemmMode) {
@@ -270,6 +275,7 @@ int main(int argc, char** argv) {
                  : arnorm->parsed()     ? benchArnorm(c, o, tokens, hiddens)
                  : agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
                  : agmmStages->parsed() ? benchAgmmStages(c, o, stageShapes)
+                 : mmrsStages->parsed() ? benchMmrsStages(c, o, mmrsStageShapes)
                  : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
                                   : bench(c, o, mode);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);

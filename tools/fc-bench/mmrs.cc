@@ -130,3 +130,104 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   FC_OK(fcCommDestroy(engineComm));
   return failures ? 1 : 0;
 }
+
+// fc-bench mmrsstages: where the GEMM + reduce-scatter engine path's time goes (issue
+// 17). Per shape (B [N, K]), every column on its own communicator, timed interleaved:
+//   gemm       the GEMM alone, [M, K] x B^T (cuBLASLt, through a one-rank communicator)
+//   engine     the engine path (FC_MMRS_ALGO=engine)
+//   no-gate    its pulls start without waiting for the peers' tiles (FC_MMRS_ENGINE_STAGES)
+//   no-pull    the waits for the peers' tiles, no pulls
+//   gemm-only  neither: the engine's GEMM (signalling its tiles), the sum, the barrier
+//   auto       fcMatmulReduceScatter's own choice
+// Read: engine - no-gate = the waiting for the peers' tiles the GEMM does not hide;
+// engine - no-pull = the pulls' exposed time; gemm-only - gemm = the engine GEMM's own
+// cost over cuBLASLt plus the fixed costs (counter reset, the sum of the partials, the
+// final barrier). Every column but engine and auto computes wrong results; those two
+// are checked exactly (relerr: integer inputs, each rank's partial rounded once).
+int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  const char* variants[] = {"full", "no-gate", "no-pull", "gemm-only"};
+  std::vector<fcComm_t> comms;
+  {
+    ScopedEnv engine("FC_MMRS_ALGO", "engine");
+    for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_MMRS_ENGINE_STAGES", v));
+  }
+  fcUniqueId id;
+  FC_OK(fcGetUniqueId(&id));
+  fcComm_t solo;
+  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  if (c.rank == 0)
+    printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
+           "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,auto_us,"
+           "relerr\n",
+           describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
+  int failures = 0;
+  std::stringstream ss(shapes);
+  for (std::string item; std::getline(ss, item, ';');) {
+    size_t M, N, K;
+    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M % W || M / W % 128) {
+      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M / %zu a multiple of 128)\n", item.c_str(), W);
+      exit(2);
+    }
+    const size_t ms = M / W;
+    void *A, *B, *P, *C;
+    CUDA_OK(cudaMalloc(&A, M * K * es));
+    CUDA_OK(cudaMalloc(&B, K * N * es));
+    CUDA_OK(cudaMalloc(&P, M * N * es));
+    CUDA_OK(cudaMalloc(&C, ms * N * es));
+    const uint64_t seedA = fcSplitMix(M * 131 + N * 7 + K), seedB = seedA + 1;
+    std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
+    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    h = fcPatternInput(type, K * N, seedB, c.rank);
+    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    // Max relative error of 200 sampled elements of C from `comm` (partials rounded to
+    // the type, the default), max over ranks.
+    auto relerrOn = [&](fcComm_t comm) {
+      CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
+      FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, fcOpT, type, comm, c.stream));
+      std::vector<char> got(ms * N * es);
+      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      double err = 0;
+      std::mt19937_64 rng(seedA);
+      char rounded[4];
+      for (int s = 0; s < 200; ++s) {
+        const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
+        double want = 0, wantRounded = 0;
+        for (size_t r = 0; r < W; ++r) {
+          double partial = 0;
+          for (size_t k = 0; k < K; ++k)
+            partial += double(fcPatternValue(seedA, int(r), row * K + k)) * fcPatternValue(seedB, int(r), j * K + k);
+          want += partial;
+          fcStore(rounded, type, 0, float(partial));
+          wantRounded += double(fcLoad(rounded, type, 0));
+        }
+        fcStore(rounded, type, 0, float(wantRounded));
+        const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
+                         std::max(1.0, std::fabs(want));
+        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+      }
+      return maxOverRanks(c, err);
+    };
+    const double relerr = std::max(relerrOn(comms[0]), relerrOn(c.comm));
+    std::vector<std::function<void()>> ops = {
+        [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, fcOpT, type, solo, c.stream)); }};
+    for (fcComm_t comm : comms)
+      ops.push_back([&, comm] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, fcOpT, type, comm, c.stream)); });
+    ops.push_back([&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, fcOpT, type, c.comm, c.stream)); });
+    std::vector<double> us = timeGraphs(c, o, ops);
+    for (double& u : us) u = maxOverRanks(c, u);
+    failures += relerr != 0.0;
+    if (c.rank == 0) {
+      printf("%zu,%zu,%zu", M, N, K);
+      for (double u : us) printf(",%.1f", u);
+      printf(",%g\n", relerr);
+      fflush(stdout);
+    }
+    for (void* p : {A, B, P, C}) CUDA_OK(cudaFree(p));
+  }
+  for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
+  FC_OK(fcCommDestroy(solo));
+  return failures ? 1 : 0;
+}
