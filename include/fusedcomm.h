@@ -480,7 +480,11 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * threshold; bf16/fp16, K and N multiples of 8, 16-byte aligned buffers): one
  * persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile rows start with the local shard
  * and wait, bounded, for the copy engine's flag of each piece of the other shards;
- * without Agathered the rows are gathered in the workspace itself. Unfused (otherwise,
+ * without Agathered the rows are gathered in the workspace itself, and where the
+ * shards are whole 128-row tiles the local shard is read in place from A and each rank
+ * pushes its shard straight from A into the peers' workspaces (no staging copy; the
+ * GEMM starts while the entry barrier waits, with programmatic dependent launch unless
+ * FC_PDL=0). Unfused (otherwise,
  * or a shard larger than half the workspace): all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused | auto
  * (default) forces a path for communicators created afterwards (a forced engine that
  * cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.

@@ -86,8 +86,9 @@ struct CommParams {
   // every cross-rank wait lasts up to a scheduling time slice: for running the multi-rank
   // tests on a one-GPU machine, never for measurements.
   bool shareGpu = false;
-  // FC_PDL: launch the kernels that support it (the Lamport all-reduces and
-  // fcAllReduceResidualRMSNorm's; device/pdl.cuh) with programmatic dependent launch.
+  // FC_PDL: launch the kernels that support it (the Lamport all-reduces,
+  // fcAllReduceResidualRMSNorm's, device/pdl.cuh; the all-gather + GEMM engine's GEMM)
+  // with programmatic dependent launch.
   bool pdl = true;
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
   // anything but full only for timing them (fc-bench stages): wrong results.

@@ -209,7 +209,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   // in flight would let the caller change A under them.
   engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows);
   g.ownA = A;
-  g.pdl = !a.engineAfterPulls;
+  g.pdl = a.pdl && !a.engineAfterPulls;
   if (!a.engineWaits) g.ready.flags = nullptr;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
@@ -242,7 +242,7 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   // with a caller's Agathered our rows must still go there.
   const bool ownInPlace = symA != nullptr && a.Agathered == nullptr && shardRows % 128 == 0 &&
                           reinterpret_cast<uintptr_t>(A) % 16 == 0;
-  const bool pdl = ownInPlace && !a.engineAfterPulls;
+  const bool pdl = ownInPlace && a.pdl && !a.engineAfterPulls;
   FC_CHECK(stageAndPull(
       dc, channel, copies, a, symA, gathered, pieceRows, stream,
       [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls, inWorkspace,

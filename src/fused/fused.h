@@ -31,7 +31,9 @@ struct AllGatherMatmulArgs {
   // FC_SHARE_GPU: measured there, the pulls stall while the ranks' persistent GEMMs
   // spin on the time-sliced GPU; its waits then pass at once).
   bool engineAfterPulls = false;
-  bool pdl = true;  // the Lamport all-gather of the unfused path with programmatic dependent launch (FC_PDL)
+  // Programmatic dependent launch (FC_PDL) for the unfused path's Lamport all-gather and
+  // the engine's GEMM behind its entry barrier.
+  bool pdl = true;
   int enginePieces = 1;  // the engine pulls each shard in this many pieces, each flagged (FC_AGMM_ENGINE_PIECES)
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.

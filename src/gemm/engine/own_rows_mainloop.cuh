@@ -68,7 +68,7 @@ struct OwnRowsMainloop : Base {
 
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
     Base::prefetch_tma_descriptors(p);
-    cute::prefetch_tma_descriptor(p.own.tma_load_a.get_tma_descriptor());
+    Base::prefetch_tma_descriptors(p.own);  // own tile rows load B through `own` too
   }
 
   // The producer's loads of one tile: the stock ones, from the descriptor of the
