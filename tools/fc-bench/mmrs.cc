@@ -26,6 +26,72 @@
 #include "bench.h"
 #include "fc_data.h"
 
+namespace {
+
+// One problem's operands, allocated and filled here: A [M, K] and B (integer patterns of
+// two seeds), P [M, N] for the unfused GEMM's product, C [M/W, N]; and its exact check.
+struct MmrsOperands {
+  const Ctx& c;
+  size_t M, N, K;
+  fcDataType_t type;
+  uint64_t seedA, seedB;
+  void *A = nullptr, *B = nullptr, *P = nullptr, *C = nullptr;
+
+  MmrsOperands(const Ctx& ctx, size_t M_, size_t N_, size_t K_, fcDataType_t t)
+      : c(ctx), M(M_), N(N_), K(K_), type(t), seedA(fcSplitMix(M_ * 131 + N_ * 7 + K_)), seedB(seedA + 1) {
+    const size_t es = fcTypeSize(type);
+    CUDA_OK(cudaMalloc(&A, M * K * es));
+    CUDA_OK(cudaMalloc(&B, K * N * es));
+    CUDA_OK(cudaMalloc(&P, M * N * es));
+    CUDA_OK(cudaMalloc(&C, M / size_t(c.nranks) * N * es));
+    std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
+    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    h = fcPatternInput(type, K * N, seedB, c.rank);
+    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+  }
+  ~MmrsOperands() {
+    for (void* p : {A, B, P, C}) CUDA_OK(cudaFree(p));
+  }
+  MmrsOperands(const MmrsOperands&) = delete;
+  MmrsOperands& operator=(const MmrsOperands&) = delete;
+
+  // C from fcMatmulReduceScatter on `comm` (C poisoned first) against the exact sum at
+  // `samples` sampled elements (each rank's partial rounded to the type first unless
+  // fp32Partials; one final rounding): max relative error, max over ranks.
+  double relerr(fcComm_t comm, fcOperation_t op, int samples, bool fp32Partials) const {
+    const size_t W = size_t(c.nranks), ms = M / W, es = fcTypeSize(type);
+    CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
+    FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, comm, c.stream));
+    std::vector<char> got(ms * N * es);
+    CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    double err = 0;
+    std::mt19937_64 rng(seedA + size_t(op));
+    for (int s = 0; s < samples; ++s) {
+      const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
+      double want = 0, wantRounded = 0;
+      char rounded[4];
+      for (size_t r = 0; r < W; ++r) {
+        double partial = 0;
+        for (size_t k = 0; k < K; ++k)
+          partial += double(fcPatternValue(seedA, int(r), row * K + k)) *
+                     fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
+        want += partial;
+        fcStore(rounded, type, 0, float(partial));
+        wantRounded += double(fcLoad(rounded, type, 0));
+      }
+      fcStore(rounded, type, 0, float(fp32Partials ? want : wantRounded));
+      const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
+                       std::max(1.0, std::fabs(want));
+      if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+    }
+    return maxOverRanks(c, err);
+  }
+};
+
+}  // namespace
+
 int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type), W = size_t(c.nranks);
@@ -50,50 +116,14 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
     const size_t ms = M / W;
     const char* partials = getenv("FC_MMRS_PARTIALS");
     const bool fp32Partials = partials != nullptr && std::string(partials) == "fp32";
-    void *A, *B, *P, *C, *Crs;
-    CUDA_OK(cudaMalloc(&A, M * K * es));
-    CUDA_OK(cudaMalloc(&B, K * N * es));
-    CUDA_OK(cudaMalloc(&P, M * N * es));
-    CUDA_OK(cudaMalloc(&C, ms * N * es));
+    const MmrsOperands x(c, M, N, K, type);
+    void *A = x.A, *B = x.B, *P = x.P, *C = x.C, *Crs;
     CUDA_OK(cudaMalloc(&Crs, ms * N * es));
-    const uint64_t seedA = fcSplitMix(M * 131 + N * 7 + K), seedB = seedA + 1;
-    std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
-    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    h = fcPatternInput(type, K * N, seedB, c.rank);
-    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
     for (fcOperation_t op : {fcOpN, fcOpT}) {
       if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
-      // Max relative error of 1000 sampled elements of C from `comm`, max over ranks.
-      auto relerrOn = [&](fcComm_t comm) {
-        CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
-        FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, comm, c.stream));
-        std::vector<char> got(ms * N * es);
-        CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
-        CUDA_OK(cudaStreamSynchronize(c.stream));
-        double err = 0;
-        std::mt19937_64 rng(seedA + size_t(op));
-        for (int s = 0; s < 1000; ++s) {
-          const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
-          // Integer products: exact. Each rank's partial rounded to the type unless the
-          // communicator keeps fp32 partials (FC_MMRS_PARTIALS=fp32); one final rounding.
-          double want = 0, wantRounded = 0;
-          char rounded[4];
-          for (size_t r = 0; r < W; ++r) {
-            double partial = 0;
-            for (size_t k = 0; k < K; ++k)
-              partial += double(fcPatternValue(seedA, int(r), row * K + k)) *
-                         fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
-            want += partial;
-            fcStore(rounded, type, 0, float(partial));
-            wantRounded += double(fcLoad(rounded, type, 0));
-          }
-          fcStore(rounded, type, 0, float(fp32Partials ? want : wantRounded));
-          const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
-                           std::max(1.0, std::fabs(want));
-          if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
-        }
-        return maxOverRanks(c, err);
-      };
+      // Integer products: exact. Each rank's partial rounded to the type unless the
+      // communicator keeps fp32 partials (FC_MMRS_PARTIALS=fp32); one final rounding.
+      auto relerrOn = [&](fcComm_t comm) { return x.relerr(comm, op, 1000, fp32Partials); };
       const double relerr = relerrOn(c.comm), engineRelerr = relerrOn(engineComm);
       auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
       auto fcOp = [&] {
@@ -124,7 +154,7 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
         fflush(stdout);
       }
     }
-    for (void* p : {A, B, P, C, Crs}) CUDA_OK(cudaFree(p));
+    CUDA_OK(cudaFree(Crs));
   }
   FC_OK(fcCommDestroy(solo));
   FC_OK(fcCommDestroy(engineComm));
@@ -146,7 +176,7 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
 // are checked exactly (relerr: integer inputs, each rank's partial rounded once).
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
-  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  const size_t W = size_t(c.nranks);
   const char* variants[] = {"full", "no-gate", "no-pull", "gemm-only"};
   std::vector<fcComm_t> comms;
   {
@@ -170,46 +200,10 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
       fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M / %zu a multiple of 128)\n", item.c_str(), W);
       exit(2);
     }
-    const size_t ms = M / W;
-    void *A, *B, *P, *C;
-    CUDA_OK(cudaMalloc(&A, M * K * es));
-    CUDA_OK(cudaMalloc(&B, K * N * es));
-    CUDA_OK(cudaMalloc(&P, M * N * es));
-    CUDA_OK(cudaMalloc(&C, ms * N * es));
-    const uint64_t seedA = fcSplitMix(M * 131 + N * 7 + K), seedB = seedA + 1;
-    std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
-    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    h = fcPatternInput(type, K * N, seedB, c.rank);
-    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    // Max relative error of 200 sampled elements of C from `comm` (partials rounded to
-    // the type, the default), max over ranks.
-    auto relerrOn = [&](fcComm_t comm) {
-      CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
-      FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, fcOpT, type, comm, c.stream));
-      std::vector<char> got(ms * N * es);
-      CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
-      CUDA_OK(cudaStreamSynchronize(c.stream));
-      double err = 0;
-      std::mt19937_64 rng(seedA);
-      char rounded[4];
-      for (int s = 0; s < 200; ++s) {
-        const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
-        double want = 0, wantRounded = 0;
-        for (size_t r = 0; r < W; ++r) {
-          double partial = 0;
-          for (size_t k = 0; k < K; ++k)
-            partial += double(fcPatternValue(seedA, int(r), row * K + k)) * fcPatternValue(seedB, int(r), j * K + k);
-          want += partial;
-          fcStore(rounded, type, 0, float(partial));
-          wantRounded += double(fcLoad(rounded, type, 0));
-        }
-        fcStore(rounded, type, 0, float(wantRounded));
-        const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
-                         std::max(1.0, std::fabs(want));
-        if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
-      }
-      return maxOverRanks(c, err);
-    };
+    const MmrsOperands x(c, M, N, K, type);
+    void *A = x.A, *B = x.B, *P = x.P, *C = x.C;
+    // 200 sampled elements, the partials rounded to the type (the default).
+    auto relerrOn = [&](fcComm_t comm) { return x.relerr(comm, fcOpT, 200, false); };
     const double relerr = std::max(relerrOn(comms[0]), relerrOn(c.comm));
     std::vector<std::function<void()>> ops = {
         [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, fcOpT, type, solo, c.stream)); }};
@@ -225,7 +219,6 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
       printf(",%g\n", relerr);
       fflush(stdout);
     }
-    for (void* p : {A, B, P, C}) CUDA_OK(cudaFree(p));
   }
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
   FC_OK(fcCommDestroy(solo));
