@@ -12,6 +12,8 @@
 //                                   buffer index (collectives/lamport.cuh)
 //   [kShardFlagsOffset, +128)       the GEMM engine's flags[channel][rank]: shard flags
 //                                   (all-gather + GEMM), tile counters (GEMM + reduce-scatter)
+//   [kPushFlagsOffset, +128)        pushFlags[channel][rank]: all-gather + GEMM's pushed
+//                                   shards (written by the peers' copy engines)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -42,9 +44,16 @@ constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLampo
 // tile_signal_epilogue.cuh). Each op leaves them zero.
 constexpr size_t kShardFlagsOffset = kLamportStateOffset + kLamportStateBytes;
 constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(uint32_t);
+// All-gather + GEMM's flags when the peers push their shards, [channel][rank]: entry r
+// counts the pieces of rank r's shard its copy engine has written into our workspace
+// (fused/allgather_matmul.cc, viaEnginePush). Apart from the words above because that
+// op ends without a barrier: a peer already in the next op (the GEMM + reduce-scatter
+// engine, whose tile counters start at once) must not find its signals wiped by our
+// clearing these. Left zero by each call.
+constexpr size_t kPushFlagsOffset = kShardFlagsOffset + kShardFlagsBytes;
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kShardFlagsOffset + kShardFlagsBytes <= kSignalBytes, "signal region too small");
+static_assert(kPushFlagsOffset + kShardFlagsBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank
@@ -170,6 +179,15 @@ __host__ __device__
 #endif
 inline uint32_t* shardFlagsOf(const DeviceComm& dc, int r, int channel) {
   return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kShardFlagsOffset) +
+         size_t(channel) * kMaxRanks;
+}
+
+// Rank r's pushed-shard flags of channel c (kPushFlagsOffset), as this rank maps them.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t* pushFlagsOf(const DeviceComm& dc, int r, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kPushFlagsOffset) +
          size_t(channel) * kMaxRanks;
 }
 

@@ -158,21 +158,25 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 }
 
 // The engine path without a staging copy (2026-11-25). On the caller's stream S:
-//   S: clear our shard flags (the last call's GEMM has read them)
 //   S: the op's barrier: every rank's earlier work is done, so every workspace is free
-//      and every flag cleared; it lets the GEMM start at once (letNextStart)
+//      (and every shard flag zero: each op that uses them clears its own before it
+//      returns); it lets the GEMM start at once (letNextStart)
 //   S: the GEMM, launched with PDL: our own tile rows straight from the caller's A,
 //      the others from our workspace once their flags say they landed
 //   Q (after the barrier): our shard from A into each peer's workspace, at our rows, in
 //      pieces, each followed by a stream write of its count into the peer's flag for
 //      us (with a memory barrier: a peer that sees the count sees the rows), peers in
 //      the order they read us (rank-1 first: we are its next shard)
-//   S: wait for Q (A is the caller's again)
+//   S: wait for Q (A is the caller's again), then clear our flags (pushFlags, words
+//      of this path alone): every peer's write into them has landed (the GEMM waited
+//      for their last values), and the next call's pushes start behind a barrier we
+//      reach after this
 // No barrier at the end: nobody reads our memory, and everything written into it (the
 // peers' rows, then their flags) has landed once our GEMM has waited for the flags; the
 // next op's barrier, or the next call's, orders the next writes into the workspace
 // (copy_engine.h's rule, with the flags in place of a final barrier). Unless the GEMM
-// does not wait (FC_AGMM_ENGINE_STAGES=no-wait, timing only): then a final barrier.
+// does not wait (FC_AGMM_ENGINE_STAGES=no-wait, timing only): then a final barrier,
+// before the flags are cleared (the peers' writes into them have then landed).
 // Ranks sharing a GPU (engineAfterPulls) wait for every shard before the GEMM, with a
 // gate kernel per peer (their time-sliced persistent GEMMs would otherwise spin while
 // the pushes wait for a slice).
@@ -185,14 +189,13 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
   const size_t piecesPerShard = (shardRows + pieceRows - 1) / pieceRows;
   const char* A = static_cast<const char*>(a.A);
-  uint32_t* flags = shardFlags(dc, channel);
-  FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
+  uint32_t* flags = pushFlagsOf(dc, rank, channel);
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream, /*letNextStart=*/true));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank - t + W) % W;
     char* to = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
-    uint32_t* flag = shardFlagsOf(dc, s, channel) + rank;
+    uint32_t* flag = pushFlagsOf(dc, s, channel) + rank;
     for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
       const size_t rows = std::min(pieceRows, shardRows - r0);
       if (a.enginePulls) FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
@@ -208,13 +211,15 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   // Whether or not the GEMM launched, Q is waited for: a call that returned with pushes
   // in flight would let the caller change A under them.
   engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows);
+  g.ready.flags = flags;
   g.ownA = A;
   g.pdl = a.pdl && !a.engineAfterPulls;
   if (!a.engineWaits) g.ready.flags = nullptr;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  if (a.engineWaits) return gemm;
-  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  const fcResult_t barrier =
+      a.engineWaits ? fcSuccess : launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
   return gemm != fcSuccess ? gemm : barrier;
 }
 
