@@ -173,29 +173,22 @@ struct DeviceComm {
   ErrorRecord* error;       // device pointer of the host-mapped record
 };
 
-// Rank r's shard flags of channel c (kShardFlagsOffset), as this rank maps them.
+// Rank r's engine flags of channel c at `offset` (kShardFlagsOffset or
+// kPushFlagsOffset: [channel][rank] words), as this rank maps them.
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-inline uint32_t* shardFlagsOf(const DeviceComm& dc, int r, int channel) {
-  return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kShardFlagsOffset) +
-         size_t(channel) * kMaxRanks;
-}
-
-// Rank r's pushed-shard flags of channel c (kPushFlagsOffset), as this rank maps them.
-#ifdef __CUDACC__
-__host__ __device__
-#endif
-inline uint32_t* pushFlagsOf(const DeviceComm& dc, int r, int channel) {
-  return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kPushFlagsOffset) +
-         size_t(channel) * kMaxRanks;
+inline uint32_t* engineFlagsOf(const DeviceComm& dc, size_t offset, int r, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + offset) + size_t(channel) * kMaxRanks;
 }
 
 // This rank's shard flags of channel c.
 #ifdef __CUDACC__
 __host__ __device__
 #endif
-inline uint32_t* shardFlags(const DeviceComm& dc, int channel) { return shardFlagsOf(dc, dc.rank, channel); }
+inline uint32_t* shardFlags(const DeviceComm& dc, int channel) {
+  return engineFlagsOf(dc, kShardFlagsOffset, dc.rank, channel);
+}
 
 // Heap offset of channel c's workspace (the same on every rank; see the layout above).
 #ifdef __CUDACC__

@@ -189,13 +189,13 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
   const size_t piecesPerShard = (shardRows + pieceRows - 1) / pieceRows;
   const char* A = static_cast<const char*>(a.A);
-  uint32_t* flags = pushFlagsOf(dc, rank, channel);
+  uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream, /*letNextStart=*/true));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank - t + W) % W;
     char* to = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
-    uint32_t* flag = pushFlagsOf(dc, s, channel) + rank;
+    uint32_t* flag = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
     for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
       const size_t rows = std::min(pieceRows, shardRows - r0);
       if (a.enginePulls) FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
