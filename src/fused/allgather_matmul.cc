@@ -87,22 +87,34 @@ uint32_t signatureOf(const AllGatherMatmulArgs& a) {
   return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
 }
 
-// Where rank r's shard is read: its fcMemAlloc A in place (zero-copy), else the copy
-// it staged in its workspace slot.
 // Where rank r's shard is read from: its symmetric A, or where r staged it in its
 // workspace (at offset `staged` of the channel's first slot).
 const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA, int r, size_t staged = 0) {
   return symA ? symA->base + size_t(r) * symA->stride + symA->offset : ce::slot(dc, r, channel, 0) + staged;
 }
 
-// The engine's GEMM over the gathered rows `A`, in shards of shardRows rows pulled in
-// pieces of pieceRows rows.
+// The engine's GEMM over the gathered rows `A`, in shards of shardRows rows landing in
+// pieces of pieceRows rows, each counted in flags[shard] (NULL: nothing to wait for).
 engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGatherMatmulArgs& a, const void* A,
-                                 size_t shardRows, size_t pieceRows) {
+                                 size_t shardRows, size_t pieceRows, const uint32_t* flags) {
   return {A,       a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
-          engine::ShardReadiness{shardFlags(dc, channel), int64_t(a.M), int64_t(shardRows), int64_t(pieceRows),
+          engine::ShardReadiness{flags, int64_t(a.M), int64_t(shardRows), int64_t(pieceRows),
                                  int64_t(dc.rank) * int64_t(shardRows), dc, channel},
           a.smCount};
+}
+
+// The engine's pieces (FC_AGMM_ENGINE_PIECES) in rows: whole 128-row tile rows, so
+// that a piece's flag frees whole tile rows.
+size_t enginePieceRows(const AllGatherMatmulArgs& a, size_t shardRows) {
+  const size_t pieces = size_t(std::max(a.enginePieces, 1));
+  return std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
+}
+
+// Whether the engine's GEMM can read our shard's rows in place from A
+// (own_rows_mainloop.cuh): shards of whole 128-row tile rows (a tile row across two
+// shards would need ours in the gathered buffer too) and an A that TMA can read.
+bool ownRowsInPlace(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
+  return (a.M / size_t(dc.nranks)) % 128 == 0 && reinterpret_cast<uintptr_t>(a.A) % 16 == 0;
 }
 
 // S: stage our shard (unless A is zero-copy) and meet the peers at the op's barrier:
@@ -149,26 +161,23 @@ bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, con
 
 // Whether the engine pushes (viaEnginePush): a plain A (nothing to pull it from), the
 // gathered rows in the workspace (the only buffer of ours the peers can write), and
-// shards of whole 128-row tile rows (the GEMM reads our shard's tile rows in place,
-// own_rows_mainloop.cuh; a tile row across two shards would need ours in the
-// workspace too).
+// our rows read in place (they are never copied into the workspace).
 bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
-  return gatheredInWorkspace(dc, a, symA) && (a.M / size_t(dc.nranks)) % 128 == 0 &&
-         reinterpret_cast<uintptr_t>(a.A) % 16 == 0;  // TMA reads it in place
+  return gatheredInWorkspace(dc, a, symA) && ownRowsInPlace(dc, a);
 }
 
 // The engine path without a staging copy (2026-11-25). On the caller's stream S:
 //   S: the op's barrier: every rank's earlier work is done, so every workspace is free
-//      (and every shard flag zero: each op that uses them clears its own before it
-//      returns); it lets the GEMM start at once (letNextStart)
+//      (and every push flag zero: each call clears its own before it returns); it
+//      lets the GEMM start at once (letNextStart)
 //   S: the GEMM, launched with PDL: our own tile rows straight from the caller's A,
 //      the others from our workspace once their flags say they landed
 //   Q (after the barrier): our shard from A into each peer's workspace, at our rows, in
 //      pieces, each followed by a stream write of its count into the peer's flag for
 //      us (with a memory barrier: a peer that sees the count sees the rows), peers in
 //      the order they read us (rank-1 first: we are its next shard)
-//   S: wait for Q (A is the caller's again), then clear our flags (pushFlags, words
-//      of this path alone): every peer's write into them has landed (the GEMM waited
+//   S: wait for Q (A is the caller's again), then clear our flags (kPushFlagsOffset,
+//      words of this path alone): every peer's write into them has landed (the GEMM waited
 //      for their last values), and the next call's pushes start behind a barrier we
 //      reach after this
 // No barrier at the end: nobody reads our memory, and everything written into it (the
@@ -185,8 +194,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
   const size_t shardBytes = shardRows * rowBytes;
-  const size_t pieces = size_t(std::max(a.enginePieces, 1));
-  const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
+  const size_t pieceRows = enginePieceRows(a, shardRows);
   const size_t piecesPerShard = (shardRows + pieceRows - 1) / pieceRows;
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
@@ -210,11 +218,10 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
                             stream));
   // Whether or not the GEMM launched, Q is waited for: a call that returned with pushes
   // in flight would let the caller change A under them.
-  engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows);
-  g.ready.flags = flags;
+  engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows,
+                                    a.engineWaits ? flags : nullptr);
   g.ownA = A;
   g.pdl = a.pdl && !a.engineAfterPulls;
-  if (!a.engineWaits) g.ready.flags = nullptr;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   const fcResult_t barrier =
@@ -236,17 +243,14 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const size_t shardRows = a.M / size_t(W), shardBytes = shardRows * a.K * dataTypeSize(a.datatype);
   const bool inWorkspace = gatheredInWorkspace(dc, a, symA);
   if (inWorkspace) gathered = ce::slot(dc, rank, channel, 0);
-  // Pieces of whole 128-row tile rows, so that a piece's flag frees whole tile rows.
-  const size_t pieces = size_t(std::max(a.enginePieces, 1));
-  const size_t pieceRows = std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
+  const size_t pieceRows = enginePieceRows(a, shardRows);
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = shardFlags(dc, channel);
   char* ownRows = gathered + size_t(rank) * shardBytes;
   // A symmetric A whose shard is whole tile rows: the GEMM reads our rows in place
   // (own_rows_mainloop.cuh) and starts while the barrier waits (as viaEnginePush);
   // with a caller's Agathered our rows must still go there.
-  const bool ownInPlace = symA != nullptr && a.Agathered == nullptr && shardRows % 128 == 0 &&
-                          reinterpret_cast<uintptr_t>(A) % 16 == 0;
+  const bool ownInPlace = symA != nullptr && a.Agathered == nullptr && ownRowsInPlace(dc, a);
   const bool pdl = ownInPlace && a.pdl && !a.engineAfterPulls;
   FC_CHECK(stageAndPull(
       dc, channel, copies, a, symA, gathered, pieceRows, stream,
@@ -258,10 +262,10 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
   // the final barrier passed: a call that left flags set would let the next call's
   // GEMM read shards that have not landed.
-  engine::EngineGemm g = engineGemm(dc, channel, a, gathered, shardRows, pieceRows);
+  engine::EngineGemm g =
+      engineGemm(dc, channel, a, gathered, shardRows, pieceRows, a.engineWaits ? flags : nullptr);
   if (ownInPlace) g.ownA = A;
   g.pdl = pdl;
-  if (!a.engineWaits) g.ready.flags = nullptr;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
@@ -338,7 +342,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
     // The engine alone (every row is ours: nothing to wait for), as benchmarks compare it.
     if (choice == FusedChoice::Engine) {
-      const engine::EngineGemm solo = engineGemm(dc, channel, a, A, a.M, a.M);
+      const engine::EngineGemm solo = engineGemm(dc, channel, a, A, a.M, a.M, nullptr);
       if (engine::engineSupports(solo)) return engine::launchAllGatherGemm(solo, stream);
     }
     return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
@@ -352,7 +356,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
   // engine takes bf16 / fp16 with TMA-aligned rows only. A forced engine falls back
   // to the pipeline, the auto one to what auto takes without it.
-  const bool engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows));
+  const bool engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows, nullptr));
   if (path == Path::Engine && !engineTakes)
     path = choice == FusedChoice::Engine ? Path::Pipeline : Path::Unfused;
   if (path == Path::Pipeline && !fits) path = Path::Unfused;
