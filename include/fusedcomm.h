@@ -531,8 +531,8 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
  * overrides; FC_MMRS_ALGO=engine (since 0.2, not yet measured, never chosen by auto)
  * runs one persistent CUTLASS GEMM whose tiles signal their owner once stored, each
- * owner pulling its block from a peer as soon as all of that block's tiles are in
- * (bf16/fp16, partials in the input type, blocks of whole 128-row tiles, M x N
+ * owner pulling its block from a peer piece by piece as soon as a piece's tiles are
+ * in, then summing (bf16/fp16, partials in the input type, blocks of whole 128-row tiles, M x N
  * partials within the workspace; else the fused path). The partials live in the
  * communicator's scratch (config.scratchBytes; the fused path needs nranks blocks or
  * chunks of rows x N partials, the engine nranks-1 blocks, the unfused

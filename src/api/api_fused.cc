@@ -1,4 +1,5 @@
 // Fused GEMM + communication entry points: validate, then hand over to src/fused.
+#include <algorithm>
 #include <cstdint>
 
 #include "api/api.h"
@@ -6,6 +7,11 @@
 #include "fused/fused.h"
 
 namespace {
+
+// The GEMM engine's SMs: the GPU's, or fewer (FC_ENGINE_SMS).
+int engineSms(const fcComm* comm) {
+  return comm->params.engineSms > 0 ? std::min(comm->smCount, comm->params.engineSms) : comm->smCount;
+}
 
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
@@ -83,7 +89,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   fc::SymSource src{};
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
   const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
-  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, comm->smCount,
+  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, engineSms(comm),
                                comm->params.shareGpu, comm->params.pdl, comm->params.agmmEnginePieces,
                                comm->params.agmmEngineStages != fc::EngineStages::NoWait,
                                comm->params.agmmEngineStages != fc::EngineStages::NoPull};
@@ -111,10 +117,16 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   const fc::FusedChoice choice = fusedChoice(comm->params.matmulReduceScatterAlgo);
   const fc::MmrsEngineStages stages = comm->params.mmrsEngineStages;
+  const bool gates = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
+                     stages == fc::MmrsEngineStages::NoPull;
+  const bool pulls = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
+                     stages == fc::MmrsEngineStages::NoGate;
   fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype, nullptr, comm->params.mmrsFp32Partials,
-                                   comm->smCount,
-                                   stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::NoPull,
-                                   stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::NoGate};
+                                   engineSms(comm),
+                                   gates, pulls,
+                                   stages == fc::MmrsEngineStages::EpilogueAdd &&
+                                       (!comm->params.shareGpu || comm->params.engineSms > 0),
+                                   comm->params.mmrsEnginePieces};
   fcResult_t res =
       fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);
   const size_t c = size_t(lane.channel);

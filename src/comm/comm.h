@@ -40,12 +40,16 @@ enum class EngineStages {
   NoPull   // no remote pulls, the flags set at once: the GEMM and the fixed costs only
 };
 // FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine path with a stage left out,
-// for timing it (fc-bench mmrsstages); anything but Full computes wrong results.
+// for timing it (fc-bench mmrsstages); anything but Full and EpilogueAdd computes
+// wrong results.
 enum class MmrsEngineStages {
-  Full,     // the GEMM signalling tiles, gates, pulls, the sum, the barrier
-  NoGate,   // the pulls start without waiting for the peers' tiles
-  NoPull,   // the gates but no pulls: the sum reads stale partials
-  GemmOnly  // neither gates nor pulls: the GEMM and the fixed costs (sum, barrier) only
+  Full,      // the GEMM signalling tiles, gates, pulls, the sum, the barrier
+  NoGate,    // the pulls start without waiting for the peers' tiles
+  NoPull,    // the gates but no pulls: the sum (or the epilogue) adds stale partials
+  GemmOnly,  // neither gates nor pulls: the GEMM and the fixed costs (sum or flags, barrier) only
+  EpilogueAdd  // every stage, at 2 ranks the peer's partial added in the GEMM's epilogue
+               // instead of a pass after it (correct; see fused/matmul_reduce_scatter.cc for
+               // why it is not the default)
 };
 
 // Resolved options: config fields, else env vars, else defaults.
@@ -76,6 +80,10 @@ struct CommParams {
   // 2 H200s (2026-11-24; 2048 x 3072 x 4096: 88.0 / 94.0 us against 93.8 / 98.6), to
   // become the default once the GPU suite has run with it on 2 GPUs.
   int agmmEnginePieces = 1;
+  // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts, pulls (and, with
+  // the epilogue add, flags) each block in this many pieces of whole tile rows (1-8);
+  // 4 until timed on 2 GPUs.
+  int mmrsEnginePieces = 4;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::Full;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
@@ -86,6 +94,12 @@ struct CommParams {
   // every cross-rank wait lasts up to a scheduling time slice: for running the multi-rank
   // tests on a one-GPU machine, never for measurements.
   bool shareGpu = false;
+  // FC_ENGINE_SMS: the most SMs the GEMM engine's persistent grid takes (0: all of the
+  // GPU), leaving the rest to concurrent work. Ranks of one process sharing a GPU
+  // (fcCommInitAll listing it twice, FC_SHARE_GPU) need it for grids that wait on each
+  // other to be resident together; with it set, the GEMM + reduce-scatter engine's
+  // epilogue add may run there (fused/matmul_reduce_scatter.cc).
+  int engineSms = 0;
   // FC_PDL: launch the kernels that support it (the Lamport all-reduces,
   // fcAllReduceResidualRMSNorm's, device/pdl.cuh; the all-gather + GEMM engine's GEMM)
   // with programmatic dependent launch.

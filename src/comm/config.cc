@@ -71,7 +71,8 @@ constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
 constexpr std::pair<const char*, MmrsEngineStages> kMmrsEngineStageSets[] = {{"full", MmrsEngineStages::Full},
                                                                              {"no-gate", MmrsEngineStages::NoGate},
                                                                              {"no-pull", MmrsEngineStages::NoPull},
-                                                                             {"gemm-only", MmrsEngineStages::GemmOnly}};
+                                                                             {"gemm-only", MmrsEngineStages::GemmOnly},
+                                                                             {"epilogue-add", MmrsEngineStages::EpilogueAdd}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
@@ -95,6 +96,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   if (pieces < 1 || pieces > 64)
     return setError(fcInvalidArgument, "FC_AGMM_ENGINE_PIECES=%llu: 1 to 64 expected", (unsigned long long)pieces);
   p->agmmEnginePieces = int(pieces);
+  uint64_t mmrsPieces = uint64_t(p->mmrsEnginePieces);
+  FC_CHECK(envU64("FC_MMRS_ENGINE_PIECES", mmrsPieces, &mmrsPieces));
+  if (mmrsPieces < 1 || mmrsPieces > uint64_t(kMaxPieces))
+    return setError(fcInvalidArgument, "FC_MMRS_ENGINE_PIECES=%llu: 1 to %d expected", (unsigned long long)mmrsPieces,
+                    kMaxPieces);
+  p->mmrsEnginePieces = int(mmrsPieces);
   uint64_t clusterPacks = p->normClusterPacks;
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
   // (2^32 - 1 and more mean the default.)
@@ -102,6 +109,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   uint64_t spins = p->lamportSpins;
   FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);
+  uint64_t engineSms = uint64_t(p->engineSms);
+  FC_CHECK(envU64("FC_ENGINE_SMS", engineSms, &engineSms));
+  if (engineSms == 1 || engineSms == 2 || engineSms > 4096)
+    return setError(fcInvalidArgument, "FC_ENGINE_SMS=%llu: 0 (all) or 3 to 4096 expected",
+                    (unsigned long long)engineSms);
+  p->engineSms = int(engineSms);
   uint64_t maxCtas = uint64_t(p->maxCtas);
   FC_CHECK(envU64("FC_MAX_CTAS", maxCtas, &maxCtas));
   p->maxCtas = maxCtas > uint64_t(kMaxBlocks) ? kMaxBlocks + 1 : int(maxCtas);  // > kMaxBlocks: refused below

@@ -10,10 +10,14 @@
 //   [kLamportStateOffset, +24 KiB)  lamport[channel][block][24]: per Lamport kind, {buffer
 //                                   index, chunks per buffer and set}, and the call header
 //                                   buffer index (collectives/lamport.cuh)
-//   [kShardFlagsOffset, +128)       the GEMM engine's flags[channel][rank]: shard flags
-//                                   (all-gather + GEMM), tile counters (GEMM + reduce-scatter)
+//   [kShardFlagsOffset, +128)       the GEMM engine's flags[channel][rank], written by this
+//                                   rank's copy engine: shards of A pulled (all-gather +
+//                                   GEMM), pieces of a peer's partial pulled (GEMM +
+//                                   reduce-scatter)
 //   [kPushFlagsOffset, +128)        pushFlags[channel][rank]: all-gather + GEMM's pushed
 //                                   shards (written by the peers' copy engines)
+//   [kTileCountersOffset, +1 KiB)   tileCounters[channel][rank][piece]: GEMM + reduce-
+//                                   scatter's tiles of our block stored by each rank
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -37,11 +41,12 @@ constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
 constexpr size_t kLamportStateWords = 24;  // per (channel, CTA): 8 per Lamport kind
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
-// The GEMM engine's flags, [channel][rank]: all-gather + GEMM's shard flags, this
-// rank's only (written by its copy engine, read by its GEMM;
-// gemm/engine/allgather_scheduler.cuh); GEMM + reduce-scatter's tile counters (entry
-// r counts the tiles of our block that rank r has stored; gemm/engine/
-// tile_signal_epilogue.cuh). Each op leaves them zero.
+// The GEMM engine's flags, [channel][rank], this rank's only (written by its copy
+// engine, read by its GEMM): all-gather + GEMM's shard flags (entry s counts the
+// pieces of shard s pulled; gemm/engine/allgather_scheduler.cuh); GEMM +
+// reduce-scatter's pulled partial (entry r counts the pieces of rank r's partial of
+// our block pulled, which the GEMM's epilogue adds; gemm/engine/
+// own_block_epilogue.cuh). Each op leaves them zero.
 constexpr size_t kShardFlagsOffset = kLamportStateOffset + kLamportStateBytes;
 constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(uint32_t);
 // All-gather + GEMM's flags when the peers push their shards, [channel][rank]: entry r
@@ -51,9 +56,17 @@ constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(ui
 // engine, whose tile counters start at once) must not find its signals wiped by our
 // clearing these. Left zero by each call.
 constexpr size_t kPushFlagsOffset = kShardFlagsOffset + kShardFlagsBytes;
+// GEMM + reduce-scatter's tile counters, [channel][rank][piece]: entry (r, p) counts
+// the tiles of piece p of our block (kMaxPieces pieces of whole tile rows at most)
+// that rank r has stored (gemm/engine/tile_signal_epilogue.cuh: release adds from
+// r's epilogue). Each op leaves them zero, before its final barrier: a peer starts
+// counting the next call's tiles only after that barrier.
+constexpr int kMaxPieces = 8;
+constexpr size_t kTileCountersOffset = kPushFlagsOffset + kShardFlagsBytes;
+constexpr size_t kTileCountersBytes = size_t(kMaxChannels) * kMaxRanks * kMaxPieces * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kPushFlagsOffset + kShardFlagsBytes <= kSignalBytes, "signal region too small");
+static_assert(kTileCountersOffset + kTileCountersBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank
@@ -118,9 +131,10 @@ enum class Op : uint32_t {
 enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, Mismatch = 4 };
 
 // What a device wait was waiting for: a peer's epoch in a signal pad, a peer's
-// pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, or a
-// peer's partial tiles of our block (the GEMM + reduce-scatter engine).
-enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3 };
+// pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, a
+// peer's partial tiles of our block (the GEMM + reduce-scatter engine), or the pieces
+// of a peer's partial pulled into our memory (that engine's epilogue).
+enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3, Partial = 4 };
 
 // What a rank is doing at a barrier, carried next to the epoch so that ranks calling
 // different collectives (or counts) at the same point notice: op (4 bits), dtype (4
@@ -156,7 +170,8 @@ struct ErrorRecord {
   uint32_t seen;      // epoch it last saw (Mismatch: the peer's op signature)
   uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
   uint32_t waitKind;  // WaitKind (LamportData: expected = push buffer; Shard: peer = its shard;
-                      // Tiles: expected = tiles, seen = tiles signalled)
+                      // Tiles: expected = tiles, seen = tiles signalled; Partial:
+                      // expected = pieces, seen = pieces pulled)
 };
 
 struct DeviceComm {
@@ -188,6 +203,16 @@ __host__ __device__
 #endif
 inline uint32_t* shardFlags(const DeviceComm& dc, int channel) {
   return engineFlagsOf(dc, kShardFlagsOffset, dc.rank, channel);
+}
+
+// Rank r's tile counters of channel c (GEMM + reduce-scatter), as this rank maps
+// them: entry [signaller * kMaxPieces + piece].
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t* tileCountersOf(const DeviceComm& dc, int r, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kTileCountersOffset) +
+         size_t(channel) * kMaxRanks * kMaxPieces;
 }
 
 // Heap offset of channel c's workspace (the same on every rank; see the layout above).

@@ -40,14 +40,32 @@
 // an fp32 sum that is rounded after).
 //
 // Engine (FC_MMRS_ALGO=engine only, until measured on two GPUs; partials in the input
-// type): one persistent CUTLASS GEMM (src/gemm/engine) writes our whole partial
-// product into our workspace, tile rows from block rank+1 on and ours last, and its
-// tiles, once stored, count on their owner's counter for us (tile_signal_epilogue.cuh;
-// a warp group adds its run of tiles for one owner at once).
-// Our copy queue pulls our block from rank r once its gate (a one-thread kernel with
-// the library's deadline, tile_gate.cu) sees r's counter reach the block's tiles,
-// rank-1's first (it computes our block first), while the GEMM goes on; then the
-// final sum and barrier as above. One GEMM launch, its tail shared by all blocks.
+// type): one persistent CUTLASS GEMM (src/gemm/engine) computes our partial product,
+// tile rows from block rank+1 on and ours last, into our workspace, and its tiles,
+// once stored, count on their owner's counter for us, one counter per piece of the
+// block (tile_signal_epilogue.cuh; a warp group adds its run of tiles at once).
+// Our copy queue pulls our block from rank r piece by piece, each once its gate (a
+// one-thread kernel with the library's deadline, tile_gate.cu) sees r's counter reach
+// the piece's tiles, rank-1's first (it computes our block first), while the GEMM goes
+// on; then the sum of our own partial and the pulled ones, and the final barrier, as
+// the fused pipeline's. One GEMM launch, its tail shared by all blocks.
+// Epilogue add (FC_MMRS_ENGINE_STAGES=epilogue-add, 2 ranks): the sum rides in the
+// GEMM instead. After each piece the copy queue writes the piece count into a flag of
+// ours, and the GEMM's own tiles, computed last, wait for their piece there, add the
+// pulled partial in their epilogue and store the rounded sum straight into C
+// (own_block_epilogue.cuh): nothing is left after the GEMM but the final barrier.
+// Not the default, because the wait inside a persistent GEMM for the *peer's* GEMM
+// needs every CTA of both GEMMs resident at once: tiles go to CTAs statically, so a
+// CTA that has not started yet (its SMs held by other work: another stream's kernels,
+// or here the gate) still owes its share of the peer's block, while the peer's started
+// CTAs wait for ours - each rank then waits for the other until the deadline. Found
+// with both ranks' GEMMs on one GPU (tools/probes/engine-pair, 62-CTA grids: one of
+// two runs timed out). A tile scheduler that hands tiles out dynamically, the other
+// blocks' before ours, would make it safe (every tile the peer waits for is then
+// computed by a CTA that runs); until then it is for measurement (fc-bench
+// mmrsstages). Ranks sharing a GPU in separate processes (FC_SHARE_GPU) time-slice it
+// and never take it (a GEMM waiting inside for another context's stalls); ranks of one
+// process may, with FC_ENGINE_SMS leaving room for both grids.
 //
 // The fused path's pulled partials live in the channel's scratch too
 // (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
@@ -80,25 +98,51 @@ fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partia
 // Where the staged path's fp32 block sum starts in scratch: after the M x N partials.
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
+// The engine's pieces of a block, in rows: the block is counted, pulled and flagged in
+// up to a.enginePieces pieces of whole tile rows (FC_MMRS_ENGINE_PIECES), so that the
+// first ones land while the peer still computes the rest.
+int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
+  const int64_t tileRows = (blockRows + 127) / 128, pieces = std::max(1, std::min(a.enginePieces, kMaxPieces));
+  return (tileRows + pieces - 1) / pieces * 128;
+}
+
+// Whether our own tiles add the pulled partial in the GEMM's epilogue (see above): a
+// choice of this rank's alone (the peers see the same counters either way), so C's
+// alignment (the epilogue stores it by TMA) may decide it.
+bool engineAddsInEpilogue(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
+  return dc.nranks == 2 && a.engineEpilogueAdd && reinterpret_cast<uintptr_t>(a.C) % 16 == 0;
+}
+
 // The engine's GEMM: every row of our partial product into our workspace, tile rows
-// from rank+1's block on (ours last); each tile counts on its owner's counter for us
-// (ours excepted: nobody waits for them).
+// from rank+1's block on (ours last); each tile counts on its owner's counter of its
+// piece for us (ours excepted: nobody waits for them). With the epilogue add, our
+// block's tiles add rank-1's partial pulled into `pulled` and store into C.
 // Two SMs stay free for the gates of the copy queue (tile_gate.cu).
-engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
-  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M);
-  // Our counter in every rank's flags (entry dc.rank), at rank 0's address + r * stride.
-  char* counterOfRank0 = reinterpret_cast<char*>(shardFlags(dc, channel) + dc.rank) - size_t(dc.rank) * dc.stride;
-  return {a.A,
-          a.B,
-          ce::slot(dc, dc.rank, channel, 0),
-          a.M,
-          a.N,
-          a.K,
-          a.transB,
-          a.datatype,
-          engine::ShardReadiness{nullptr, M, ms, ms, (dc.rank + 1) % W * ms, dc, channel},
-          a.smCount - 2,
-          engine::TileSignal{counterOfRank0, dc.stride, ms, dc.rank}};
+engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a,
+                               const void* pulled) {
+  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M), pieceRows = enginePieceRows(a, ms);
+  // Our counters in every rank's tile counters (entry [dc.rank][piece]), at rank 0's
+  // address + r * stride.
+  char* countersOfRank0 =
+      reinterpret_cast<char*>(tileCountersOf(dc, dc.rank, channel) + size_t(dc.rank) * kMaxPieces) -
+      size_t(dc.rank) * dc.stride;
+  engine::EngineGemm g{a.A,
+                       a.B,
+                       ce::slot(dc, dc.rank, channel, 0),
+                       a.M,
+                       a.N,
+                       a.K,
+                       a.transB,
+                       a.datatype,
+                       engine::ShardReadiness{nullptr, M, ms, ms, (dc.rank + 1) % W * ms, dc, channel},
+                       a.smCount - 2,
+                       engine::TileSignal{countersOfRank0, dc.stride, ms, pieceRows, dc.rank}};
+  if (engineAddsInEpilogue(dc, a)) {
+    const int producer = (dc.rank - 1 + dc.nranks) % dc.nranks;
+    g.source = engine::EpilogueSource{pulled, a.C,        dc.rank * ms, ms, pieceRows,
+                                      shardFlags(dc, channel) + producer, producer};
+  }
+  return g;
 }
 
 // The path, its chunks of rows (fused) and the scratch it needs.
@@ -123,7 +167,7 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   // The engine (forced only, FC_MMRS_ALGO=engine, until measured on two GPUs): partials
   // in the input type, all of them in our workspace, blocks of whole tile rows.
   const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
-                          engine::scatterGemmSupports(scatterGemm(dc, 0, a));
+                          engine::scatterGemmSupports(scatterGemm(dc, 0, a, a.C));
   p.path = choice == FusedChoice::Engine    ? (engineFits ? Path::Engine : fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Fused   ? (fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Unfused ? fallback
@@ -211,36 +255,51 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
 }
 
 // The engine path: one persistent GEMM writes our partial product into our workspace,
-// block rank+1 first and ours last, its tiles counted on their owner's counter once
-// stored; the copy queue pulls our block from each peer as soon as that peer's gate
-// opens (it computes our block at step rank - r), while the GEMM goes on; then the
-// final sum and barrier, as the fused pipeline's.
+// block rank+1 first and ours last, its tiles counted per piece on their owner's
+// counters once stored; the copy queue pulls our block from each peer piece by piece
+// as soon as that peer's gate for the piece opens (it computes our block at step
+// rank - r), while the GEMM goes on. With the epilogue add (2 ranks) each pulled piece
+// is flagged for our GEMM, whose own tiles add it and store C; otherwise the final sum
+// follows the GEMM. Then the final barrier.
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const MatmulReduceScatterArgs& a,
                      uint32_t sig, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
-  const size_t blockElems = a.M / size_t(W) * a.N, blockBytes = blockElems * dataTypeSize(a.datatype);
-  const engine::EngineGemm g = scatterGemm(dc, channel, a);
-  const uint32_t tiles = uint32_t(engine::scatterGemmTiles(g));
-  uint32_t* counters = shardFlags(dc, channel);  // ours: entry r counts rank r's tiles of our block
-  char* pulled = static_cast<char*>(a.scratch);
+  const size_t blockElems = a.M / size_t(W) * a.N, rowBytes = a.N * dataTypeSize(a.datatype);
+  const size_t blockBytes = blockElems * dataTypeSize(a.datatype);
+  char* pulled = static_cast<char*>(a.scratch);  // rank-t's partial of our block at (t-1) * blockBytes
+  const engine::EngineGemm g = scatterGemm(dc, channel, a, pulled);
+  const bool addInEpilogue = g.source.C != nullptr;
+  const int64_t ms = g.signal.blockRows, pieceRows = g.signal.pieceRows, pieces = (ms + pieceRows - 1) / pieceRows;
+  uint32_t* counters = tileCountersOf(dc, rank, channel);  // ours: entry [r][p], rank r's tiles of our piece p
   // The copy queue after everything before on S (the scratch and the previous op).
   FC_CHECK(copies.after(stream, 0));
   const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);
   for (int t = 1; t < W; ++t) {
     const int r = (rank - t + W) % W;  // computes our block t-th
-    if (a.engineGates) FC_CHECK(launchTileGate(dc, channel, counters + r, tiles, r, copies.stream()));
-    if (a.enginePulls)
-      FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes, ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes,
-                        blockBytes, copies.stream()));
+    for (int64_t p = 0; p < pieces; ++p) {
+      const size_t r0 = size_t(p * pieceRows), rows = size_t(std::min(pieceRows, ms - p * pieceRows));
+      if (a.engineGates)
+        FC_CHECK(launchTileGate(dc, channel, counters + size_t(r) * kMaxPieces + size_t(p),
+                                uint32_t(engine::scatterGemmPieceTiles(g, p)), r, copies.stream()));
+      if (a.enginePulls)
+        FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes + r0 * rowBytes,
+                          ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes + r0 * rowBytes, rows * rowBytes,
+                          copies.stream()));
+      // The epilogue's flag: written after the piece's pull, with a memory barrier.
+      if (addInEpilogue) FC_CHECK(copies.signal(shardFlags(dc, channel) + g.source.producer, uint32_t(p + 1)));
+    }
   }
   FC_CHECK(copies.mark(size_t(W)));
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  // Every counter back to zero (ours stays zero: our own block's tiles count nothing),
-  // after the GEMM and the gates, before the final barrier after which peers signal
-  // again.
-  FC_CUDA_CHECK(cudaMemsetAsync(counters, 0, size_t(W) * sizeof(uint32_t), stream));
-  const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
-  FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));
+  // The counters and our flags back to zero (our own counters stay zero: our tiles
+  // count nothing), after the GEMM and the gates, before the final barrier after which
+  // peers count again.
+  FC_CUDA_CHECK(cudaMemsetAsync(counters, 0, size_t(W) * kMaxPieces * sizeof(uint32_t), stream));
+  if (addInEpilogue) FC_CUDA_CHECK(cudaMemsetAsync(shardFlags(dc, channel), 0, size_t(W) * sizeof(uint32_t), stream));
+  else {
+    const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
+    FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));
+  }
   // Final barrier: nobody pulls from our workspace any more.
   const fcResult_t barrier = launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
   return gemm != fcSuccess ? gemm : barrier;

@@ -295,7 +295,8 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_LAMPORT_MAX_BYTES", "8388608"}, Case{"FC_AGMM_ENGINE_PIECES", "0"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-copy"}, Case{"FC_MMRS_ENGINE_STAGES", "no-wait"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
-                        Case{"FC_CHECK_POINTERS", "off"}}) {
+                        Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "2"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
+                        Case{"FC_ENGINE_SMS", "half"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -335,7 +336,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_ARNORM_CLUSTER_PACKS", "128"}, Case{"FC_LAMPORT_MAX_BYTES", "4194304"},
                         Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
-                        Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}}) {
+                        Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}, Case{"FC_MMRS_ENGINE_STAGES", "epilogue-add"},
+                        Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;

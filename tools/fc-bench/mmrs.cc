@@ -167,17 +167,21 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
 //   engine     the engine path (FC_MMRS_ALGO=engine)
 //   no-gate    its pulls start without waiting for the peers' tiles (FC_MMRS_ENGINE_STAGES)
 //   no-pull    the waits for the peers' tiles, no pulls
-//   gemm-only  neither: the engine's GEMM (signalling its tiles), the sum, the barrier
+//   gemm-only  neither: the engine's GEMM (signalling its tiles), the flags or the sum,
+//              the barrier
+//   epilogue-add  every stage, at 2 ranks the peer's partial added in the GEMM's epilogue
+//              instead of by a pass after it (FC_MMRS_ENGINE_STAGES=epilogue-add)
 //   auto       fcMatmulReduceScatter's own choice
 // Read: engine - no-gate = the waiting for the peers' tiles the GEMM does not hide;
 // engine - no-pull = the pulls' exposed time; gemm-only - gemm = the engine GEMM's own
 // cost over cuBLASLt plus the fixed costs (counter reset, the sum of the partials, the
-// final barrier). Every column but engine and auto computes wrong results; those two
-// are checked exactly (relerr: integer inputs, each rank's partial rounded once).
+// final barrier); engine - epilogue-add = what adding the peer's partial in the GEMM's
+// epilogue saves. Every column but engine, epilogue-add and auto computes wrong
+// results; those three are checked exactly (relerr: integer inputs, each rank's partial rounded once).
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t W = size_t(c.nranks);
-  const char* variants[] = {"full", "no-gate", "no-pull", "gemm-only"};
+  const char* variants[] = {"full", "no-gate", "no-pull", "gemm-only", "epilogue-add"};
   std::vector<fcComm_t> comms;
   {
     ScopedEnv engine("FC_MMRS_ALGO", "engine");
@@ -189,8 +193,8 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
   if (c.rank == 0)
     printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
-           "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,auto_us,"
-           "relerr\n",
+           "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,epilogue-add_us,"
+           "auto_us,relerr\n",
            describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
   int failures = 0;
   std::stringstream ss(shapes);
@@ -204,7 +208,7 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
     void *A = x.A, *B = x.B, *P = x.P, *C = x.C;
     // 200 sampled elements, the partials rounded to the type (the default).
     auto relerrOn = [&](fcComm_t comm) { return x.relerr(comm, fcOpT, 200, false); };
-    const double relerr = std::max(relerrOn(comms[0]), relerrOn(c.comm));
+    const double relerr = std::max({relerrOn(comms[0]), relerrOn(comms[4]), relerrOn(c.comm)});
     std::vector<std::function<void()>> ops = {
         [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, fcOpT, type, solo, c.stream)); }};
     for (fcComm_t comm : comms)

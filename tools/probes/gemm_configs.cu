@@ -225,8 +225,8 @@ int main(int argc, char** argv) {
       // they are whole tile rows, else one; as in the op, the block computed last is
       // "ours" and counts nothing.
       const bool twoBlocks = s.M % 256 == 0;
-      g.signal = {reinterpret_cast<char*>(counters), sizeof(uint32_t), int64_t(twoBlocks ? s.M / 2 : s.M),
-                  twoBlocks ? 1 : 0};
+      const int64_t blockRows = int64_t(twoBlocks ? s.M / 2 : s.M);
+      g.signal = {reinterpret_cast<char*>(counters), sizeof(uint32_t), blockRows, blockRows, twoBlocks ? 1 : 0};
       g.ready.M = int64_t(s.M);
       g.ready.shardRows = g.ready.pieceRows = int64_t(s.M);  // one rank: every row is ours, nothing to wait for
       auto launch = [&] {

@@ -28,6 +28,7 @@
 #include "core/result.h"
 #include "gemm/engine/allgather_scheduler.cuh"
 #include "gemm/engine/engine.h"
+#include "gemm/engine/own_block_epilogue.cuh"
 #include "gemm/engine/own_rows_mainloop.cuh"
 #include "gemm/engine/tile_signal_epilogue.cuh"
 
@@ -50,10 +51,37 @@ using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
 using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
 using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
 
+// The epilogue: all-gather + GEMM's, D = A x op(B) (stock, no C); GEMM +
+// reduce-scatter's (kSignal), each tile signalling its owner once stored
+// (tile_signal_epilogue.cuh) and our own block adding the peer's partial
+// (own_block_epilogue.cuh), with 16 KiB of shared memory for C.
+template <typename Element, typename Config, bool kSignal>
+struct EngineEpilogue {
+  using LayoutD = cutlass::layout::RowMajor;  // [M, N]
+  static constexpr int kAlign = 16 / sizeof(Element);
+  using Stock = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      void, LayoutD, kAlign,  // no C: D = A x op(B)
+      Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
+  using type = Stock;
+};
+template <typename Element, typename Config>
+struct EngineEpilogue<Element, Config, true> {
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlign = 16 / sizeof(Element);
+  using Built = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, LayoutD, kAlign, Element, LayoutD,
+      kAlign, typename Config::EpilogueSchedule, ScatterFusion<Element>>::CollectiveOp;
+  static constexpr int kStagesC = int(16384 / (cute::size(typename Built::EpilogueTile{}) * sizeof(Element)));
+  using Stock = typename WithOwnSmemC<Built, kStagesC>::type;
+  using type = TileSignalEpilogue<OwnBlockEpilogue<Stock>>;
+};
+
 // SchedulerTag: ours (AllGatherSchedulerTag), or CUTLASS's stock persistent
 // scheduler (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
-// kSignal: each output tile signals its owner once stored (GEMM + reduce-scatter,
-// tile_signal_epilogue.cuh).
+// kSignal: GEMM + reduce-scatter's epilogue (EngineEpilogue).
 template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
           typename SchedulerTag = AllGatherSchedulerTag, bool kSignal = false>
 struct EngineGemmKernel {
@@ -65,12 +93,8 @@ struct EngineGemmKernel {
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
 
-  using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-      void, LayoutD, kAlign,  // no C: D = A x op(B)
-      Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
-  using Epilogue = std::conditional_t<kSignal, TileSignalEpilogue<StockEpilogue>, StockEpilogue>;
+  using StockEpilogue = typename EngineEpilogue<Element, Config, kSignal>::Stock;
+  using Epilogue = typename EngineEpilogue<Element, Config, kSignal>::type;
 
   using StockMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
@@ -119,9 +143,28 @@ struct EngineGemmKernel {
         bands *= 2;
     sched.max_swizzle_size = g.swizzle > 0 ? g.swizzle : bands;
     typename Epilogue::Arguments epilogue{};
-    static_cast<typename StockEpilogue::Arguments&>(epilogue) = {
-        {1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};
-    if constexpr (kSignal) epilogue.signal = g.signal;
+    if constexpr (kSignal) {
+      // Every tile but our block's: its partial into g.D, C never read (beta 0; its
+      // descriptor over D, a valid address).
+      static_cast<typename StockEpilogue::Arguments&>(epilogue) = {scatterFusionArguments<Element>(0.f),
+                                                                   static_cast<const Element*>(g.D), strideD,
+                                                                   static_cast<Element*>(g.D), strideD};
+      epilogue.signal = g.signal;
+      epilogue.dc = g.ready.dc;
+      epilogue.channel = g.ready.channel;
+      epilogue.source = g.source;
+      if (g.source.C != nullptr) {
+        // Our block's tiles: C (the peer's partial) and D (the output) hold only the
+        // block's rows: bases shifted back by firstRow rows (integers: outside the
+        // buffers), so that the tiles' own coordinates land on them.
+        const uintptr_t shift = uintptr_t(g.source.firstRow) * g.N * sizeof(Element);
+        epilogue.own = {scatterFusionArguments<Element>(1.f),
+                        reinterpret_cast<const Element*>(reinterpret_cast<uintptr_t>(g.source.C) - shift), strideD,
+                        reinterpret_cast<Element*>(reinterpret_cast<uintptr_t>(g.source.D) - shift), strideD};
+      }
+    } else {
+      epilogue = {{1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};
+    }
     typename Mainloop::Arguments mainloop{};
     static_cast<typename StockMainloop::Arguments&>(mainloop) = {static_cast<const Element*>(g.A), strideA,
                                                                  static_cast<const Element*>(g.B), strideB};

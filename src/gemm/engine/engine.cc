@@ -1,5 +1,6 @@
 #include "gemm/engine/engine.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "core/log.h"
@@ -87,13 +88,22 @@ bool scatterSmallTiles(const EngineGemm& g) { return smallTiles(g) || g.K <= 204
 
 }  // namespace
 
-size_t scatterGemmTiles(const EngineGemm& g) {
+size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece) {
   const size_t tileN = scatterSmallTiles(g) ? 128 : 256;
-  return size_t(g.signal.blockRows / 128) * ((g.N + tileN - 1) / tileN);
+  const int64_t first = piece * g.signal.pieceRows;
+  const int64_t rows = std::min(g.signal.pieceRows, g.signal.blockRows - first);
+  return rows <= 0 ? 0 : size_t(rows / 128) * ((g.N + tileN - 1) / tileN);
 }
 
 bool scatterGemmSupports(const EngineGemm& g) {
-  return engineSupports(g) && g.signal.blockRows > 0 && g.signal.blockRows % 128 == 0;
+  const EpilogueSource& s = g.source;
+  const bool sourceOk = s.C == nullptr || (reinterpret_cast<uintptr_t>(s.C) % 16 == 0 &&
+                                           reinterpret_cast<uintptr_t>(s.D) % 16 == 0 && s.blockRows > 0 &&
+                                           s.firstRow % 128 == 0 && s.blockRows % 128 == 0 &&
+                                           s.pieceRows > 0 && s.pieceRows % 128 == 0);
+  const int64_t b = g.signal.blockRows, p = g.signal.pieceRows;
+  return engineSupports(g) && sourceOk && b > 0 && b % 128 == 0 && p > 0 && p % 128 == 0 &&
+         (b + p - 1) / p <= kMaxPieces;
 }
 
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream) {

@@ -34,13 +34,32 @@ struct ShardReadiness {
 };
 
 // GEMM + reduce-scatter: once output tiles have landed, a release add (system scope)
-// of their number to the counter of the rank owning their rows: owner r's counter is
-// at counters + r * stride (tile_signal_epilogue.cuh). NULL counters: no signals.
+// of their number to the counter of the rank owning their rows and of the piece of
+// its block they lie in: owner r's counter of piece p is at counters + r * stride + p
+// words (tile_signal_epilogue.cuh). NULL counters: no signals.
 struct TileSignal {
   char* counters = nullptr;
   uint64_t stride = 0;
   int64_t blockRows = 0;  // rows each rank owns (M / nranks), a multiple of 128 (tile rows)
+  int64_t pieceRows = 0;  // rows per counted piece of a block (whole tile rows; the last piece: the rest)
   int self = -1;          // the owner whose tiles nobody waits for (ours): not counted
+};
+
+// GEMM + reduce-scatter at 2 ranks: the tiles of our own block (computed last) add a
+// peer's partial of the block, which our copy engine pulls while the GEMM computes the
+// other blocks, and store the rounded sum straight into the op's output
+// (own_block_epilogue.cuh): D = round(round(A x op(B)) + C) there, fp32 sum, i.e.
+// each partial rounded once as cuBLAS + NCCL compute it. Before loading the C rows of
+// a tile the epilogue waits (bounded, the library's deadline) until flags[0] counts
+// the pieces those rows lie in. NULL C: no own-block epilogue.
+struct EpilogueSource {
+  const void* C = nullptr;  // [blockRows, N]: the peer's partial of our block, pulled
+  void* D = nullptr;        // [blockRows, N]: our block's output
+  int64_t firstRow = 0;     // our block's first row in the product (rank * blockRows)
+  int64_t blockRows = 0;
+  int64_t pieceRows = 0;          // rows the pull lands at a time (whole tile rows)
+  const uint32_t* flags = nullptr;  // pieces landed (copy-engine stream writes); NULL: no waits
+  int producer = -1;              // the rank whose partial C is (the error record's peer)
 };
 
 // D [M, N] = A [M, K] x op(B), row-major, bf16 or fp16 in and out, fp32 accumulation;
@@ -64,6 +83,8 @@ struct EngineGemm {
   // need not be in A at all. Tile rows only partly inside are read from A, so callers
   // pass it only when firstRow and shardRows are multiples of 128. NULL: all from A.
   const void* ownA = nullptr;
+  // GEMM + reduce-scatter's own block (launchMatmulScatterGemm only).
+  EpilogueSource source{};
   // Launch with programmatic stream serialization: the kernel may start once the
   // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and it
   // does not wait for that kernel's completion (it never calls griddepcontrol.wait):
@@ -82,12 +103,14 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream);
 
 // GEMM + reduce-scatter: 128 x 256 x 64 cooperative or 128 x 128 x 64 ping-pong tiles
 // (engine.cc, scatterSmallTiles), in 2 x 1 clusters. It takes what engineSupports
-// takes whose blocks (g.signal.blockRows) are whole tile rows; each rank's counter then
-// reaches scatterGemmTiles(g) once its block is stored.
+// takes whose blocks (g.signal.blockRows) and pieces (g.signal.pieceRows) are whole
+// tile rows, at most kMaxPieces pieces; each rank's counter of piece p then reaches
+// scatterGemmPieceTiles(g, p) once that piece of its block is stored.
 bool scatterGemmSupports(const EngineGemm& g);
-size_t scatterGemmTiles(const EngineGemm& g);
+size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece);
 
-// Enqueue the GEMM + reduce-scatter kernel (g.signal set; no waits: ready.flags NULL).
+// Enqueue the GEMM + reduce-scatter kernel (g.signal set, g.source optional; the
+// scheduler waits for nothing: ready.flags NULL).
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine

@@ -1,9 +1,10 @@
 // The GEMM + reduce-scatter engine's epilogue: CUTLASS's sm90 TMA warp-specialized
 // epilogue (it stores each output tile with TMA, as always), followed by a signal
 // once the tiles' stores have landed: a release add, at system scope, of the number of
-// tiles stored to the counter of the rank that owns their rows (its block), in that
-// rank's memory. That rank's copy queue pulls the block once a gate kernel has seen
-// the counter reach the block's tiles (fused/tile_gate.cu, fused/matmul_reduce_scatter.cc).
+// tiles stored to the counter of the rank that owns their rows (its block) and of the
+// piece of the block they lie in, in that rank's memory. That rank's copy queue pulls
+// a piece once a gate kernel has seen its counter reach the piece's tiles
+// (fused/tile_gate.cu, fused/matmul_reduce_scatter.cc).
 // Tiles the scheduler adds past the problem (rows or columns rounded up to whole
 // clusters or swizzle bands) count nothing, so that the count is exact; nor do the
 // tiles of our own block, which nobody waits for.
@@ -15,12 +16,12 @@
 // (fence.proxy.async.global), and then releases at system scope: a peer's copy engine
 // reads the tiles next.
 //
-// When: a warp group counts the tiles it stores for one owner and signals them all at
-// once, when its next tile belongs to another owner (at that tile's store, after its
-// whole mainloop: the earlier stores have long landed, the wait costs nothing) or when
-// the kernel ends (the epilogue's destructor, after the last store). The gate waits
-// for all of a block's tiles, so one signal per run of tiles loses nothing, and a warp
-// group releases about once per call instead of once per tile (a store round trip and
+// When: a warp group counts the tiles it stores for one (owner, piece) and signals them
+// all at once, when its next tile belongs to another piece (at that tile's store,
+// after its whole mainloop: the earlier stores have long landed, the wait costs
+// nothing) or when the kernel ends (the epilogue's destructor, after the last store).
+// The gate waits for all of a piece's tiles, so one signal per run of tiles loses
+// nothing, and a warp group releases a few times per call instead of once per tile (a store round trip and
 // a system-scope fence in the consumer warp groups each). Measured on one H200
 // (docs/perf-log.md): per tile, deferred or batched, the kernel's time stays within
 // noise; the signals cost 1-3.5 % of it at K = 1024-1280. The scheduler computes the
@@ -80,10 +81,12 @@ class TileSignalEpilogue : public Base {
                         int64_t(cute::get<1>(tileCoord)) * int64_t(cute::size<1>(tileShape)) <
                             int64_t(cute::get<1>(problem));
     const int owner = stored && signal_.blockRows > 0 ? int(row / signal_.blockRows) : -1;
-    if (owner != pendingOwner_) signalPending();
+    const int piece = owner >= 0 ? int((row - owner * signal_.blockRows) / signal_.pieceRows) : -1;
+    if (owner != pendingOwner_ || piece != pendingPiece_) signalPending();
     auto next = Base::store(std::forward<Args>(args)...);
     if (owner >= 0 && owner != signal_.self) {
       pendingOwner_ = owner;
+      pendingPiece_ = piece;
       ++pendingTiles_;
     }
     return next;
@@ -100,15 +103,18 @@ class TileSignalEpilogue : public Base {
     asm volatile("fence.proxy.async.global;" ::: "memory");
     __syncwarp();
     if (thread_ == 0) {
-      uint32_t* counter = reinterpret_cast<uint32_t*>(signal_.counters + size_t(pendingOwner_) * signal_.stride);
+      uint32_t* counter =
+          reinterpret_cast<uint32_t*>(signal_.counters + size_t(pendingOwner_) * signal_.stride) + pendingPiece_;
       asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(counter), "r"(pendingTiles_) : "memory");
     }
     pendingTiles_ = 0;
     pendingOwner_ = -1;
+    pendingPiece_ = -1;
   }
 
   TileSignal signal_;
   int pendingOwner_ = -1;      // the owner of the tiles stored and not yet signalled
+  int pendingPiece_ = -1;      // and the piece of its block they lie in
   uint32_t pendingTiles_ = 0;  // how many
   int thread_ = 0;             // this thread's index among the epilogue threads
 };

@@ -1,0 +1,173 @@
+// The GEMM + reduce-scatter engine's epilogue at 2 ranks: the tiles of our own block
+// add the peer's partial of it and store the rounded sum straight into the op's
+// output; every other tile stores its partial into our workspace, as before.
+//
+// Why: the engine computes our own block last (seed 002's destination order), and the
+// peer computes it first, so its partial has long been pulled into our memory when our
+// own tiles reach their epilogue. Adding it there leaves nothing after the GEMM: no
+// separate pass that reads both partials and writes the sum (at 2048 x 4096 that pass
+// and the barrier behind it were most of the engine's 56 us over its GEMM on 2 H200s).
+//
+// How: two stock CUTLASS sm90 TMA epilogues over the same shared memory and pipelines,
+// which differ only in their parameters (as OwnRowsMainloop's two A descriptors):
+//  - the base one, for every other tile: D = the workspace, the source C scaled by 0
+//    (never loaded);
+//  - `own`, for our block's tile rows: D = the op's output and C = the pulled partial,
+//    both bases shifted back by firstRow rows so that the same tile coordinates land on
+//    the block's rows (TMA touches only the rows it is asked for), C scaled by 1.
+// The fusion (ScatterFusion below) rounds each partial once before the fp32 sum, as
+// cuBLAS + NCCL compute it: D = round(beta * C + round(A x op(B))).
+// Every tile goes through the C load pipeline (is_producer_load_needed is always
+// true; C is loaded only where beta != 0): the ping-pong kernel advances each warp
+// group's pipeline states by a whole tile's stages for the other group's tile, so the
+// stages a tile takes must not depend on the tile. Shared memory for C is the
+// epilogue's own (ReuseSmemC off): with it on, each epilogue would count the other's
+// stores as its own.
+//
+// The wait: the epilogue's producer warp, before loading the C rows of an own tile,
+// waits until the copy engine's stream writes count the pieces those rows lie in
+// (bounded: deadline, abort, a peer's give-up; on giving up it records the error and
+// loads anyway, so the kernel finishes and the op reports it). Acquire at system scope,
+// then fence.proxy.async.global: the rows were written by the copy engine and are read
+// next by TMA (the async proxy). Only that warp waits: the consumers go on with the
+// tile's mainloop and meet the data at the pipeline's barrier.
+#pragma once
+
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
+
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "device/device_comm.h"
+#include "device/sync.cuh"
+#include "gemm/engine/engine.h"
+
+namespace fc::engine {
+
+// D = round(beta * C + round(acc)), fp32 sum (ElementCompute float); beta a scalar.
+template <class Element>
+using ScatterFusionTree = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Element, float,
+                                           cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
+    cutlass::epilogue::fusion::Sm90SrcFetch<Element>,
+    cutlass::epilogue::fusion::Sm90EVT<
+        cutlass::epilogue::fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, float,
+                                               cutlass::FloatRoundStyle::round_to_nearest>,
+        cutlass::epilogue::fusion::Sm90AccFetch>>;
+
+// The same, taking the C pipeline for every tile (see above).
+template <class Element>
+struct ScatterFusion : ScatterFusionTree<Element> {
+  using ScatterFusionTree<Element>::ScatterFusionTree;
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return true; }
+};
+
+// The fusion's arguments for beta (0: the partial alone; 1: plus C).
+template <class Element>
+typename ScatterFusion<Element>::Arguments scatterFusionArguments(float beta) {
+  return {{{beta}, {nullptr}, {}}, {}, {{}, {}}, {}};
+}
+
+// A built sm90 TMA epilogue with its own shared memory for C (ReuseSmemC off) in
+// kStagesC stages.
+template <class Epilogue, int kStagesC>
+struct WithOwnSmemC;
+template <int SC, int SD, int FS, bool R, bool DT, class... Rest, int kStagesC>
+struct WithOwnSmemC<
+    cutlass::epilogue::collective::CollectiveEpilogue<cutlass::epilogue::Sm90TmaWarpSpecialized<SC, SD, FS, R, DT>,
+                                                      Rest...>,
+    kStagesC> {
+  using type =
+      cutlass::epilogue::collective::CollectiveEpilogue<cutlass::epilogue::Sm90TmaWarpSpecialized<kStagesC, SD, FS, false, DT>,
+                                                        Rest...>;
+};
+
+template <class Base>
+class OwnBlockEpilogue : public Base {
+ public:
+  struct Arguments : Base::Arguments {
+    typename Base::Arguments own;  // our block's tiles: C, D (shifted bases), beta 1
+    EpilogueSource source;         // source.C NULL: no own-block epilogue
+    DeviceComm dc{};               // the wait's deadline and error record
+    int channel = 0;
+  };
+
+  struct Params : Base::Params {
+    typename Base::Params own;
+    int32_t ownTileBegin = 0, ownTileEnd = 0;  // tile rows [begin, end): our block
+    EpilogueSource source;
+    DeviceComm dc;
+    int channel;
+  };
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const& problem_shape, Arguments const& args,
+                                                  void* workspace) {
+    Params p;
+    static_cast<typename Base::Params&>(p) = Base::to_underlying_arguments(problem_shape, args, workspace);
+    p.own = p;
+    p.source = args.source;
+    p.dc = args.dc;
+    p.channel = args.channel;
+    if (args.source.C != nullptr) {
+      constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
+      p.own = Base::to_underlying_arguments(problem_shape, args.own, workspace);
+      p.ownTileBegin = int32_t(args.source.firstRow / kTileM);
+      p.ownTileEnd = int32_t((args.source.firstRow + args.source.blockRows) / kTileM);
+    }
+    return p;
+  }
+
+  CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
+    Base::prefetch_tma_descriptors(p);
+    if (p.ownTileEnd > p.ownTileBegin) Base::prefetch_tma_descriptors(p.own);
+  }
+
+  CUTLASS_HOST_DEVICE OwnBlockEpilogue(Params const& params, typename Base::TensorStorage& shared)
+      : Base(params, shared), own_(params.own, shared), p_(params) {}
+
+  // The producer warp's C loads of one tile (all 32 lanes call it). Arguments as
+  // CUTLASS's kernels pass them: pipeline, state, problem shape, tile shape, tile
+  // coordinate, ...
+  template <class Pipeline, class State, class Problem, class TileShape, class TileCoord, class... Rest>
+  CUTLASS_DEVICE auto load(Pipeline pipeline, State state, Problem problem, TileShape tileShape, TileCoord coord,
+                           Rest&&... rest) {
+    const int32_t m = int32_t(cute::get<0>(coord));
+    if (!isOwn(m)) return Base::load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
+    waitForPieces(m);
+    return own_.load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
+  }
+
+  // The consumers' epilogue of one tile. Arguments: ..., tile coordinate (6), ...
+  template <class... Args>
+  CUTLASS_DEVICE auto store(Args&&... args) {
+    const int32_t m = int32_t(cute::get<0>(std::get<6>(std::forward_as_tuple(args...))));
+    if (isOwn(m)) return own_.store(std::forward<Args>(args)...);
+    return Base::store(std::forward<Args>(args)...);
+  }
+
+ private:
+  CUTLASS_DEVICE bool isOwn(int32_t tileRow) const { return tileRow >= p_.ownTileBegin && tileRow < p_.ownTileEnd; }
+
+  CUTLASS_DEVICE void waitForPieces(int32_t tileRow) const {
+    const EpilogueSource& s = p_.source;
+    if (s.flags == nullptr) return;
+    if (cute::elect_one_sync()) {
+      constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
+      const int64_t row = int64_t(tileRow) * kTileM - s.firstRow;  // within our block
+      fc::dev::waitAtLeast(p_.dc, fc::Op::MatmulReduceScatter, s.flags, uint32_t(row / s.pieceRows + 1),
+                           s.producer, p_.channel, fc::WaitKind::Partial);
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+    }
+    __syncwarp();
+  }
+
+  Base own_;
+  Params const& p_;
+};
+
+}  // namespace fc::engine
