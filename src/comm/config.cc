@@ -111,8 +111,10 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);
   uint64_t engineSms = uint64_t(p->engineSms);
   FC_CHECK(envU64("FC_ENGINE_SMS", engineSms, &engineSms));
-  if (engineSms == 1 || engineSms == 2 || engineSms > 4096)
-    return setError(fcInvalidArgument, "FC_ENGINE_SMS=%llu: 0 (all) or 3 to 4096 expected",
+  // At least one 2-CTA cluster beside the two SMs the GEMM + reduce-scatter engine
+  // leaves to its gates.
+  if ((engineSms > 0 && engineSms < 4) || engineSms > 4096)
+    return setError(fcInvalidArgument, "FC_ENGINE_SMS=%llu: 0 (all) or 4 to 4096 expected",
                     (unsigned long long)engineSms);
   p->engineSms = int(engineSms);
   uint64_t maxCtas = uint64_t(p->maxCtas);

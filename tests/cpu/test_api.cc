@@ -295,7 +295,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_LAMPORT_MAX_BYTES", "8388608"}, Case{"FC_AGMM_ENGINE_PIECES", "0"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-copy"}, Case{"FC_MMRS_ENGINE_STAGES", "no-wait"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
-                        Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "2"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
+                        Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
                         Case{"FC_ENGINE_SMS", "half"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
