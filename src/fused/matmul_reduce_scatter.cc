@@ -166,6 +166,8 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
   // The engine (forced only, FC_MMRS_ALGO=engine, until measured on two GPUs): partials
   // in the input type, all of them in our workspace, blocks of whole tile rows.
+  // (The scratch is not allocated yet: C stands in for the pulled partial, whose
+  // alignment the scratch guarantees.)
   const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
                           engine::scatterGemmSupports(scatterGemm(dc, 0, a, a.C));
   p.path = choice == FusedChoice::Engine    ? (engineFits ? Path::Engine : fusedFits ? Path::Fused : fallback)
