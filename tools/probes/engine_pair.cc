@@ -184,13 +184,12 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "-s")) shapeOnly = atoi(argv[i + 1]);
   }
   setenv("FC_SHARE_GPU", "1", 1);
-  // Two grids of 46 CTAs (23 clusters) plus the gates: room to spare on 132 SMs. With
-  // 62-CTA grids the epilogue add once timed out here (2026-11-25, H100): the two
-  // grids' clusters did not all fit at once (see below).
-  setenv("FC_ENGINE_SMS", "48", 1);
+  // Two grids of 46 CTAs (23 clusters) plus the gates: room to spare on 132 SMs
+  // (FC_ENGINE_SMS overrides; 64 = 62-CTA grids still fit beside the gates).
+  setenv("FC_ENGINE_SMS", "48", 0);
   setenv("FC_MAX_CTAS", "32", 1);    // the barriers' and sums' grids beside the GEMMs
   setenv("FC_SCRATCH_BYTES", "67108864", 1);  // no scratch growth (a device sync) mid-run
-  setenv("FC_TIMEOUT_MS", "20000", 1);
+  setenv("FC_TIMEOUT_MS", "20000", 0);
   // (Not the cuBLASLt pipeline: its GEMMs may need every SM at once, which a peer's
   // spinning barrier beside them holds here: a stall no 2-GPU run has.)
   Variant variants[] = {{"engine", "full", "4", true, {}},
@@ -226,10 +225,10 @@ int main(int argc, char** argv) {
   cudaEvent_t start, stop[2];
   CK(cudaEventCreate(&start));
   for (cudaEvent_t& e : stop) CK(cudaEventCreate(&e));
-  printf("# engine-pair: fcMatmulReduceScatter, 2 ranks in one process on one GPU (GEMM grids of 46 CTAs each, "
-         "local exchange); exact checks eager and after 20 graph replays; us per call, graph of %d calls per rank, "
-         "median of %d replays, variants interleaved\n",
-         iters, replays);
+  printf("# engine-pair: fcMatmulReduceScatter, 2 ranks in one process on one GPU (GEMM grids of FC_ENGINE_SMS=%s "
+         "less the gates' 2 CTAs each, local exchange); exact checks eager and after 20 graph replays; us per call, "
+         "graph of %d calls per rank, median of %d replays, variants interleaved\n",
+         getenv("FC_ENGINE_SMS"), iters, replays);
   printf("M,N,K,transB,dtype");
   for (const Variant& v : variants) printf(",%s_us", v.name);
   printf(",check (all but no-gate and gemm-only)\n");

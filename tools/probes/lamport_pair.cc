@@ -10,7 +10,7 @@
 // FC_LAMPORT_SPINS, FC_ARNORM_CLUSTER_PACKS, FC_ARNORM_ALGO), per size a CUDA graph of -n calls per rank,
 // both graphs launched together (rank 1's stream waits for rank 0's start event), the
 // time of the later to finish / n, median of -r replays; variants interleaved. Every
-// kernel gets at most 64 CTAs (FC_MAX_CTAS), so that both ranks' grids fit the GPU at once.
+// kernel gets at most 64 CTAs (FC_MAX_CTAS, unless set), so that both ranks' grids fit the GPU at once.
 //   CUDA_MODULE_LOADING=EAGER build/tools/probes/lamport-pair [-n 20] [-r 21] [-v VARIANT] [-s SHAPE]
 #include <cuda_runtime_api.h>
 
@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
   }
   setenv("FC_SHARE_GPU", "1", 1);
   // Both ranks' grids must be resident together on the one GPU, or the Lamport waits
-  // find a peer CTA that never starts: at most 64 CTAs per kernel.
-  setenv("FC_MAX_CTAS", "64", 1);
+  // find a peer CTA that never starts: at most 64 CTAs per kernel, unless FC_MAX_CTAS
+  // says otherwise (the one-shot all-reduce's 128 CTAs of <= 544 threads fit twice).
+  setenv("FC_MAX_CTAS", "64", 0);
   Variant variants[] = {{"full", "FC_LAMPORT_STAGES", "full", {}},       {"no-save", "FC_LAMPORT_STAGES", "no-save", {}},
                         {"no-call", "FC_LAMPORT_STAGES", "no-call", {}}, {"push-only", "FC_LAMPORT_STAGES", "push-only", {}},
                         {"spins-8", "FC_LAMPORT_SPINS", "8", {}},        {"spins-64", "FC_LAMPORT_SPINS", "64", {}},
@@ -89,13 +90,13 @@ int main(int argc, char** argv) {
   struct Shape {
     size_t tokens, hidden;  // hidden 0: the all-reduce of `tokens` bytes; 1: the reduce-scatter of blocks of `tokens` bytes
   };
-  const Shape shapes[] = {{8 << 10, 0}, {64 << 10, 0}, {256 << 10, 0}, {1 << 20, 0}, {4 << 20, 0},
+  const Shape shapes[] = {{8 << 10, 0}, {64 << 10, 0}, {256 << 10, 0}, {512 << 10, 0}, {1 << 20, 0}, {2 << 20, 0}, {4 << 20, 0},
                           {1, 4096},    {8, 4096},     {1, 8192},     {16, 8192},   {64, 8192},
                           {256, 8192},  {1024, 8192},  {4096, 8192}, {8 << 10, 1},  {64 << 10, 1},
-                          {1 << 20, 1},  {4 << 20, 1}};
-  printf("# lamport-pair: 2 ranks in one process on one GPU (local exchange, not NVLink; at most 64 CTAs per "
+                          {512 << 10, 1}, {1 << 20, 1}, {2 << 20, 1}, {4 << 20, 1}};
+  printf("# lamport-pair: 2 ranks in one process on one GPU (local exchange, not NVLink; at most %s CTAs per "
          "kernel), bf16, graph of %d calls per rank, median of %d replays, variants interleaved; us per call\n",
-         iters, replays);
+         getenv("FC_MAX_CTAS"), iters, replays);
   printf("op,tokens,hidden,bytes");
   for (const Variant& v : variants) printf(",%s_us", v.name);
   printf("\n");

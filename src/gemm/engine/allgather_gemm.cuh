@@ -142,6 +142,11 @@ struct EngineGemmKernel {
              uint64_t(2 * bands) * kRowsPerCluster * g.K * sizeof(Element) <= (24u << 20))
         bands *= 2;
     sched.max_swizzle_size = g.swizzle > 0 ? g.swizzle : bands;
+    // The epilogue add needs each CTA's own-block tiles after all its others (a band
+    // across the block boundary would put a peer's tile behind a wait for that peer):
+    // no bands then.
+    if constexpr (kSignal)
+      if (g.source.C != nullptr) sched.max_swizzle_size = 1;
     typename Epilogue::Arguments epilogue{};
     if constexpr (kSignal) {
       // Every tile but our block's: its partial into g.D, C never read (beta 0; its
@@ -150,6 +155,7 @@ struct EngineGemmKernel {
                                                                    static_cast<const Element*>(g.D), strideD,
                                                                    static_cast<Element*>(g.D), strideD};
       epilogue.signal = g.signal;
+      epilogue.signal.eachTile = g.source.C != nullptr;  // see tile_signal_epilogue.cuh
       epilogue.dc = g.ready.dc;
       epilogue.channel = g.ready.channel;
       epilogue.source = g.source;

@@ -43,6 +43,10 @@ struct TileSignal {
   int64_t blockRows = 0;  // rows each rank owns (M / nranks), a multiple of 128 (tile rows)
   int64_t pieceRows = 0;  // rows per counted piece of a block (whole tile rows; the last piece: the rest)
   int self = -1;          // the owner whose tiles nobody waits for (ours): not counted
+  // Signal every tile as soon as it has landed instead of batching a run of them: set
+  // by the engine when our own tiles' epilogue waits for a peer (EpilogueSource), which
+  // a batch left pending could wait behind (tile_signal_epilogue.cuh).
+  bool eachTile = false;
 };
 
 // GEMM + reduce-scatter at 2 ranks: the tiles of our own block (computed last) add a

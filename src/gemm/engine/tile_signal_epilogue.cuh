@@ -27,6 +27,16 @@
 // noise; the signals cost 1-3.5 % of it at K = 1024-1280. The scheduler computes the
 // blocks other ranks own first, ours last, so every CTA signals a peer's block as it
 // moves on to the next one.
+//
+// Except when our own tiles' epilogue waits for the peer's partial (the epilogue add,
+// own_block_epilogue.cuh): then every tile is signalled as soon as it is stored
+// (signal.eachTile). A batch left pending could otherwise wait behind that wait: in
+// the ping-pong kernel a warp group's store begins only after the other warp group's
+// epilogue has ended (their order barrier), so a group's last batch of peer tiles,
+// due at its next store, waited behind the other group's own tile, which waited for
+// the peer's partial, whose last batch waited the same way on the peer behind ours:
+// a cycle across ranks that only the deadline broke (engine-pair, one H100, the
+// same shape in two runs).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -88,6 +98,7 @@ class TileSignalEpilogue : public Base {
       pendingOwner_ = owner;
       pendingPiece_ = piece;
       ++pendingTiles_;
+      if (signal_.eachTile) signalPending();
     }
     return next;
   }
