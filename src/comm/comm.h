@@ -81,8 +81,9 @@ struct CommParams {
   // become the default once the GPU suite has run with it on 2 GPUs.
   int agmmEnginePieces = 1;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts, pulls (and, with
-  // the epilogue add, flags) each block in this many pieces of whole tile rows (1-8);
-  // 4 until timed on 2 GPUs.
+  // the epilogue add, flags) each block in up to this many pieces of whole tile rows
+  // (1-8), each of at least 2 MiB (fused/matmul_reduce_scatter.cc); 4 until timed on
+  // 2 GPUs.
   int mmrsEnginePieces = 4;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::Full;  // FC_MMRS_ENGINE_STAGES

@@ -100,9 +100,19 @@ size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255
 
 // The engine's pieces of a block, in rows: the block is counted, pulled and flagged in
 // up to a.enginePieces pieces of whole tile rows (FC_MMRS_ENGINE_PIECES), so that the
-// first ones land while the peer still computes the rest.
+// first ones land while the peer still computes the rest, each of at least
+// kMinEnginePieceBytes of the partial: a piece costs a gate, a copy and (epilogue add)
+// a flag on the copy queue's stream, which a small one does not earn back. Measured at
+// 2 ranks on one H100 with the epilogue add (engine-pair, 2026-11-25, twelfth session):
+// blocks of 1 MiB took 42 us in one piece against 72 in four, of 3 MiB 68-70 in one
+// or two against 83 in four, of 8 MiB within 2 % in one, two or four, of 32 MiB 335-345
+// in four or two against 383-389 in one.
+constexpr size_t kMinEnginePieceBytes = size_t(2) << 20;
 int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
-  const int64_t tileRows = (blockRows + 127) / 128, pieces = std::max(1, std::min(a.enginePieces, kMaxPieces));
+  const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
+  const int bySize = int(std::min<size_t>(kMaxPieces, std::max<size_t>(1, blockBytes / kMinEnginePieceBytes)));
+  const int64_t tileRows = (blockRows + 127) / 128,
+                pieces = std::max(1, std::min({a.enginePieces, kMaxPieces, bySize}));
   return (tileRows + pieces - 1) / pieces * 128;
 }
 
