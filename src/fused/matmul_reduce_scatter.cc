@@ -110,9 +110,9 @@ size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255
 constexpr size_t kMinEnginePieceBytes = size_t(2) << 20;
 int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
   const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
-  const int bySize = int(std::min<size_t>(kMaxPieces, std::max<size_t>(1, blockBytes / kMinEnginePieceBytes)));
-  const int64_t tileRows = (blockRows + 127) / 128,
-                pieces = std::max(1, std::min({a.enginePieces, kMaxPieces, bySize}));
+  const int64_t most = std::min(a.enginePieces, kMaxPieces),
+                pieces = std::max<int64_t>(1, std::min<int64_t>(most, int64_t(blockBytes / kMinEnginePieceBytes)));
+  const int64_t tileRows = (blockRows + 127) / 128;
   return (tileRows + pieces - 1) / pieces * 128;
 }
 
