@@ -314,9 +314,6 @@ fcResult_t commCheckAsync(fcComm* comm) {
     else if (WaitKind(e->waitKind) == WaitKind::Tiles)
       snprintf(waited, sizeof waited, "for rank %d's partial tiles of our block, %u of %u stored", e->peer,
                e->seen, e->expected);
-    else if (WaitKind(e->waitKind) == WaitKind::Partial)
-      snprintf(waited, sizeof waited, "for rank %d's partial of our block to land (copy engine), %u of %u pieces",
-               e->peer, e->seen, e->expected);
     else
       snprintf(waited, sizeof waited, "for rank %d to reach epoch %u, last saw %u", e->peer, e->expected,
                e->seen);

@@ -39,17 +39,16 @@ enum class EngineStages {
   NoWait,  // the GEMM does not wait for the flags: it runs beside the pulls
   NoPull   // no remote pulls, the flags set at once: the GEMM and the fixed costs only
 };
-// FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine path with a stage left out,
-// for timing it (fc-bench mmrsstages); anything but Full and EpilogueAdd computes
-// wrong results.
+// FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine path's flow, or its sum
+// after the GEMM with a stage left out, for timing it (fc-bench mmrsstages); anything
+// but Full and EpilogueAdd computes wrong results.
 enum class MmrsEngineStages {
-  Full,      // the GEMM signalling tiles, gates, pulls, the sum, the barrier
+  Full,      // the GEMM signalling tiles, gates, pulls, the sum after it, the barrier
   NoGate,    // the pulls start without waiting for the peers' tiles
-  NoPull,    // the gates but no pulls: the sum (or the epilogue) adds stale partials
-  GemmOnly,  // neither gates nor pulls: the GEMM and the fixed costs (sum or flags, barrier) only
-  EpilogueAdd  // every stage, at 2 ranks the peer's partial added in the GEMM's epilogue
-               // instead of a pass after it (correct; see fused/matmul_reduce_scatter.cc for
-               // why it is not the default)
+  NoPull,    // the gates but no pulls: the sum adds stale partials
+  GemmOnly,  // neither gates nor pulls: the GEMM and the fixed costs (sum, barrier) only
+  EpilogueAdd  // the default: at 2 ranks the peer's partial read in place and added in the
+               // GEMM's epilogue (fused/matmul_reduce_scatter.cc); elsewhere Full
 };
 
 // Resolved options: config fields, else env vars, else defaults.
@@ -80,13 +79,12 @@ struct CommParams {
   // 2 H200s (2026-11-24; 2048 x 3072 x 4096: 88.0 / 94.0 us against 93.8 / 98.6), to
   // become the default once the GPU suite has run with it on 2 GPUs.
   int agmmEnginePieces = 1;
-  // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts, pulls (and, with
-  // the epilogue add, flags) each block in up to this many pieces of whole tile rows
-  // (1-8), each of at least 2 MiB (fused/matmul_reduce_scatter.cc); 4 until timed on
-  // 2 GPUs.
+  // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
+  // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),
+  // each of at least 2 MiB (fused/matmul_reduce_scatter.cc); 4 until timed on 2 GPUs.
   int mmrsEnginePieces = 4;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
-  MmrsEngineStages mmrsEngineStages = MmrsEngineStages::Full;  // FC_MMRS_ENGINE_STAGES
+  MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)

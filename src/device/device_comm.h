@@ -18,6 +18,8 @@
 //                                   shards (written by the peers' copy engines)
 //   [kTileCountersOffset, +1 KiB)   tileCounters[channel][rank][piece]: GEMM + reduce-
 //                                   scatter's tiles of our block stored by each rank
+//   [kTileTicketsOffset, +8)        tileTickets[channel]: the GEMM + reduce-scatter
+//                                   engine's next tile to hand out (this rank's GEMM)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -64,9 +66,15 @@ constexpr size_t kPushFlagsOffset = kShardFlagsOffset + kShardFlagsBytes;
 constexpr int kMaxPieces = 8;
 constexpr size_t kTileCountersOffset = kPushFlagsOffset + kShardFlagsBytes;
 constexpr size_t kTileCountersBytes = size_t(kMaxChannels) * kMaxRanks * kMaxPieces * sizeof(uint32_t);
+// The GEMM + reduce-scatter engine's tile tickets, [channel]: this rank's GEMM hands
+// its tiles out in order to whichever cluster asks next, by an atomic add on its
+// channel's word (gemm/engine/scatter_scheduler.cuh); the cluster that draws the
+// grid's last ticket puts it back to zero, so each call finds it zero.
+constexpr size_t kTileTicketsOffset = kTileCountersOffset + kTileCountersBytes;
+constexpr size_t kTileTicketsBytes = size_t(kMaxChannels) * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kTileCountersOffset + kTileCountersBytes <= kSignalBytes, "signal region too small");
+static_assert(kTileTicketsOffset + kTileTicketsBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank
@@ -131,10 +139,10 @@ enum class Op : uint32_t {
 enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, Mismatch = 4 };
 
 // What a device wait was waiting for: a peer's epoch in a signal pad, a peer's
-// pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, a
-// peer's partial tiles of our block (the GEMM + reduce-scatter engine), or the pieces
-// of a peer's partial pulled into our memory (that engine's epilogue).
-enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3, Partial = 4 };
+// pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, or a
+// peer's partial tiles of our block (the GEMM + reduce-scatter engine: its gates, and
+// its epilogue's reads in place).
+enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3 };
 
 // What a rank is doing at a barrier, carried next to the epoch so that ranks calling
 // different collectives (or counts) at the same point notice: op (4 bits), dtype (4
@@ -170,8 +178,7 @@ struct ErrorRecord {
   uint32_t seen;      // epoch it last saw (Mismatch: the peer's op signature)
   uint32_t abortFlag; // set by the host (fcCommAbort): every spin-wait gives up
   uint32_t waitKind;  // WaitKind (LamportData: expected = push buffer; Shard: peer = its shard;
-                      // Tiles: expected = tiles, seen = tiles signalled; Partial:
-                      // expected = pieces, seen = pieces pulled)
+                      // Tiles: expected = tiles, seen = tiles signalled)
 };
 
 struct DeviceComm {
@@ -213,6 +220,14 @@ __host__ __device__
 inline uint32_t* tileCountersOf(const DeviceComm& dc, int r, int channel) {
   return reinterpret_cast<uint32_t*>(dc.base + size_t(r) * dc.stride + kTileCountersOffset) +
          size_t(channel) * kMaxRanks * kMaxPieces;
+}
+
+// This rank's tile ticket of channel c (GEMM + reduce-scatter's engine).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t* tileTicketOf(const DeviceComm& dc, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kTileTicketsOffset) + channel;
 }
 
 // Heap offset of channel c's workspace (the same on every rank; see the layout above).

@@ -50,22 +50,21 @@
 // on; then the sum of our own partial and the pulled ones, and the final barrier, as
 // the fused pipeline's. One GEMM launch, its tail shared by all blocks.
 // Epilogue add (FC_MMRS_ENGINE_STAGES=epilogue-add, 2 ranks): the sum rides in the
-// GEMM instead. After each piece the copy queue writes the piece count into a flag of
-// ours, and the GEMM's own tiles, computed last, wait for their piece there, add the
-// pulled partial in their epilogue and store the rounded sum straight into C
-// (own_block_epilogue.cuh): nothing is left after the GEMM but the final barrier.
-// Not the default, because the wait inside a persistent GEMM for the *peer's* GEMM
-// needs every CTA of both GEMMs resident at once: tiles go to CTAs statically, so a
-// CTA that has not started yet (its SMs held by other work: another stream's kernels,
-// or here the gate) still owes its share of the peer's block, while the peer's started
-// CTAs wait for ours - each rank then waits for the other until the deadline. Found
-// with both ranks' GEMMs on one GPU (tools/probes/engine-pair, 62-CTA grids: one of
-// two runs timed out). A tile scheduler that hands tiles out dynamically, the other
-// blocks' before ours, would make it safe (every tile the peer waits for is then
-// computed by a CTA that runs); until then it is for measurement (fc-bench
-// mmrsstages). Ranks sharing a GPU in separate processes (FC_SHARE_GPU) time-slice it
-// and never take it (a GEMM waiting inside for another context's stalls); ranks of one
-// process may, with FC_ENGINE_SMS leaving room for both grids.
+// GEMM instead, and nothing runs beside it. The GEMM's own tiles, computed last, wait
+// until the peer's tiles of their piece have landed (the peer's counters, in our
+// memory), read the peer's partial in place from its workspace, add it in their
+// epilogue and store the rounded sum straight into C (own_block_epilogue.cuh): no
+// gates, no pulls, nothing after the GEMM but the counters' reset and the final
+// barrier. A wait inside a persistent GEMM for the *peer's* GEMM needs the tiles the
+// peer waits for to be computed by CTAs that run: the GEMM then hands its tiles out
+// dynamically, in order (scatter_scheduler.cuh), so that a cluster that cannot start
+// (its SMs held by other work: another stream's kernels) owes nobody anything; and
+// the partial is not pulled behind a gate kernel, which would itself need an SM (both
+// found with both ranks' GEMMs on one GPU, tools/probes/engine-pair, grids larger
+// than fit together: each rank waited for the other until the deadline). Not the
+// default until it is measured on two GPUs (fc-bench mmrsstages). Ranks sharing a GPU
+// in separate processes (FC_SHARE_GPU) time-slice it and never take it (a GEMM
+// waiting inside for another context's stalls); ranks of one process may.
 //
 // The fused path's pulled partials live in the channel's scratch too
 // (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
@@ -126,10 +125,10 @@ bool engineAddsInEpilogue(const DeviceComm& dc, const MatmulReduceScatterArgs& a
 // The engine's GEMM: every row of our partial product into our workspace, tile rows
 // from rank+1's block on (ours last); each tile counts on its owner's counter of its
 // piece for us (ours excepted: nobody waits for them). With the epilogue add, our
-// block's tiles add rank-1's partial pulled into `pulled` and store into C.
-// Two SMs stay free for the gates of the copy queue (tile_gate.cu).
-engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a,
-                               const void* pulled) {
+// block's tiles add the peer's partial, read in place from its workspace once our
+// counters of its tiles say so, and store into C; the tiles are then handed out
+// dynamically. Two SMs stay free for the gates of the copy queue (tile_gate.cu).
+engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
   const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M), pieceRows = enginePieceRows(a, ms);
   // Our counters in every rank's tile counters (entry [dc.rank][piece]), at rank 0's
   // address + r * stride.
@@ -147,10 +146,18 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                        engine::ShardReadiness{nullptr, M, ms, ms, (dc.rank + 1) % W * ms, dc, channel},
                        a.smCount - 2,
                        engine::TileSignal{countersOfRank0, dc.stride, ms, pieceRows, dc.rank}};
+  g.tileTicket = tileTicketOf(dc, channel);
   if (engineAddsInEpilogue(dc, a)) {
     const int producer = (dc.rank - 1 + dc.nranks) % dc.nranks;
-    g.source = engine::EpilogueSource{pulled, a.C,        dc.rank * ms, ms, pieceRows,
-                                      shardFlags(dc, channel) + producer, producer};
+    const size_t blockBytes = size_t(ms) * a.N * dataTypeSize(a.datatype);
+    g.source = engine::EpilogueSource{ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes,
+                                      a.C,
+                                      dc.rank * ms,
+                                      ms,
+                                      pieceRows,
+                                      tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
+                                      producer};
+    g.dynamicTiles = true;
   }
   return g;
 }
@@ -176,19 +183,18 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
   // The engine (forced only, FC_MMRS_ALGO=engine, until measured on two GPUs): partials
   // in the input type, all of them in our workspace, blocks of whole tile rows.
-  // (The scratch is not allocated yet: C stands in for the pulled partial, whose
-  // alignment the scratch guarantees.)
   const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
-                          engine::scatterGemmSupports(scatterGemm(dc, 0, a, a.C));
+                          engine::scatterGemmSupports(scatterGemm(dc, 0, a));
   p.path = choice == FusedChoice::Engine    ? (engineFits ? Path::Engine : fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Fused   ? (fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Unfused ? fallback
            : fusedFits && overlapPays(p.chunkRows, a.N) ? Path::Fused
                                                         : fallback;
   if (W == 1) p.scratchBytes = 0;
-  // Engine: the W-1 pulled partials of our block.
+  // Engine: the W-1 pulled partials of our block (none when the epilogue reads the
+  // peer's in place).
   else if (p.path == Path::Engine)
-    p.scratchBytes = (W - 1) * partBytes;
+    p.scratchBytes = engineAddsInEpilogue(dc, a) ? 0 : (W - 1) * partBytes;
   // Fused: the pulled partials of a chunk and our own (W blocks; W-1 with fp32
   // partials from W = 3 on, where our GEMM adds one pull in place: see fusedRows).
   else if (p.path == Path::Fused)
@@ -268,51 +274,50 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
 
 // The engine path: one persistent GEMM writes our partial product into our workspace,
 // block rank+1 first and ours last, its tiles counted per piece on their owner's
-// counters once stored; the copy queue pulls our block from each peer piece by piece
-// as soon as that peer's gate for the piece opens (it computes our block at step
-// rank - r), while the GEMM goes on. With the epilogue add (2 ranks) each pulled piece
-// is flagged for our GEMM, whose own tiles add it and store C; otherwise the final sum
-// follows the GEMM. Then the final barrier.
+// counters once stored. Either the copy queue pulls our block from each peer piece by
+// piece as soon as that peer's gate for the piece opens (it computes our block at
+// step rank - r), while the GEMM goes on, and the final sum follows the GEMM; or (the
+// epilogue add, 2 ranks) the GEMM's own tiles wait for the peer's tiles themselves
+// and add its partial in place. Then the final barrier.
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const MatmulReduceScatterArgs& a,
                      uint32_t sig, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t blockElems = a.M / size_t(W) * a.N, rowBytes = a.N * dataTypeSize(a.datatype);
   const size_t blockBytes = blockElems * dataTypeSize(a.datatype);
-  char* pulled = static_cast<char*>(a.scratch);  // rank-t's partial of our block at (t-1) * blockBytes
-  const engine::EngineGemm g = scatterGemm(dc, channel, a, pulled);
+  const engine::EngineGemm g = scatterGemm(dc, channel, a);
   const bool addInEpilogue = g.source.C != nullptr;
   const int64_t ms = g.signal.blockRows, pieceRows = g.signal.pieceRows, pieces = (ms + pieceRows - 1) / pieceRows;
   uint32_t* counters = tileCountersOf(dc, rank, channel);  // ours: entry [r][p], rank r's tiles of our piece p
+  char* pulled = static_cast<char*>(a.scratch);  // rank-t's partial of our block at (t-1) * blockBytes
   // The copy queue after everything before on S (the scratch and the previous op).
-  FC_CHECK(copies.after(stream, 0));
+  if (!addInEpilogue) FC_CHECK(copies.after(stream, 0));
   const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);
-  for (int t = 1; t < W; ++t) {
-    const int r = (rank - t + W) % W;  // computes our block t-th
-    for (int64_t p = 0; p < pieces; ++p) {
-      const size_t r0 = size_t(p * pieceRows), rows = size_t(std::min(pieceRows, ms - p * pieceRows));
-      if (a.engineGates)
-        FC_CHECK(launchTileGate(dc, channel, counters + size_t(r) * kMaxPieces + size_t(p),
-                                uint32_t(engine::scatterGemmPieceTiles(g, p)), r, copies.stream()));
-      if (a.enginePulls)
-        FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes + r0 * rowBytes,
-                          ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes + r0 * rowBytes, rows * rowBytes,
-                          copies.stream()));
-      // The epilogue's flag: written after the piece's pull, with a memory barrier.
-      if (addInEpilogue) FC_CHECK(copies.signal(shardFlags(dc, channel) + g.source.producer, uint32_t(p + 1)));
+  if (!addInEpilogue) {
+    for (int t = 1; t < W; ++t) {
+      const int r = (rank - t + W) % W;  // computes our block t-th
+      for (int64_t p = 0; p < pieces; ++p) {
+        const size_t r0 = size_t(p * pieceRows), rows = size_t(std::min(pieceRows, ms - p * pieceRows));
+        if (a.engineGates)
+          FC_CHECK(launchTileGate(dc, channel, counters + size_t(r) * kMaxPieces + size_t(p),
+                                  uint32_t(engine::scatterGemmPieceTiles(g, p)), r, copies.stream()));
+        if (a.enginePulls)
+          FC_CHECK(ce::copy(pulled + size_t(t - 1) * blockBytes + r0 * rowBytes,
+                            ce::slot(dc, r, channel, 0) + size_t(rank) * blockBytes + r0 * rowBytes,
+                            rows * rowBytes, copies.stream()));
+      }
     }
+    FC_CHECK(copies.mark(size_t(W)));
+    FC_CHECK(copies.waitMark(stream, size_t(W)));
   }
-  FC_CHECK(copies.mark(size_t(W)));
-  FC_CHECK(copies.waitMark(stream, size_t(W)));
-  // The counters and our flags back to zero (our own counters stay zero: our tiles
-  // count nothing), after the GEMM and the gates, before the final barrier after which
-  // peers count again.
+  // The counters back to zero (our own counters stay zero: our tiles count nothing),
+  // after the GEMM and the gates, before the final barrier after which peers count
+  // again.
   FC_CUDA_CHECK(cudaMemsetAsync(counters, 0, size_t(W) * kMaxPieces * sizeof(uint32_t), stream));
-  if (addInEpilogue) FC_CUDA_CHECK(cudaMemsetAsync(shardFlags(dc, channel), 0, size_t(W) * sizeof(uint32_t), stream));
-  else {
+  if (!addInEpilogue) {
     const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
     FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));
   }
-  // Final barrier: nobody pulls from our workspace any more.
+  // Final barrier: nobody reads our workspace any more (pulls, or the peer's epilogue).
   const fcResult_t barrier = launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
   return gemm != fcSuccess ? gemm : barrier;
 }

@@ -164,13 +164,15 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
 // fc-bench mmrsstages: where the GEMM + reduce-scatter engine path's time goes (issue
 // 17). Per shape (B [N, K]), every column on its own communicator, timed interleaved:
 //   gemm       the GEMM alone, [M, K] x B^T (cuBLASLt, through a one-rank communicator)
-//   engine     the engine path (FC_MMRS_ALGO=engine)
+//   engine     the engine path (FC_MMRS_ALGO=engine) summing after its GEMM
+//              (FC_MMRS_ENGINE_STAGES=full)
 //   no-gate    its pulls start without waiting for the peers' tiles (FC_MMRS_ENGINE_STAGES)
 //   no-pull    the waits for the peers' tiles, no pulls
 //   gemm-only  neither: the engine's GEMM (signalling its tiles), the flags or the sum,
 //              the barrier
-//   epilogue-add  every stage, at 2 ranks the peer's partial added in the GEMM's epilogue
-//              instead of by a pass after it (FC_MMRS_ENGINE_STAGES=epilogue-add)
+//   epilogue-add  the engine's default flow: at 2 ranks the peer's partial read in place
+//              and added in the GEMM's epilogue instead of pulled and summed after it
+//              (FC_MMRS_ENGINE_STAGES=epilogue-add)
 //   auto       fcMatmulReduceScatter's own choice
 // Read: engine - no-gate = the waiting for the peers' tiles the GEMM does not hide;
 // engine - no-pull = the pulls' exposed time; gemm-only - gemm = the engine GEMM's own

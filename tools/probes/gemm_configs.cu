@@ -48,6 +48,15 @@ fcResult_t scatterNoSignal(const fc::engine::EngineGemm& g, cudaStream_t stream)
   return fc::engine::runScatterGemm_bf16_t_128x128c2x1p(quiet, stream);
 }
 
+// The scatter kernels with their tiles handed out dynamically (the epilogue add's
+// schedule: scatter_scheduler.cuh), against the static order of the columns above.
+template <fcResult_t (*kRun)(const fc::engine::EngineGemm&, cudaStream_t)>
+fcResult_t scatterDynamic(const fc::engine::EngineGemm& g, cudaStream_t stream) {
+  fc::engine::EngineGemm dynamic = g;
+  dynamic.dynamicTiles = true;
+  return kRun(dynamic, stream);
+}
+
 #define OK(call)                                                                  \
   do {                                                                            \
     cudaError_t e_ = (call);                                                      \
@@ -90,6 +99,9 @@ const Candidate kCandidates[] = {
     {"scatter128x256c2x1", fc::engine::runScatterGemm_bf16_t_128x256c2x1},
     {"scatter128x128c2x1p", fc::engine::runScatterGemm_bf16_t_128x128c2x1p},
     {"scatter128x128c2x1p_nosignal", scatterNoSignal},
+    {"scatter128x128c2x1p_nopipeline", fc::engine::probe::scatterStatic128x128c2x1p},
+    {"scatter128x256c2x1_dynamic", scatterDynamic<fc::engine::runScatterGemm_bf16_t_128x256c2x1>},
+    {"scatter128x128c2x1p_dynamic", scatterDynamic<fc::engine::runScatterGemm_bf16_t_128x128c2x1p>},
     // The first CUTLASS column again, last: what a column's place in the round costs.
     {"coop128x256c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
     {"pingpong128x128c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
@@ -185,6 +197,9 @@ int main(int argc, char** argv) {
   FC(cublas.init());
   uint32_t* counters;
   OK(cudaMalloc(&counters, 2 * sizeof(uint32_t)));
+  uint32_t* ticket;  // the scatter kernels' tile ticket: zero, and zero again after each run
+  OK(cudaMalloc(&ticket, sizeof(uint32_t)));
+  OK(cudaMemset(ticket, 0, sizeof(uint32_t)));
 
   printf("# gemm-configs: %s, %d SMs, bf16, B [N, K]; graph of %d GEMMs, %d interleaved rounds (median)\n",
          prop.name, sms, kIters, rounds);
@@ -221,6 +236,7 @@ int main(int argc, char** argv) {
       OK(cudaMemsetAsync(D[c], 0xff, s.M * s.N * 2, stream));  // poison: NaN
       fc::engine::EngineGemm g{A, B, D[c], s.M, s.N, s.K, fcOpT, fcBfloat16, {}, sms};
       g.swizzle = cols[c].swizzle;
+      g.tileTicket = ticket;
       // The scatter kernels' signals (the others ignore them): two blocks of rows when
       // they are whole tile rows, else one; as in the op, the block computed last is
       // "ours" and counts nothing.
@@ -254,7 +270,6 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%zu,%zu,%zu: %s differs from cuBLASLt\n", s.M, s.N, s.K, cols[c].name.c_str());
       }
     }
-    failures += !exact;
     // Interleaved timing.
     cudaEvent_t t0, t1;
     OK(cudaEventCreate(&t0));
@@ -279,6 +294,25 @@ int main(int argc, char** argv) {
       us[c] = 1000.0 * ms[c][ms[c].size() / 2] / kIters;
       if (c > 0 && us[c] < us[best]) best = c;
     }
+    // Again after the replays, poisoned first (the scatter kernels' ticket must have
+    // come back to zero after every one of them).
+    uint32_t ticketLeft = 0;
+    OK(cudaMemcpy(&ticketLeft, ticket, sizeof ticketLeft, cudaMemcpyDeviceToHost));
+    if (ticketLeft != 0) {
+      exact = false;
+      fprintf(stderr, "%zu,%zu,%zu: the tile ticket is %u after the runs\n", s.M, s.N, s.K, ticketLeft);
+    }
+    for (int c = 1; c < n; ++c) {
+      OK(cudaMemsetAsync(D[c], 0xff, s.M * s.N * 2, stream));
+      OK(cudaGraphLaunch(exec[c], stream));
+      OK(cudaMemcpyAsync(got.data(), D[c], got.size() * 2, cudaMemcpyDeviceToHost, stream));
+      OK(cudaStreamSynchronize(stream));
+      if (got != ref) {
+        exact = false;
+        fprintf(stderr, "%zu,%zu,%zu: %s differs from cuBLASLt after replays\n", s.M, s.N, s.K, cols[c].name.c_str());
+      }
+    }
+    failures += !exact;
     printf("%zu,%zu,%zu", s.M, s.N, s.K);
     for (double u : us) printf(",%.1f", u);
     printf(",%s,%.3f,%s,%s\n", cols[best].name.c_str(), us[best] / us[0], exact ? "yes" : "NO",

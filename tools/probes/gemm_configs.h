@@ -10,5 +10,6 @@ namespace fc::engine::probe {
 fcResult_t stock128x256c2x1(const EngineGemm& g, cudaStream_t stream);     // CUTLASS's own scheduler
 fcResult_t coop128x128c2x1(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
 fcResult_t coop256x128c2x1(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
+fcResult_t scatterStatic128x128c2x1p(const EngineGemm& g, cudaStream_t stream);  // scatter, no tile pipeline
 
 }  // namespace fc::engine::probe

@@ -30,6 +30,7 @@
 #include "gemm/engine/engine.h"
 #include "gemm/engine/own_block_epilogue.cuh"
 #include "gemm/engine/own_rows_mainloop.cuh"
+#include "gemm/engine/scatter_scheduler.cuh"
 #include "gemm/engine/tile_signal_epilogue.cuh"
 
 namespace fc::engine {
@@ -40,6 +41,7 @@ namespace fc::engine {
 // alternating).
 template <int TM, int TN, int TK, int CM, int CN, bool kPingpong = false>
 struct EngineConfig {
+  static constexpr bool kPingpongSchedule = kPingpong;
   using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
   using MainloopSchedule = std::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
@@ -79,8 +81,9 @@ struct EngineEpilogue<Element, Config, true> {
   using type = TileSignalEpilogue<OwnBlockEpilogue<Stock>>;
 };
 
-// SchedulerTag: ours (AllGatherSchedulerTag), or CUTLASS's stock persistent
-// scheduler (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
+// SchedulerTag: ours (AllGatherSchedulerTag; ScatterSchedulerTag, tiles handed out
+// dynamically, for GEMM + reduce-scatter), or CUTLASS's stock persistent scheduler
+// (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
 // kSignal: GEMM + reduce-scatter's epilogue (EngineEpilogue).
 template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
           typename SchedulerTag = AllGatherSchedulerTag, bool kSignal = false>
@@ -106,7 +109,11 @@ struct EngineGemmKernel {
 
   using Kernel =
       cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, SchedulerTag>;
-  static constexpr bool kOurScheduler = std::is_same_v<SchedulerTag, AllGatherSchedulerTag>;
+  static constexpr bool kDynamic = std::is_same_v<SchedulerTag, ScatterSchedulerTag<true>> ||
+                                   std::is_same_v<SchedulerTag, ScatterSchedulerTag<false>>;
+  static constexpr bool kOurScheduler = kDynamic || std::is_same_v<SchedulerTag, AllGatherSchedulerTag>;
+  static_assert(!kDynamic || std::is_same_v<SchedulerTag, ScatterSchedulerTag<Config::kPingpongSchedule>>,
+                "the dynamic scheduler's tag names the kernel schedule (where the first tile is drawn)");
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   // Loaded with every communicator, not at its first launch (core/preload.h).
@@ -124,6 +131,12 @@ struct EngineGemmKernel {
     hw.sm_count = g.smCount;
     typename Kernel::TileSchedulerArguments sched;
     if constexpr (kOurScheduler) sched.ready = g.ready;
+    if constexpr (kDynamic) {
+      if (g.dynamicTiles && (g.tileTicket == nullptr || g.pdl))
+        return setError(fcInternalError, "the GEMM engine's dynamic tiles need a tile ticket and no PDL launch");
+      sched.dynamic = g.dynamicTiles;
+      sched.ticket = g.tileTicket;
+    }
     // When B is well beyond L2 (50 MiB), raster along N in bands of 2, 4 or 8 clusters
     // of tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then
     // read by the band's rows while it is in L2 instead of once per tile row. The band's

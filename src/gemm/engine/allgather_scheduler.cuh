@@ -144,7 +144,7 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     return fetch_next_work(work_tile_info);
   }
 
- private:
+ protected:
   // Rotate the tile row; the mainloop producer warp then waits for its shards.
   CUTLASS_DEVICE WorkTileInfo ready(WorkTileInfo w) const {
     if (!w.is_valid()) return w;
@@ -183,6 +183,7 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
     fc::dev::waitAtLeast(r.dc, fc::Op::AllGatherMatmul, r.flags + s, pieces, s, r.channel, fc::WaitKind::Shard);
   }
 
+ private:
   Params params_;
 };
 

@@ -49,21 +49,22 @@ struct TileSignal {
   bool eachTile = false;
 };
 
-// GEMM + reduce-scatter at 2 ranks: the tiles of our own block (computed last) add a
-// peer's partial of the block, which our copy engine pulls while the GEMM computes the
-// other blocks, and store the rounded sum straight into the op's output
+// GEMM + reduce-scatter at 2 ranks: the tiles of our own block (computed last) add the
+// peer's partial of the block, which the peer's GEMM computes first, read in place
+// from the peer's workspace, and store the rounded sum straight into the op's output
 // (own_block_epilogue.cuh): D = round(round(A x op(B)) + C) there, fp32 sum, i.e.
 // each partial rounded once as cuBLAS + NCCL compute it. Before loading the C rows of
-// a tile the epilogue waits (bounded, the library's deadline) until flags[0] counts
-// the pieces those rows lie in. NULL C: no own-block epilogue.
+// a tile the epilogue waits (bounded, the library's deadline) until the peer's tiles
+// of the piece those rows lie in have landed: counters[piece] counts them (the peer's
+// TileSignal, in our memory). NULL C: no own-block epilogue.
 struct EpilogueSource {
-  const void* C = nullptr;  // [blockRows, N]: the peer's partial of our block, pulled
+  const void* C = nullptr;  // [blockRows, N]: the peer's partial of our block, in its workspace
   void* D = nullptr;        // [blockRows, N]: our block's output
   int64_t firstRow = 0;     // our block's first row in the product (rank * blockRows)
   int64_t blockRows = 0;
-  int64_t pieceRows = 0;          // rows the pull lands at a time (whole tile rows)
-  const uint32_t* flags = nullptr;  // pieces landed (copy-engine stream writes); NULL: no waits
-  int producer = -1;              // the rank whose partial C is (the error record's peer)
+  int64_t pieceRows = 0;               // rows per counted piece (whole tile rows)
+  const uint32_t* counters = nullptr;  // [piece]: the peer's tiles landed; NULL: no waits
+  int producer = -1;                   // the rank whose partial C is (the error record's peer)
 };
 
 // D [M, N] = A [M, K] x op(B), row-major, bf16 or fp16 in and out, fp32 accumulation;
@@ -89,6 +90,14 @@ struct EngineGemm {
   const void* ownA = nullptr;
   // GEMM + reduce-scatter's own block (launchMatmulScatterGemm only).
   EpilogueSource source{};
+  // GEMM + reduce-scatter: tiles handed out dynamically, in order, to the clusters
+  // that ask (required when our own tiles wait for the peer inside the GEMM: the
+  // epilogue add), by the word tileTicket (device memory, zero before the launch, zero
+  // again when the kernel ends; one per stream of calls that may overlap; never with
+  // pdl, which would start the kernel before the previous one has put it back to
+  // zero): scatter_scheduler.cuh. Otherwise the static order.
+  bool dynamicTiles = false;
+  uint32_t* tileTicket = nullptr;
   // Launch with programmatic stream serialization: the kernel may start once the
   // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and it
   // does not wait for that kernel's completion (it never calls griddepcontrol.wait):
@@ -113,8 +122,9 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream);
 bool scatterGemmSupports(const EngineGemm& g);
 size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece);
 
-// Enqueue the GEMM + reduce-scatter kernel (g.signal set, g.source optional; the
-// scheduler waits for nothing: ready.flags NULL).
+// Enqueue the GEMM + reduce-scatter kernel (g.signal set, g.source optional, and
+// with it g.dynamicTiles and g.tileTicket; the scheduler waits for nothing:
+// ready.flags NULL; scatter_scheduler.cuh).
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine

@@ -3,16 +3,24 @@
 // output; every other tile stores its partial into our workspace, as before.
 //
 // Why: the engine computes our own block last (seed 002's destination order), and the
-// peer computes it first, so its partial has long been pulled into our memory when our
-// own tiles reach their epilogue. Adding it there leaves nothing after the GEMM: no
+// peer computes it first, so its partial has long landed in the peer's workspace when
+// our own tiles reach their epilogue. Adding it there leaves nothing after the GEMM: no
 // separate pass that reads both partials and writes the sum (at 2048 x 4096 that pass
 // and the barrier behind it were most of the engine's 56 us over its GEMM on 2 H200s).
+// It is read in place, through the peer mapping, by the epilogue's TMA loads, which
+// the epilogue's producer warp issues ahead of the tile's store (under its mainloop):
+// no copy-engine pull, and so no gate kernel, which would need an SM of its own beside
+// the GEMMs. The only thing an own tile waits for is then the peer GEMM's tiles, which
+// the dynamic tile scheduler guarantees are taken by clusters that run
+// (scatter_scheduler.cuh): found with both ranks' GEMMs on one GPU, grids too large to
+// be resident together (tools/probes/engine-pair): with the pull behind a gate, the
+// gate found no SM and both ranks waited until the deadline.
 //
 // How: two stock CUTLASS sm90 TMA epilogues over the same shared memory and pipelines,
 // which differ only in their parameters (as OwnRowsMainloop's two A descriptors):
 //  - the base one, for every other tile: D = the workspace, the source C scaled by 0
 //    (never loaded);
-//  - `own`, for our block's tile rows: D = the op's output and C = the pulled partial,
+//  - `own`, for our block's tile rows: D = the op's output and C = the peer's partial,
 //    both bases shifted back by firstRow rows so that the same tile coordinates land on
 //    the block's rows (TMA touches only the rows it is asked for), C scaled by 1.
 // The fusion (ScatterFusion below) rounds each partial once before the fp32 sum, as
@@ -25,12 +33,14 @@
 // stores as its own.
 //
 // The wait: the epilogue's producer warp, before loading the C rows of an own tile,
-// waits until the copy engine's stream writes count the pieces those rows lie in
-// (bounded: deadline, abort, a peer's give-up; on giving up it records the error and
-// loads anyway, so the kernel finishes and the op reports it). Acquire at system scope,
-// then fence.proxy.async.global: the rows were written by the copy engine and are read
-// next by TMA (the async proxy). Only that warp waits: the consumers go on with the
-// tile's mainloop and meet the data at the pipeline's barrier.
+// waits until the peer's tile counter of the piece those rows lie in counts all of the
+// piece's tiles (bounded: deadline, abort, a peer's give-up; on giving up it records
+// the error and loads anyway, so the kernel finishes and the op reports it). The
+// peer released the count at system scope after its TMA stores had landed
+// (tile_signal_epilogue.cuh); we acquire it at system scope, then
+// fence.proxy.async.global: the rows are read next by TMA (the async proxy). Only that
+// warp waits: the consumers go on with the tile's mainloop and meet the data at the
+// pipeline's barrier.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -138,7 +148,7 @@ class OwnBlockEpilogue : public Base {
                            Rest&&... rest) {
     const int32_t m = int32_t(cute::get<0>(coord));
     if (!isOwn(m)) return Base::load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
-    waitForPieces(m);
+    waitForPiece(m, int64_t(cute::get<1>(problem)));
     return own_.load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
   }
 
@@ -153,14 +163,21 @@ class OwnBlockEpilogue : public Base {
  private:
   CUTLASS_DEVICE bool isOwn(int32_t tileRow) const { return tileRow >= p_.ownTileBegin && tileRow < p_.ownTileEnd; }
 
-  CUTLASS_DEVICE void waitForPieces(int32_t tileRow) const {
+  // The piece holding tile row tileRow, counted as the peer's signals count it: its
+  // tile rows times the tiles of a row (our tiles: both ranks run the same shape, so
+  // the same configuration; columns past N count nothing).
+  CUTLASS_DEVICE void waitForPiece(int32_t tileRow, int64_t N) const {
     const EpilogueSource& s = p_.source;
-    if (s.flags == nullptr) return;
+    if (s.counters == nullptr) return;
     if (cute::elect_one_sync()) {
       constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
-      const int64_t row = int64_t(tileRow) * kTileM - s.firstRow;  // within our block
-      fc::dev::waitAtLeast(p_.dc, fc::Op::MatmulReduceScatter, s.flags, uint32_t(row / s.pieceRows + 1),
-                           s.producer, p_.channel, fc::WaitKind::Partial);
+      constexpr int64_t kTileN = cute::size<1>(typename Base::CtaTileMNK{});
+      const int64_t piece = (int64_t(tileRow) * kTileM - s.firstRow) / s.pieceRows;  // within our block
+      const int64_t rows = s.blockRows - piece * s.pieceRows < s.pieceRows ? s.blockRows - piece * s.pieceRows
+                                                                           : s.pieceRows;
+      const uint32_t tiles = uint32_t(rows / kTileM * ((N + kTileN - 1) / kTileN));
+      fc::dev::waitAtLeast(p_.dc, fc::Op::MatmulReduceScatter, s.counters + piece, tiles, s.producer, p_.channel,
+                           fc::WaitKind::Tiles);
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
     __syncwarp();
