@@ -126,8 +126,9 @@ bool engineAddsInEpilogue(const DeviceComm& dc, const MatmulReduceScatterArgs& a
 // from rank+1's block on (ours last); each tile counts on its owner's counter of its
 // piece for us (ours excepted: nobody waits for them). With the epilogue add, our
 // block's tiles add the peer's partial, read in place from its workspace once our
-// counters of its tiles say so, and store into C; the tiles are then handed out
-// dynamically. Two SMs stay free for the gates of the copy queue (tile_gate.cu).
+// counters of its tiles say so, and store into C. Tiles are handed out dynamically
+// (scatter_scheduler.cuh). Two SMs stay free for the gates of the copy queue
+// (tile_gate.cu).
 engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
   const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M), pieceRows = enginePieceRows(a, ms);
   // Our counters in every rank's tile counters (entry [dc.rank][piece]), at rank 0's
@@ -157,7 +158,6 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       pieceRows,
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
-    g.dynamicTiles = true;
   }
   return g;
 }

@@ -48,15 +48,6 @@ fcResult_t scatterNoSignal(const fc::engine::EngineGemm& g, cudaStream_t stream)
   return fc::engine::runScatterGemm_bf16_t_128x128c2x1p(quiet, stream);
 }
 
-// The scatter kernels with their tiles handed out dynamically (the epilogue add's
-// schedule: scatter_scheduler.cuh), against the static order of the columns above.
-template <fcResult_t (*kRun)(const fc::engine::EngineGemm&, cudaStream_t)>
-fcResult_t scatterDynamic(const fc::engine::EngineGemm& g, cudaStream_t stream) {
-  fc::engine::EngineGemm dynamic = g;
-  dynamic.dynamicTiles = true;
-  return kRun(dynamic, stream);
-}
-
 #define OK(call)                                                                  \
   do {                                                                            \
     cudaError_t e_ = (call);                                                      \
@@ -100,8 +91,6 @@ const Candidate kCandidates[] = {
     {"scatter128x128c2x1p", fc::engine::runScatterGemm_bf16_t_128x128c2x1p},
     {"scatter128x128c2x1p_nosignal", scatterNoSignal},
     {"scatter128x128c2x1p_nopipeline", fc::engine::probe::scatterStatic128x128c2x1p},
-    {"scatter128x256c2x1_dynamic", scatterDynamic<fc::engine::runScatterGemm_bf16_t_128x256c2x1>},
-    {"scatter128x128c2x1p_dynamic", scatterDynamic<fc::engine::runScatterGemm_bf16_t_128x128c2x1p>},
     // The first CUTLASS column again, last: what a column's place in the round costs.
     {"coop128x256c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
     {"pingpong128x128c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},

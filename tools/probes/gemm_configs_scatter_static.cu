@@ -1,8 +1,8 @@
 // gemm-configs candidate: the GEMM + reduce-scatter engine's ping-pong kernel (bf16,
 // B [N, K], signalling epilogue) with the all-gather engine's static scheduler, which
 // computes each CTA's tiles itself (no scheduler warp, no pipeline of tiles): what the
-// library's scatter scheduler costs (scatter_scheduler.cuh), in its static order and
-// handing tiles out dynamically.
+// library's scatter scheduler, which hands tiles out dynamically, costs
+// (scatter_scheduler.cuh).
 #include "gemm/engine/allgather_gemm.cuh"
 #include "gemm_configs.h"
 

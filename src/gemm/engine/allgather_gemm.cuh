@@ -132,9 +132,8 @@ struct EngineGemmKernel {
     typename Kernel::TileSchedulerArguments sched;
     if constexpr (kOurScheduler) sched.ready = g.ready;
     if constexpr (kDynamic) {
-      if (g.dynamicTiles && (g.tileTicket == nullptr || g.pdl))
-        return setError(fcInternalError, "the GEMM engine's dynamic tiles need a tile ticket and no PDL launch");
-      sched.dynamic = g.dynamicTiles;
+      if (g.tileTicket == nullptr || g.pdl)
+        return setError(fcInternalError, "the GEMM engine's tile ticket is missing, or a PDL launch asked for");
       sched.ticket = g.tileTicket;
     }
     // When B is well beyond L2 (50 MiB), raster along N in bands of 2, 4 or 8 clusters

@@ -90,13 +90,11 @@ struct EngineGemm {
   const void* ownA = nullptr;
   // GEMM + reduce-scatter's own block (launchMatmulScatterGemm only).
   EpilogueSource source{};
-  // GEMM + reduce-scatter: tiles handed out dynamically, in order, to the clusters
-  // that ask (required when our own tiles wait for the peer inside the GEMM: the
-  // epilogue add), by the word tileTicket (device memory, zero before the launch, zero
-  // again when the kernel ends; one per stream of calls that may overlap; never with
-  // pdl, which would start the kernel before the previous one has put it back to
-  // zero): scatter_scheduler.cuh. Otherwise the static order.
-  bool dynamicTiles = false;
+  // GEMM + reduce-scatter: the word its tiles are handed out by, in order, to the
+  // clusters that ask (device memory, zero before the launch, zero again when the
+  // kernel ends; one per stream of calls that may overlap; never with pdl, which would
+  // start the kernel before the previous one has put it back to zero):
+  // scatter_scheduler.cuh. Required there.
   uint32_t* tileTicket = nullptr;
   // Launch with programmatic stream serialization: the kernel may start once the
   // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and it
@@ -122,9 +120,9 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream);
 bool scatterGemmSupports(const EngineGemm& g);
 size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece);
 
-// Enqueue the GEMM + reduce-scatter kernel (g.signal set, g.source optional, and
-// with it g.dynamicTiles and g.tileTicket; the scheduler waits for nothing:
-// ready.flags NULL; scatter_scheduler.cuh).
+// Enqueue the GEMM + reduce-scatter kernel (g.signal and g.tileTicket set, g.source
+// optional; the scheduler waits for nothing: ready.flags NULL; tiles handed out in
+// order to the clusters that ask: scatter_scheduler.cuh).
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine

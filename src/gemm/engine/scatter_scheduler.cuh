@@ -1,13 +1,8 @@
 // The GEMM + reduce-scatter engine's tile scheduler: the all-gather engine's tile
 // order (allgather_scheduler.cuh: tile rows rotated so that the blocks other ranks own
-// come first, ours last), handed out dynamically when our own tiles wait inside the
-// GEMM for the peer (Arguments::dynamic, the epilogue add): a cluster takes the next
-// tile in that order when it is ready for one, by an atomic add on a per-channel ticket
-// in device memory, instead of cluster c taking tiles c, c + clusters, ... . Otherwise
-// (the sum after the GEMM) it hands out that static order through the same pipeline,
-// with no atomic and no start-up exchange: on one H100 the dynamic hand-out cost the
-// GEMM alone 1-6 us (4-22 %) at 512-8192 rows (tools/probes/gemm-configs,
-// docs/perf-log.md), which only a wait inside the GEMM earns back.
+// come first, ours last), handed out dynamically: a cluster takes the next tile in
+// that order when it is ready for one, by an atomic add on a per-channel ticket in
+// device memory, instead of CTA i taking tiles i, i + grid, ... .
 //
 // Why: with the epilogue add (own_block_epilogue.cuh) our own tiles wait inside the
 // GEMM for the peer's partial of our block, which the peer's GEMM computes first. With
@@ -24,6 +19,11 @@
 // copy-engine pull behind a gate kernel, which would need an SM of its own:
 // own_block_epilogue.cuh.) It also evens out clusters that run slower (a late start)
 // where the static split leaves the last wave to them.
+//
+// Cost (tools/probes/gemm-configs on one H100, docs/perf-log.md): the pipeline of
+// tiles costs the GEMM alone 1-6 us per call at 512-8192 rows against the all-gather
+// engine's static scheduler (which needs none); handing the same static order out
+// through it was no cheaper than the dynamic hand-out, so there is one flow.
 //
 // How it plugs into CUTLASS's sm90 kernels (their dynamic persistent hooks; the
 // pipelines: ticket_pipeline.cuh): every thread's initial_work_tile_info draws the
@@ -84,11 +84,9 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
   };
 
   struct Arguments : Base::Arguments {
-    bool dynamic = false;        // tiles handed out by the ticket (else the static order)
-    uint32_t* ticket = nullptr;  // dynamic: zero before the kernel; zero again after it
+    uint32_t* ticket = nullptr;  // zero before the kernel; zero again after it
   };
   struct Params : Base::Params {
-    bool dynamic = false;
     uint32_t* ticket = nullptr;
     uint32_t clusterTiles = 0;  // the tickets that are tiles
   };
@@ -100,7 +98,6 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
     Params p;
     static_cast<Base::Params&>(p) =
         Base::to_underlying_arguments(problem_shape_mnkl, tile_shape, cluster_shape, hw_info, args);
-    p.dynamic = args.dynamic;
     p.ticket = args.ticket;
     p.clusterTiles = uint32_t(p.blocks_per_problem_ / (uint64_t(p.cluster_shape_m_) * p.cluster_shape_n_));
     return p;
@@ -108,7 +105,7 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
 
   CUTLASS_HOST_DEVICE ScatterTileScheduler() {}
   CUTLASS_DEVICE explicit ScatterTileScheduler(Params const& p)
-      : Base(p), dynamic_(p.dynamic), ticket_(p.ticket), clusterTiles_(p.clusterTiles) {}
+      : Base(p), ticket_(p.ticket), clusterTiles_(p.clusterTiles) {}
 
   CUTLASS_DEVICE void set_data_ptr(CLCResponse* storage) { storage_ = reinterpret_cast<SharedStorage*>(storage); }
 
@@ -117,13 +114,10 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
   // cooperative kernel after both: ours goes in between (a wait for the kernel's
   // arrive first and an arrive for its wait last, in the ping-pong kernel), so the
   // barrier's phases still pair up. The plain store into the other CTA's shared memory
-  // is published by the barrier's arrive (release) and wait (acquire). In the static
-  // order every CTA knows its cluster's first tile: no exchange (dynamic_ is the same
-  // in every thread of the grid, so all take the same branch).
+  // is published by the barrier's arrive (release) and wait (acquire).
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
     static_assert(cute::size(ClusterShape{}) > 1, "the dynamic scheduler is written for clusters of 2 or more CTAs");
-    if (!dynamic_) return tileOf(clusterIndex());
     if constexpr (kPingpong) cute::cluster_wait();
     if (fc::engine::clusterLeader() && threadIdx.x == 0) {
       const uint32_t t = draw();
@@ -144,8 +138,7 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
     if (fc::engine::clusterLeader()) {
       pipeline.producer_acquire(state);
       uint32_t t = 0;
-      if (!dynamic_) t = clusterIndex() + (state.count() + 1) * clusters();  // the static order's next
-      else if (cutlass::canonical_lane_idx() == 0) t = draw();
+      if (cutlass::canonical_lane_idx() == 0) t = draw();
       t = __shfl_sync(0xffffffffu, t, 0);
       pipeline.publish(state, &storage_->slots_[state.index()].ticket, t);
     }
@@ -183,12 +176,6 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
 
   CUTLASS_DEVICE static uint32_t clusters() { return gridDim.x * gridDim.y * gridDim.z / fc::engine::clusterCtas(); }
 
-  // This CTA's cluster in the static order: the base's linear index of the CTA
-  // (raster along N, as the base computes it), whole clusters along x.
-  CUTLASS_DEVICE static uint32_t clusterIndex() {
-    return (blockIdx.x + blockIdx.y * gridDim.x) / fc::engine::clusterCtas();
-  }
-
   // Ticket t: the first CTA's linear index of cluster tile t in the static scheduler's
   // order (it maps the CTA's place in its cluster itself), rotated.
   CUTLASS_DEVICE WorkTileInfo tileOf(uint32_t t) const {
@@ -200,7 +187,6 @@ class ScatterTileScheduler : public AllGatherTileScheduler {
   // own pipeline object did it).
   CUTLASS_DEVICE Pipeline attached() const { return Pipeline(storage_->pipeline_); }
 
-  bool dynamic_ = false;
   uint32_t* ticket_ = nullptr;
   uint32_t clusterTiles_ = 0;
   SharedStorage* storage_ = nullptr;

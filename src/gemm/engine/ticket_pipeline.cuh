@@ -97,8 +97,10 @@ class TicketPipeline {
 
   // Consumers (every thread the kernel counts, in whole warps): wait for the stage,
   // read it, release it. One arrival per warp, not per thread as the kernel counts
-  // them: each is a remote arrive on CTA 0's barrier from the other CTAs, and 320 of
-  // them per tile from the cooperative kernel's consumers cost it 5-14 % (one H100).
+  // them: each is a remote arrive on CTA 0's barrier from the other CTAs, 320 per tile
+  // from the cooperative kernel's consumers otherwise (the interrupted session that
+  // wrote this measured those at 5-14 % of the kernel's time on one H100; not
+  // repeated).
   CUTLASS_DEVICE void consumer_wait(PipelineState state) { Barrier::wait(&storage_->full[state.index()], state.phase()); }
   CUTLASS_DEVICE void consumer_release(PipelineState state) {
     __syncwarp();  // the whole warp has read the stage
