@@ -49,8 +49,8 @@
 // the piece's tiles, rank-1's first (it computes our block first), while the GEMM goes
 // on; then the sum of our own partial and the pulled ones, and the final barrier, as
 // the fused pipeline's. One GEMM launch, its tail shared by all blocks.
-// Epilogue add (FC_MMRS_ENGINE_STAGES=epilogue-add, 2 ranks): the sum rides in the
-// GEMM instead, and nothing runs beside it. The GEMM's own tiles, computed last, wait
+// Epilogue add (2 ranks; the engine's default there, FC_MMRS_ENGINE_STAGES=full sums
+// after the GEMM instead): the sum rides in the GEMM, and nothing runs beside it. The GEMM's own tiles, computed last, wait
 // until the peer's tiles of their piece have landed (the peer's counters, in our
 // memory), read the peer's partial in place from its workspace, add it in their
 // epilogue and store the rounded sum straight into C (own_block_epilogue.cuh): no
@@ -61,10 +61,11 @@
 // (its SMs held by other work: another stream's kernels) owes nobody anything; and
 // the partial is not pulled behind a gate kernel, which would itself need an SM (both
 // found with both ranks' GEMMs on one GPU, tools/probes/engine-pair, grids larger
-// than fit together: each rank waited for the other until the deadline). Not the
-// default until it is measured on two GPUs (fc-bench mmrsstages). Ranks sharing a GPU
-// in separate processes (FC_SHARE_GPU) time-slice it and never take it (a GEMM
-// waiting inside for another context's stalls); ranks of one process may.
+// than fit together: each rank waited for the other until the deadline). Faster than
+// the sum after the GEMM at every shape measured on one GPU (engine-pair); on two,
+// fc-bench mmrsstages times both. Ranks sharing a GPU in separate processes
+// (FC_SHARE_GPU) time-slice it and never take it (a GEMM waiting inside for another
+// context's stalls); ranks of one process may.
 //
 // The fused path's pulled partials live in the channel's scratch too
 // (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).

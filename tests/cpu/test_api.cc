@@ -337,7 +337,7 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
                         Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}, Case{"FC_MMRS_ENGINE_STAGES", "epilogue-add"},
-                        Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
+                        Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;

@@ -43,13 +43,20 @@ CUTLASS_DEVICE uint32_t clusterCtas() {
 }
 CUTLASS_DEVICE bool clusterLeader() { return cute::block_rank_in_cluster() == 0; }
 
+// What CUTLASS's kernels name on a scheduler pipeline type, besides its Params.
 template <int kStages>
-class TicketPipeline {
- public:
+struct PipelineNames {
   static constexpr uint32_t Stages = kStages;
   using PipelineState = cutlass::PipelineState<kStages>;
-  using Barrier = cutlass::arch::ClusterTransactionBarrier;
   enum class ThreadCategory { NonParticipant, Producer, Consumer, ProducerConsumer };
+};
+
+template <int kStages>
+class TicketPipeline : public PipelineNames<kStages> {
+ public:
+  using typename PipelineNames<kStages>::PipelineState;
+  using typename PipelineNames<kStages>::ThreadCategory;
+  using Barrier = cutlass::arch::ClusterTransactionBarrier;
   struct Params {  // the fields CUTLASS's sm90 kernels set (see above for their use)
     uint32_t transaction_bytes = 0;
     ThreadCategory role = ThreadCategory::NonParticipant;
@@ -113,12 +120,11 @@ class TicketPipeline {
 };
 
 template <int kStages>
-class LeaderThrottle {
+class LeaderThrottle : public PipelineNames<kStages> {
  public:
-  static constexpr uint32_t Stages = kStages;
-  using PipelineState = cutlass::PipelineState<kStages>;
+  using typename PipelineNames<kStages>::PipelineState;
+  using typename PipelineNames<kStages>::ThreadCategory;
   using Barrier = cutlass::arch::ClusterBarrier;
-  enum class ThreadCategory { NonParticipant, Producer, Consumer, ProducerConsumer };
   struct Params {
     ThreadCategory role = ThreadCategory::NonParticipant;
     uint32_t producer_arv_count = 1;  // CTA 0's mainloop producer warp
