@@ -537,10 +537,10 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * (bf16/fp16, partials in the input type, blocks of whole 128-row tiles, M x N
  * partials within the workspace; else the fused path). The partials live in the
  * communicator's scratch (config.scratchBytes; the fused path needs nranks blocks or
- * chunks of rows x N partials, the engine nranks-1 blocks (none at 2 ranks), the unfused
- * path M x N, plus M/nranks x N fp32 with fp32 partials), grown as for
- * fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe back to
- * back; ordered with the communicator's other ops. Collective (same M, N, K, transB,
+ * chunks of rows x N partials, the engine nranks-1 blocks (none where its epilogue
+ * adds them), the unfused path M x N, plus M/nranks x N fp32 with fp32 partials),
+ * grown as for fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe
+ * back to back; ordered with the communicator's other ops. Collective (same M, N, K, transB,
  * datatype and partials type on every rank).
  * Errors: as fcAllGatherMatmul (C must not overlap A or B). */
 fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
