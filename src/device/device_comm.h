@@ -10,10 +10,8 @@
 //   [kLamportStateOffset, +24 KiB)  lamport[channel][block][24]: per Lamport kind, {buffer
 //                                   index, chunks per buffer and set}, and the call header
 //                                   buffer index (collectives/lamport.cuh)
-//   [kShardFlagsOffset, +128)       the GEMM engine's flags[channel][rank], written by this
-//                                   rank's copy engine: shards of A pulled (all-gather +
-//                                   GEMM), pieces of a peer's partial pulled (GEMM +
-//                                   reduce-scatter)
+//   [kShardFlagsOffset, +128)       the all-gather + GEMM engine's flags[channel][rank],
+//                                   written by this rank's copy engine: shards of A pulled
 //   [kPushFlagsOffset, +128)        pushFlags[channel][rank]: all-gather + GEMM's pushed
 //                                   shards (written by the peers' copy engines)
 //   [kTileCountersOffset, +1 KiB)   tileCounters[channel][rank][piece]: GEMM + reduce-
@@ -43,12 +41,9 @@ constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
 constexpr size_t kLamportStateWords = 24;  // per (channel, CTA): 8 per Lamport kind
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
-// The GEMM engine's flags, [channel][rank], this rank's only (written by its copy
-// engine, read by its GEMM): all-gather + GEMM's shard flags (entry s counts the
-// pieces of shard s pulled; gemm/engine/allgather_scheduler.cuh); GEMM +
-// reduce-scatter's pulled partial (entry r counts the pieces of rank r's partial of
-// our block pulled, which the GEMM's epilogue adds; gemm/engine/
-// own_block_epilogue.cuh). Each op leaves them zero.
+// The all-gather + GEMM engine's shard flags, [channel][rank], this rank's only
+// (written by its copy engine, read by its GEMM): entry s counts the pieces of shard s
+// pulled (gemm/engine/allgather_scheduler.cuh). Each op leaves them zero.
 constexpr size_t kShardFlagsOffset = kLamportStateOffset + kLamportStateBytes;
 constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(uint32_t);
 // All-gather + GEMM's flags when the peers push their shards, [channel][rank]: entry r

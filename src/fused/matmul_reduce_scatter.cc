@@ -98,11 +98,11 @@ fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partia
 // Where the staged path's fp32 block sum starts in scratch: after the M x N partials.
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
-// The engine's pieces of a block, in rows: the block is counted, pulled and flagged in
-// up to a.enginePieces pieces of whole tile rows (FC_MMRS_ENGINE_PIECES), so that the
-// first ones land while the peer still computes the rest, each of at least
-// kMinEnginePieceBytes of the partial: a piece costs a gate, a copy and (epilogue add)
-// a flag on the copy queue's stream, which a small one does not earn back. Measured at
+// The engine's pieces of a block, in rows: the block is counted (and, summing after
+// the GEMM, pulled) in up to a.enginePieces pieces of whole tile rows
+// (FC_MMRS_ENGINE_PIECES), so that the first ones land while the peer still computes
+// the rest, each of at least kMinEnginePieceBytes of the partial: a piece costs a gate
+// and a copy on the copy queue's stream, which a small one does not earn back. Measured at
 // 2 ranks on one H100 with the epilogue add (engine-pair, 2026-11-25, twelfth session):
 // blocks of 1 MiB took 42 us in one piece against 72 in four, of 3 MiB 68-70 in one
 // or two against 83 in four, of 8 MiB within 2 % in one, two or four, of 32 MiB 335-345

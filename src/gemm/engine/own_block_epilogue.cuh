@@ -165,7 +165,8 @@ class OwnBlockEpilogue : public Base {
 
   // The piece holding tile row tileRow, counted as the peer's signals count it: its
   // tile rows times the tiles of a row (our tiles: both ranks run the same shape, so
-  // the same configuration; columns past N count nothing).
+  // the same configuration; columns past N count nothing). The host's gates count the
+  // same from the configuration it dispatches (engine.cc, scatterGemmPieceTiles).
   CUTLASS_DEVICE void waitForPiece(int32_t tileRow, int64_t N) const {
     const EpilogueSource& s = p_.source;
     if (s.counters == nullptr) return;
