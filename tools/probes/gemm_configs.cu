@@ -48,6 +48,21 @@ fcResult_t scatterNoSignal(const fc::engine::EngineGemm& g, cudaStream_t stream)
   return fc::engine::runScatterGemm_bf16_t_128x128c2x1p(quiet, stream);
 }
 
+// The scatter kernel with an own block, as in the epilogue add (the op's default flow at
+// 2 ranks): the tiles of the rows the signals call ours (the second half, or all rows)
+// add a "peer partial" of zeros (so the result stays bit-equal) through the epilogue's
+// C pipeline, without waiting for it (no counters): what the own tiles' C loads cost.
+const void* gZeroPartial = nullptr;  // [M, N] zeros, set per shape
+fcResult_t scatterOwnAdd(const fc::engine::EngineGemm& g, cudaStream_t stream) {
+  fc::engine::EngineGemm own = g;
+  const int64_t first = g.signal.self * g.signal.blockRows;
+  own.source.C = gZeroPartial;
+  own.source.D = static_cast<char*>(g.D) + size_t(first) * g.N * 2;
+  own.source.firstRow = first;
+  own.source.blockRows = own.source.pieceRows = g.signal.blockRows;
+  return fc::engine::runScatterGemm_bf16_t_128x128c2x1p(own, stream);
+}
+
 #define OK(call)                                                                  \
   do {                                                                            \
     cudaError_t e_ = (call);                                                      \
@@ -90,6 +105,7 @@ const Candidate kCandidates[] = {
     {"scatter128x256c2x1", fc::engine::runScatterGemm_bf16_t_128x256c2x1},
     {"scatter128x128c2x1p", fc::engine::runScatterGemm_bf16_t_128x128c2x1p},
     {"scatter128x128c2x1p_nosignal", scatterNoSignal},
+    {"scatter128x128c2x1p_ownadd", scatterOwnAdd},
     {"scatter128x128c2x1p_nopipeline", fc::engine::probe::scatterStatic128x128c2x1p},
     // The first CUTLASS column again, last: what a column's place in the round costs.
     {"coop128x256c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
@@ -216,6 +232,10 @@ int main(int argc, char** argv) {
     OK(cudaMalloc(&B, s.N * s.K * 2));
     fillSmallInts<<<1024, 256, 0, stream>>>(A, s.M * s.K, 1u);
     fillSmallInts<<<1024, 256, 0, stream>>>(B, s.N * s.K, 2u);
+    void* zeros;
+    OK(cudaMalloc(&zeros, s.M * s.N * 2));
+    OK(cudaMemsetAsync(zeros, 0, s.M * s.N * 2, stream));
+    gZeroPartial = zeros;
     OK(cudaGetLastError());
     const int n = int(cols.size());
     std::vector<__nv_bfloat16*> D(n);
@@ -314,6 +334,7 @@ int main(int argc, char** argv) {
     }
     OK(cudaFree(A));
     OK(cudaFree(B));
+    OK(cudaFree(zeros));
   }
   return failures ? 1 : 0;
 }

@@ -25,10 +25,18 @@
 //    the block's rows (TMA touches only the rows it is asked for), C scaled by 1.
 // The fusion (ScatterFusion below) rounds each partial once before the fp32 sum, as
 // cuBLAS + NCCL compute it: D = round(beta * C + round(A x op(B))).
-// Every tile goes through the C load pipeline (is_producer_load_needed is always
-// true; C is loaded only where beta != 0): the ping-pong kernel advances each warp
-// group's pipeline states by a whole tile's stages for the other group's tile, so the
-// stages a tile takes must not depend on the tile. Shared memory for C is the
+// Only our block's tiles go through the C load pipeline; every other tile skips it,
+// in the epilogue's load warp and in its consumers alike (the base epilogue's beta 0
+// says no load is needed; the load warp returns such a tile's state untouched). This
+// spares the other tiles the pipeline's handshakes; measured on one H100 it changed
+// the GEMM's time by no more than noise (perf-log.md, 2026-11-25), so the scatter
+// kernel's 4-6 us over the all-gather kernel lie elsewhere. Skipping is sound in the
+// ping-pong kernel, which advances each warp group's pipeline states by a whole tile's
+// stages for the other group's tile, because a tile's stages are an even multiple of
+// StagesC (static_assert below): advancing by them leaves a state's stage index and
+// phase where they were, so a tile that took none and a tile that took all leave the
+// same state behind (the order barrier between the two groups' epilogues keeps the
+// waits on one barrier from meeting two rounds of phases). Shared memory for C is the
 // epilogue's own (ReuseSmemC off): with it on, each epilogue would count the other's
 // stores as its own.
 //
@@ -69,12 +77,10 @@ using ScatterFusionTree = cutlass::epilogue::fusion::Sm90EVT<
                                                cutlass::FloatRoundStyle::round_to_nearest>,
         cutlass::epilogue::fusion::Sm90AccFetch>>;
 
-// The same, taking the C pipeline for every tile (see above).
+// The C pipeline is taken where beta != 0 (CUTLASS's homogeneous_multiply_add visitor
+// asks for C only then): by our block's tiles.
 template <class Element>
-struct ScatterFusion : ScatterFusionTree<Element> {
-  using ScatterFusionTree<Element>::ScatterFusionTree;
-  CUTLASS_DEVICE bool is_producer_load_needed() const { return true; }
-};
+using ScatterFusion = ScatterFusionTree<Element>;
 
 // The fusion's arguments for beta (0: the partial alone; 1: plus C).
 template <class Element>
@@ -98,6 +104,9 @@ struct WithOwnSmemC<
 
 template <class Base>
 class OwnBlockEpilogue : public Base {
+  static_assert(Base::get_load_pipe_increment(typename Base::CtaTileMNK{}) % (2 * int(Base::LoadPipelineState::Stages)) == 0,
+                "a tile's C stages must be an even multiple of StagesC for other tiles to skip the C pipeline");
+
  public:
   struct Arguments : Base::Arguments {
     typename Base::Arguments own;  // our block's tiles: C, D (shifted bases), beta 1
@@ -140,14 +149,19 @@ class OwnBlockEpilogue : public Base {
   CUTLASS_HOST_DEVICE OwnBlockEpilogue(Params const& params, typename Base::TensorStorage& shared)
       : Base(params, shared), own_(params.own, shared), p_(params) {}
 
-  // The producer warp's C loads of one tile (all 32 lanes call it). Arguments as
+  // Whether the kernel runs the epilogue's load warp at all: only where some tiles are
+  // our block's (the base epilogue, beta 0, would say never).
+  CUTLASS_DEVICE bool is_producer_load_needed() const { return p_.ownTileEnd > p_.ownTileBegin; }
+
+  // The load warp's C loads of one tile (all 32 lanes call it): none, and the
+  // pipeline state untouched, for every tile but our block's (see above). Arguments as
   // CUTLASS's kernels pass them: pipeline, state, problem shape, tile shape, tile
   // coordinate, ...
   template <class Pipeline, class State, class Problem, class TileShape, class TileCoord, class... Rest>
-  CUTLASS_DEVICE auto load(Pipeline pipeline, State state, Problem problem, TileShape tileShape, TileCoord coord,
-                           Rest&&... rest) {
+  CUTLASS_DEVICE State load(Pipeline pipeline, State state, Problem problem, TileShape tileShape, TileCoord coord,
+                            Rest&&... rest) {
     const int32_t m = int32_t(cute::get<0>(coord));
-    if (!isOwn(m)) return Base::load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
+    if (!isOwn(m)) return state;
     waitForPiece(m, int64_t(cute::get<1>(problem)));
     return own_.load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
   }
