@@ -476,17 +476,18 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * else from a staging copy in the workspace. Pipeline (each shard's GEMM fills two
  * waves of 128x128 tiles): cuBLASLt GEMMs, the local shard's first, each later one
  * covering the shards a cost model expects to have landed, merged when their rows are
- * contiguous. Engine (at 2 ranks for shards of >= 1024 rows below the pipeline's
- * threshold; bf16/fp16, K and N multiples of 8, 16-byte aligned buffers): one
+ * contiguous. Engine (at 2 ranks for shards of >= 1024 rows with N and K at most
+ * 8192, ahead of the pipeline there; bf16/fp16, K and N multiples of 8, 16-byte
+ * aligned buffers): one
  * persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile rows start with the local shard
  * and wait, bounded, for the copy engine's flag of each piece of the other shards;
  * without Agathered the rows are gathered in the workspace itself, and where the
  * shards are whole 128-row tiles the local shard is read in place from A and each rank
  * pushes its shard straight from A into the peers' workspaces (no staging copy; the
  * GEMM starts while the entry barrier waits, with programmatic dependent launch unless
- * FC_PDL=0). Unfused (otherwise,
- * or a shard larger than half the workspace): all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused | auto
- * (default) forces a path for communicators created afterwards (a forced engine that
+ * FC_PDL=0). Unfused (otherwise, or a shard larger than half the workspace):
+ * all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused |
+ * auto (default) forces a path for communicators created afterwards (a forced engine that
  * cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
@@ -529,8 +530,8 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * GEMM waves take an unfused path: when all partials fit 32 MiB, one batched GEMM
  * writes each block straight into its owner's workspace and the owner sums them;
  * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
- * overrides; FC_MMRS_ALGO=engine (since 0.2, not yet measured, never chosen by auto)
- * runs one persistent CUTLASS GEMM whose tiles signal their owner once stored, each
+ * overrides; FC_MMRS_ALGO=engine (since 0.2; auto takes it at 2 ranks for blocks of
+ * >= 1024 rows with K <= 2048, where it was measured ahead) runs one persistent CUTLASS GEMM whose tiles signal their owner once stored, each
  * owner pulling its block from a peer piece by piece as soon as a piece's tiles are
  * in, then summing; at 2 ranks the GEMM's own tiles, computed last, instead read the
  * peer's partial of them in place once it has landed and add it in their epilogue

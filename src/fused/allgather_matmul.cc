@@ -282,33 +282,31 @@ namespace {
 enum class Path { Unfused, Pipeline, Engine };
 
 // The auto choice among the three paths, the same on every rank: a function of the
-// shape, the world size and the SM count only. Measured at 2 ranks on 2x H200
-// (docs/perf-log.md, "The persistent GEMM engine", fc-bench agmm; and the GEMM alone,
-// timed interleaved):
-// - the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128 tiles
-//   (overlapPays): its per-shard GEMMs then run at cuBLAS's full speed, which the
-//   engine's CUTLASS kernel does not quite reach (1.01-1.07x cuBLASLt's time at
-//   M >= 2048; 8192 x 14336 x 4096: pipeline 1283, engine 1329 us);
-// - else the engine when each shard spans at least 1024 rows (4 clusters of tile
-//   rows) and the whole GEMM fills a wave of 128 x 256 tiles: one full-size GEMM
-//   whose first tiles need no remote data, where the unfused path puts the whole
-//   all-gather in front of the GEMM (2048 x 3584 x 5120: engine 135, unfused 149 us;
-//   2048 x 3072 x 4096: 98 and 103);
-// - else unfused: with smaller shards the engine's fixed costs (the staging copy, the
-//   pulls' latency before the first remote tile, the flags) exceed what the overlap
-//   hides (512 x 14336 x 4096: engine 116, unfused 98 us).
-// The engine rule holds at 2 ranks, where it was measured again on 2 H200s with the
-// gathered A in the workspace (fc-bench agmmstages, 2026-11-24): 2048 x 3072 x 4096
-// engine 93.8 against 103.0 us, 2048 x 3584 x 5120 123.1 against 149.9 (the shapes it
-// takes), while the pipeline stayed ahead where it takes over (2048 x 14336 x 4096:
-// 317.9 against 337.6). Other world sizes keep the pipeline or the unfused path until
-// measured. (At 2 ranks sharing one GPU, FC_SHARE_GPU, the GEMM starts after the pulls:
-// engineAfterPulls.)
-Path autoPath(size_t M, size_t N, int W, int smCount) {
+// shape, the world size and the SM count only. Measured at 2 ranks on 2 H100s
+// (2026-11-25, tools/bench-torch-agmm.py and fc-bench agmm / agmmstages, graph-replayed,
+// docs/results/2026-11-25-h100x2-choice):
+// - the engine when each shard spans at least 1024 rows (8 tile rows), N and K are at
+//   most 8192 and the GEMM fills a wave of 128 x 256 tiles: one full-size GEMM whose
+//   first tiles need no remote data, within 4 % of its CUTLASS kernel alone
+//   (8192 x 3072 x 4096: engine 278.9, kernel alone 268.6 us). It beats the cuBLASLt
+//   pipeline there (8192 x 3072 x 4096: 315.5 against 345.5 us; 8192 x 3584 x 5120:
+//   451.4 against 521.8; 8192 x 8192 x 8192: 1429 against 1484; 4096 x 7168 x 8192:
+//   626 against 731) and the unfused path (2048 x 3584 x 5120: 119.1 against 145.1 for
+//   torch's fused op);
+// - else the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128
+//   tiles (overlapPays): past N or K of 8192 its per-shard GEMMs at cuBLAS's speed beat
+//   the engine's kernel (8192 x 27648 x 5120: 3580 against 4319 us; 8192 x 14336 x
+//   4096: 1484 against 1503; 4096 x 6656 x 16384: 1277-1322 against 1362);
+// - else unfused: with smaller shards (512 rows gathered) the engine's fixed costs
+//   (the pushes' latency before the first remote tile, the flags) exceed what the
+//   overlap hides (512 x 3072 x 4096: unfused 39.4, engine 48.4 us).
+// Other world sizes keep the pipeline or the unfused path until measured. (At 2 ranks
+// sharing one GPU, FC_SHARE_GPU, the GEMM starts after the pulls: engineAfterPulls.)
+Path autoPath(size_t M, size_t N, size_t K, int W, int smCount) {
   const size_t shardRows = M / size_t(W);
-  if (overlapPays(shardRows, N)) return Path::Pipeline;
   const size_t tiles = (M + 127) / 128 * ((N + 255) / 256);
-  if (W == 2 && shardRows >= 1024 && tiles >= size_t(smCount)) return Path::Engine;
+  if (W == 2 && shardRows >= 1024 && N <= 8192 && K <= 8192 && tiles >= size_t(smCount)) return Path::Engine;
+  if (overlapPays(shardRows, N)) return Path::Pipeline;
   return Path::Unfused;
 }
 
@@ -352,7 +350,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   Path path = choice == FusedChoice::Engine    ? Path::Engine
               : choice == FusedChoice::Fused   ? Path::Pipeline
               : choice == FusedChoice::Unfused ? Path::Unfused
-                                               : autoPath(a.M, a.N, W, a.smCount);
+                                               : autoPath(a.M, a.N, a.K, W, a.smCount);
   // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
   // engine takes bf16 / fp16 with TMA-aligned rows only. A forced engine falls back
   // to the pipeline, the auto one to what auto takes without it.

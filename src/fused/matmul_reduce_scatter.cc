@@ -39,9 +39,10 @@
 // fcReduceScatter's algorithm on them (fp32 sums, one rounding; fp32 partials land in
 // an fp32 sum that is rounded after).
 //
-// Engine (FC_MMRS_ALGO=engine only, until measured on two GPUs; partials in the input
-// type): one persistent CUTLASS GEMM (src/gemm/engine) computes our partial product,
-// tile rows from block rank+1 on and ours last, into our workspace, and its tiles,
+// Engine (partials in the input type; auto takes it at 2 ranks where measured ahead,
+// engineByDefault below; FC_MMRS_ALGO=engine forces it): one persistent CUTLASS GEMM
+// (src/gemm/engine) computes our partial product, tile rows from block rank+1 on and
+// ours last, into our workspace, and its tiles,
 // once stored, count on their owner's counter for us, one counter per piece of the
 // block (tile_signal_epilogue.cuh; a warp group adds its run of tiles at once).
 // Our copy queue pulls our block from rank r piece by piece, each once its gate (a
@@ -163,6 +164,22 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
   return g;
 }
 
+// Whether auto takes the engine, the same on every rank (a function of the shape and
+// the world size): at 2 ranks (the epilogue add), blocks of at least 1024 rows and
+// K <= 2048, where the reduce-scatter's bytes weigh most against the GEMM's math.
+// Measured on 2 H100s (2026-11-25, tools/bench-torch-mmrs.py and fc-bench mmrs /
+// mmrsstages, graph-replayed, docs/results/2026-11-25-h100x2-choice): 2048 x 4096 x
+// 2048 engine 78.1 against the fused pipeline's 89.9 us, 8192 x 4096 x 2048 246.7
+// against 270.5; level at K 2560-13824 with 2048 rows (105.7 / 105.4 at N 5120,
+// K 2560), behind at 8192 x 5120 x 2560 (419.6 against 391.9) and 8192 x 4096 x 7168
+// (807.0 against 777.3), and at 512 rows everywhere (the scatter path: 512 x 4096 x
+// 2048 33.0 against the engine's 42.2). The engine's CUTLASS kernel alone is what it
+// loses by where K is large (2048 x 4096 x 7168: 172.2 us without any waits against
+// cuBLASLt's 140.7, fc-bench mmrsstages).
+bool engineByDefault(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
+  return dc.nranks == 2 && a.engineEpilogueAdd && a.M / 2 >= 1024 && a.K <= 2048;
+}
+
 // The path, its chunks of rows (fused) and the scratch it needs.
 struct Plan {
   Path path;
@@ -182,13 +199,14 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   const bool fusedFits = p.chunks > 0;
   const bool scatterFits = W * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
   const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
-  // The engine (forced only, FC_MMRS_ALGO=engine, until measured on two GPUs): partials
-  // in the input type, all of them in our workspace, blocks of whole tile rows.
+  // The engine: partials in the input type, all of them in our workspace, blocks of
+  // whole tile rows.
   const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
                           engine::scatterGemmSupports(scatterGemm(dc, 0, a));
   p.path = choice == FusedChoice::Engine    ? (engineFits ? Path::Engine : fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Fused   ? (fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Unfused ? fallback
+           : engineFits && engineByDefault(dc, a)        ? Path::Engine
            : fusedFits && overlapPays(p.chunkRows, a.N) ? Path::Fused
                                                         : fallback;
   if (W == 1) p.scratchBytes = 0;
