@@ -7,6 +7,8 @@
 //   [kFlagBytes, +kEpochBytes)      epochs[channel][block]: this rank's private counters
 //   [kGuardOffset, +4)              error guard: 0 until a CTA of this rank gives up
 //   [kPeerAbortOffset, +4)          0, or 1 + the rank that aborted (written by that peer)
+//   [kHostPollOffset, +8)           when a thread of this rank last read the host's abort
+//                                   flag (globaltimer ns; device/sync.cuh, WaitExits)
 //   [kLamportStateOffset, +24 KiB)  lamport[channel][block][24]: per Lamport kind, {buffer
 //                                   index, chunks per buffer and set}, and the call header
 //                                   buffer index (collectives/lamport.cuh)
@@ -38,7 +40,9 @@ constexpr size_t kFlagBytes = size_t(kMaxChannels) * kMaxBlocks * kMaxRanks * si
 constexpr size_t kEpochBytes = size_t(kMaxChannels) * kMaxBlocks * sizeof(uint32_t);
 constexpr size_t kGuardOffset = kFlagBytes + kEpochBytes;
 constexpr size_t kPeerAbortOffset = kGuardOffset + sizeof(uint32_t);
+constexpr size_t kHostPollOffset = kPeerAbortOffset + 4;       // 8-byte aligned
 constexpr size_t kLamportStateOffset = kPeerAbortOffset + 60;  // 64-byte aligned
+static_assert(kHostPollOffset % 8 == 0 && kHostPollOffset + 8 <= kLamportStateOffset, "the host poll word's place");
 constexpr size_t kLamportStateWords = 24;  // per (channel, CTA): 8 per Lamport kind
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
 // The all-gather + GEMM engine's shard flags, [channel][rank], this rank's only

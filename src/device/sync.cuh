@@ -72,6 +72,10 @@ __device__ __forceinline__ uint32_t* peerAbortWord(const DeviceComm& dc, int own
   return reinterpret_cast<uint32_t*>(dc.base + size_t(owner) * dc.stride + kPeerAbortOffset);
 }
 
+__device__ __forceinline__ unsigned long long* hostPollWord(const DeviceComm& dc) {
+  return reinterpret_cast<unsigned long long*>(dc.base + size_t(dc.rank) * dc.stride + kHostPollOffset);
+}
+
 // Record why this thread gives up; the first writer wins, later ones keep quiet.
 __device__ inline void recordError(const DeviceComm& dc, Op op, GiveUp reason, int peer,
                                    int channel, uint32_t expected, uint32_t seen,
@@ -118,14 +122,37 @@ __device__ inline void recordMismatch(const DeviceComm& dc, Op op, int peer, int
 // down (measured: 1-2 MiB all-reduces went from ~20 us to ~200 us).
 // The exits of every device wait, checked every 1024 polls: another CTA of this rank
 // already gave up (local guard), a peer gave up or aborted (local word), the host
-// aborted (host memory: read at most once per 100 us), or the deadline passed.
-// Returns true when the caller must give up (the error is recorded).
+// aborted (host memory: read by one thread of the rank at most once per 100 us), or
+// the deadline passed. Returns true when the caller must give up (the error is
+// recorded).
+//
+// One thread per rank, not one per waiting thread, reads the host's flag: a Lamport
+// wait has every thread of up to 128 CTAs polling, and once such a wait outlasted
+// 100 us each of those ~70,000 threads read host memory at the same moment. That
+// burst of PCIe reads took about 1 ms, long enough to make the peer's next wait
+// outlast 100 us in turn, so the two ranks kept each other at ~1 ms per call
+// (measured on 2 H100s, 2026-11-25: graph replays of 1 MiB all-reduces and 2-4 MiB
+// reduce-scatters at 1.1-1.5 ms per call instead of 6-13 us, until the replays
+// were started together by a barrier; docs/perf-log.md). Whose turn it is comes
+// from a compare-and-swap on a word of this rank's device memory (hostPollWord);
+// the thread that finds the abort records it, and every other waiter of the rank
+// sees the error guard at its next check.
 struct WaitExits {
   static constexpr uint64_t kAbortPollNs = 100000;
   uint64_t start;
   uint64_t lastAbortPoll;
 
   __device__ WaitExits() : start(globalTimerNs()), lastAbortPoll(start) {}
+
+  // Whether this thread reads the host's abort flag now: at most one thread of the
+  // rank per kAbortPollNs. A stored time ahead of ours (another thread's newer one,
+  // or an uninitialised word) counts as old: at worst one extra read.
+  __device__ static bool hostPollTurn(const DeviceComm& dc, uint64_t now) {
+    unsigned long long* word = hostPollWord(dc);
+    const unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(word);
+    if (now - seen < kAbortPollNs) return false;
+    return atomicCAS(word, seen, static_cast<unsigned long long>(now)) == seen;
+  }
 
   // kind: what the caller polls (WaitKind; LamportData: `expected` is the push buffer).
   __device__ bool giveUp(const DeviceComm& dc, Op op, int peer, int channel, uint32_t expected,
@@ -138,7 +165,7 @@ struct WaitExits {
     }
     if (now - lastAbortPoll > kAbortPollNs) {
       lastAbortPoll = now;
-      if (loadVolatile(&dc.error->abortFlag) != 0u) {
+      if (hostPollTurn(dc, now) && loadVolatile(&dc.error->abortFlag) != 0u) {
         recordError(dc, op, GiveUp::Abort, peer, channel, expected, seen, kind);
         return true;
       }

@@ -40,6 +40,13 @@ struct Options {
   double factor = 2;
   int iters = 20, warmup = 5, replays = 20;
   bool check = true, symmetric = false, nccl = true, csv = false, json = false, eager = true;
+  // How graph replays start (--replays-start): "sync" (the default), each after the
+  // host has synchronised on the one before, so each rank's replay starts when its own
+  // host gets there (a skew between the ranks' hosts is waited out inside the replay of
+  // whichever rank is early); "barrier", an fcBarrier on the stream first (untimed): the
+  // replays start together on every rank; "queued", all replays enqueued back to back,
+  // one synchronisation at the end.
+  std::string replaysStart = "sync";
 };
 
 struct Ctx {

@@ -102,23 +102,30 @@ std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector
   }
   for (int i = 0; i < o.warmup; ++i)
     for (cudaGraphExec_t e : exec) CUDA_OK(cudaGraphLaunch(e, c.stream));
-  cudaEvent_t start, stop;
-  CUDA_OK(cudaEventCreate(&start));
-  CUDA_OK(cudaEventCreate(&stop));
-  std::vector<std::vector<float>> ms(n);
+  // One pair of events per replay, so that "queued" replays need no synchronisation.
+  const bool barrier = o.replaysStart == "barrier", queued = o.replaysStart == "queued";
+  std::vector<cudaEvent_t> events(2 * n * size_t(o.replays));
+  for (cudaEvent_t& e : events) CUDA_OK(cudaEventCreate(&e));
   for (int r = 0; r < o.replays; ++r) {
     for (size_t k = 0; k < n; ++k) {
+      cudaEvent_t start = events[2 * (size_t(r) * n + k)], stop = events[2 * (size_t(r) * n + k) + 1];
+      if (barrier) FC_OK(fcBarrier(c.comm, c.stream));
       CUDA_OK(cudaEventRecord(start, c.stream));
       CUDA_OK(cudaGraphLaunch(exec[k], c.stream));
       CUDA_OK(cudaEventRecord(stop, c.stream));
-      CUDA_OK(cudaEventSynchronize(stop));
+      if (!queued) CUDA_OK(cudaEventSynchronize(stop));
+    }
+  }
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+  std::vector<std::vector<float>> ms(n);
+  for (int r = 0; r < o.replays; ++r) {
+    for (size_t k = 0; k < n; ++k) {
       float t;
-      CUDA_OK(cudaEventElapsedTime(&t, start, stop));
+      CUDA_OK(cudaEventElapsedTime(&t, events[2 * (size_t(r) * n + k)], events[2 * (size_t(r) * n + k) + 1]));
       ms[k].push_back(t);
     }
   }
-  CUDA_OK(cudaEventDestroy(start));
-  CUDA_OK(cudaEventDestroy(stop));
+  for (cudaEvent_t e : events) CUDA_OK(cudaEventDestroy(e));
   std::vector<double> us(n);
   for (size_t k = 0; k < n; ++k) {
     std::sort(ms[k].begin(), ms[k].end());

@@ -224,6 +224,11 @@ int main(int argc, char** argv) {
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
   }
+  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages, agmmStages, mmrsStages, ar, rs, ag, stages})
+    sub->add_option("--replays-start", o.replaysStart,
+                    "sync (each replay after the host synchronised on the last) | barrier (an untimed fcBarrier "
+                    "first: every rank's replay starts together) | queued (back to back, one sync at the end)")
+        ->check(CLI::IsMember({"sync", "barrier", "queued"}));
   for (CLI::App* sub : {ar, rs, ag}) {
     sub->add_option("-c,--check", o.check, "verify results (1/0)");
     sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
