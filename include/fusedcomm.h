@@ -474,11 +474,11 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * copy engine pulls the peers' shards in rank-rotated order (rank+1, rank+2, ...) on
  * an internal stream; peers read A where it is when it lies in fcMemAlloc memory,
  * else from a staging copy in the workspace. Pipeline (each shard's GEMM fills two
- * waves of 128x128 tiles): cuBLASLt GEMMs, the local shard's first, each later one
- * covering the shards a cost model expects to have landed, merged when their rows are
- * contiguous. Engine (at 2 ranks for shards of >= 1024 rows with N and K at most
- * 8192, ahead of the pipeline there; bf16/fp16, K and N multiples of 8, 16-byte
- * aligned buffers): one
+ * waves of 128x128 tiles and spans >= 512 rows): cuBLASLt GEMMs, the local shard's
+ * first, each later one covering the shards a cost model expects to have landed,
+ * merged when their rows are contiguous. Engine (at 2 ranks for shards of >= 1024
+ * rows with N and K at most 8192, ahead of the pipeline there; bf16/fp16, K and N
+ * multiples of 8, 16-byte aligned buffers): one
  * persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile rows start with the local shard
  * and wait, bounded, for the copy engine's flag of each piece of the other shards;
  * without Agathered the rows are gathered in the workspace itself, and where the

@@ -294,19 +294,26 @@ enum class Path { Unfused, Pipeline, Engine };
 //   626 against 731) and the unfused path (2048 x 3584 x 5120: 119.1 against 145.1 for
 //   torch's fused op);
 // - else the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128
-//   tiles (overlapPays): past N or K of 8192 its per-shard GEMMs at cuBLAS's speed beat
-//   the engine's kernel (8192 x 27648 x 5120: 3580 against 4319 us; 8192 x 14336 x
-//   4096: 1484 against 1503; 4096 x 6656 x 16384: 1277-1322 against 1362);
+//   tiles (overlapPays) and spans at least 512 rows: past N or K of 8192 its per-shard
+//   GEMMs at cuBLAS's speed beat the engine's kernel (8192 x 27648 x 5120: 3580
+//   against 4319 us; 8192 x 14336 x 4096: 1484 against 1503; 4096 x 6656 x 16384:
+//   1277-1322 against 1362). Not below 512 rows: a GEMM of m << N, K rows does about
+//   m flops per byte of B, under the ~300 flops per byte an H100 needs from HBM to
+//   stay compute-bound, so each shard's GEMM is bound by reading all of B, and W of
+//   them read it W times (512 x 27648 x 5120, shards of 256 rows: pipeline 253.6,
+//   unfused 209.9, the GEMM alone 184.4 us; fc-bench agmm);
 // - else unfused: with smaller shards (512 rows gathered) the engine's fixed costs
-//   (the pushes' latency before the first remote tile, the flags) exceed what the
-//   overlap hides (512 x 3072 x 4096: unfused 39.4, engine 48.4 us).
+//   (the pushes' latency before the first remote tile, the flags: 9.4 us at 512 x
+//   3072 x 4096, fc-bench agmmstages) and its waits for the remote rows (10.8 us; the
+//   GEMM is one wave, so no local tile is left to hide them) exceed what the overlap
+//   hides (unfused 35.1, engine 44.1 us).
 // Other world sizes keep the pipeline or the unfused path until measured. (At 2 ranks
 // sharing one GPU, FC_SHARE_GPU, the GEMM starts after the pulls: engineAfterPulls.)
 Path autoPath(size_t M, size_t N, size_t K, int W, int smCount) {
   const size_t shardRows = M / size_t(W);
   const size_t tiles = (M + 127) / 128 * ((N + 255) / 256);
   if (W == 2 && shardRows >= 1024 && N <= 8192 && K <= 8192 && tiles >= size_t(smCount)) return Path::Engine;
-  if (overlapPays(shardRows, N)) return Path::Pipeline;
+  if (shardRows >= 512 && overlapPays(shardRows, N)) return Path::Pipeline;
   return Path::Unfused;
 }
 
