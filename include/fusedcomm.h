@@ -487,8 +487,8 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * GEMM starts while the entry barrier waits, with programmatic dependent launch unless
  * FC_PDL=0). Unfused (otherwise, or a shard larger than half the workspace):
  * all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused |
- * auto (default) forces a path for communicators created afterwards (a forced engine that
- * cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.
+ * auto (default) forces a path for communicators created afterwards (a forced engine
+ * that cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
  * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.
@@ -531,8 +531,8 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * writes each block straight into its owner's workspace and the owner sums them;
  * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
  * overrides; FC_MMRS_ALGO=engine (since 0.2; auto takes it at 2 ranks for blocks of
- * >= 1024 rows with K <= 2048, where it was measured ahead) runs one persistent CUTLASS GEMM whose tiles signal their owner once stored, each
- * owner pulling its block from a peer piece by piece as soon as a piece's tiles are
+ * >= 1024 rows with K <= 2048, where it was measured ahead) runs one persistent
+ * CUTLASS GEMM whose tiles signal their owner once stored, each owner pulling its block from a peer piece by piece as soon as a piece's tiles are
  * in, then summing; at 2 ranks the GEMM's own tiles, computed last, instead read the
  * peer's partial of them in place once it has landed and add it in their epilogue
  * (bf16/fp16, partials in the input type, blocks of whole 128-row tiles, M x N

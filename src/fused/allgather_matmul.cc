@@ -284,15 +284,15 @@ enum class Path { Unfused, Pipeline, Engine };
 // The auto choice among the three paths, the same on every rank: a function of the
 // shape, the world size and the SM count only. Measured at 2 ranks on 2 H100s
 // (2026-11-25, tools/bench-torch-agmm.py and fc-bench agmm / agmmstages, graph-replayed,
-// docs/results/2026-11-25-h100x2-choice):
+// docs/results/2026-11-25-h100x2-c143f00):
 // - the engine when each shard spans at least 1024 rows (8 tile rows), N and K are at
 //   most 8192 and the GEMM fills a wave of 128 x 256 tiles: one full-size GEMM whose
 //   first tiles need no remote data, within 4 % of its CUTLASS kernel alone
-//   (8192 x 3072 x 4096: engine 278.9, kernel alone 268.6 us). It beats the cuBLASLt
-//   pipeline there (8192 x 3072 x 4096: 315.5 against 345.5 us; 8192 x 3584 x 5120:
-//   451.4 against 521.8; 8192 x 8192 x 8192: 1429 against 1484; 4096 x 7168 x 8192:
-//   626 against 731) and the unfused path (2048 x 3584 x 5120: 119.1 against 145.1 for
-//   torch's fused op);
+//   (8192 x 3072 x 4096: engine 278.9, kernel alone 268.6 us, fc-bench agmmstages).
+//   It beats the cuBLASLt pipeline there (from PyTorch, 8192 x 3072 x 4096: 315.5
+//   against 345.5 us; 8192 x 3584 x 5120: 451.4 against 521.8; fc-bench, 8192 x 8192
+//   x 8192: 1429 against 1484; 4096 x 7168 x 8192: 626 against 731) and the unfused
+//   path (2048 x 3584 x 5120: 119.1 against 145.1 for torch's fused op);
 // - else the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128
 //   tiles (overlapPays) and spans at least 512 rows: past N or K of 8192 its per-shard
 //   GEMMs at cuBLAS's speed beat the engine's kernel (8192 x 27648 x 5120: 3580

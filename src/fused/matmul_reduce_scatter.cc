@@ -168,7 +168,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
 // the world size): at 2 ranks (the epilogue add), blocks of at least 1024 rows and
 // K <= 2048, where the reduce-scatter's bytes weigh most against the GEMM's math.
 // Measured on 2 H100s (2026-11-25, tools/bench-torch-mmrs.py and fc-bench mmrs /
-// mmrsstages, graph-replayed, docs/results/2026-11-25-h100x2-choice): 2048 x 4096 x
+// mmrsstages, graph-replayed, docs/results/2026-11-25-h100x2-c143f00): 2048 x 4096 x
 // 2048 engine 78.1 against the fused pipeline's 89.9 us, 8192 x 4096 x 2048 246.7
 // against 270.5; level at K 2560-13824 with 2048 rows (105.7 / 105.4 at N 5120,
 // K 2560), behind at 8192 x 5120 x 2560 (419.6 against 391.9) and 8192 x 4096 x 7168
