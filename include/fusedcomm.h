@@ -532,11 +532,12 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
  * overrides; FC_MMRS_ALGO=engine (since 0.2; auto takes it at 2 ranks for blocks of
  * >= 1024 rows with K <= 2048, where it was measured ahead) runs one persistent
- * CUTLASS GEMM whose tiles signal their owner once stored, each owner pulling its block from a peer piece by piece as soon as a piece's tiles are
- * in, then summing; at 2 ranks the GEMM's own tiles, computed last, instead read the
- * peer's partial of them in place once it has landed and add it in their epilogue
- * (bf16/fp16, partials in the input type, blocks of whole 128-row tiles, M x N
- * partials within the workspace; else the fused path). The partials live in the
+ * CUTLASS GEMM whose tiles signal their owner once stored, each owner pulling its
+ * block from a peer piece by piece as soon as a piece's tiles are in, then summing;
+ * at 2 ranks the GEMM's own tiles, computed last, instead read the peer's partial of
+ * them in place once it has landed and add it in their epilogue (bf16/fp16, partials
+ * in the input type, blocks of whole 128-row tiles, M x N partials within the
+ * workspace; else the fused path). The partials live in the
  * communicator's scratch (config.scratchBytes; the fused path needs nranks blocks or
  * chunks of rows x N partials, the engine nranks-1 blocks (none where its epilogue
  * adds them), the unfused path M x N, plus M/nranks x N fp32 with fp32 partials),

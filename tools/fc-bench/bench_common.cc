@@ -106,9 +106,11 @@ std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector
   const bool barrier = o.replaysStart == "barrier", queued = o.replaysStart == "queued";
   std::vector<cudaEvent_t> events(2 * n * size_t(o.replays));
   for (cudaEvent_t& e : events) CUDA_OK(cudaEventCreate(&e));
+  auto startOf = [&](int r, size_t k) { return events[2 * (size_t(r) * n + k)]; };
+  auto stopOf = [&](int r, size_t k) { return events[2 * (size_t(r) * n + k) + 1]; };
   for (int r = 0; r < o.replays; ++r) {
     for (size_t k = 0; k < n; ++k) {
-      cudaEvent_t start = events[2 * (size_t(r) * n + k)], stop = events[2 * (size_t(r) * n + k) + 1];
+      cudaEvent_t start = startOf(r, k), stop = stopOf(r, k);
       if (barrier) FC_OK(fcBarrier(c.comm, c.stream));
       CUDA_OK(cudaEventRecord(start, c.stream));
       CUDA_OK(cudaGraphLaunch(exec[k], c.stream));
@@ -121,7 +123,7 @@ std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector
   for (int r = 0; r < o.replays; ++r) {
     for (size_t k = 0; k < n; ++k) {
       float t;
-      CUDA_OK(cudaEventElapsedTime(&t, events[2 * (size_t(r) * n + k)], events[2 * (size_t(r) * n + k) + 1]));
+      CUDA_OK(cudaEventElapsedTime(&t, startOf(r, k), stopOf(r, k)));
       ms[k].push_back(t);
     }
   }

@@ -66,8 +66,10 @@
 namespace fc::engine {
 
 // D = round(beta * C + round(acc)), fp32 sum (ElementCompute float); beta a scalar.
+// The C pipeline is taken where beta != 0 (CUTLASS's homogeneous_multiply_add visitor
+// asks for C only then): by our block's tiles.
 template <class Element>
-using ScatterFusionTree = cutlass::epilogue::fusion::Sm90EVT<
+using ScatterFusion = cutlass::epilogue::fusion::Sm90EVT<
     cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Element, float,
                                            cutlass::FloatRoundStyle::round_to_nearest>,
     cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
@@ -76,11 +78,6 @@ using ScatterFusionTree = cutlass::epilogue::fusion::Sm90EVT<
         cutlass::epilogue::fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, float,
                                                cutlass::FloatRoundStyle::round_to_nearest>,
         cutlass::epilogue::fusion::Sm90AccFetch>>;
-
-// The C pipeline is taken where beta != 0 (CUTLASS's homogeneous_multiply_add visitor
-// asks for C only then): by our block's tiles.
-template <class Element>
-using ScatterFusion = ScatterFusionTree<Element>;
 
 // The fusion's arguments for beta (0: the partial alone; 1: plus C).
 template <class Element>
@@ -104,7 +101,9 @@ struct WithOwnSmemC<
 
 template <class Base>
 class OwnBlockEpilogue : public Base {
-  static_assert(Base::get_load_pipe_increment(typename Base::CtaTileMNK{}) % (2 * int(Base::LoadPipelineState::Stages)) == 0,
+  static_assert(Base::get_load_pipe_increment(typename Base::CtaTileMNK{}) %
+                        (2 * int(Base::LoadPipelineState::Stages)) ==
+                    0,
                 "a tile's C stages must be an even multiple of StagesC for other tiles to skip the C pipeline");
 
  public:
