@@ -526,12 +526,16 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * at that step while the next GEMM runs; the local block last (with fp32 partials its
  * GEMM adds the first pulled block in its epilogue); then one SM pass sums the rest
  * and rounds. Blocks larger than half the workspace (M/nranks * N partials) run this
- * over chunks of their rows, as few as fit. Blocks (or chunks) too small to fill two
- * GEMM waves take an unfused path: when all partials fit 32 MiB, one batched GEMM
- * writes each block straight into its owner's workspace and the owner sums them;
- * else one GEMM and a reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto
- * overrides; FC_MMRS_ALGO=engine (since 0.2; auto takes it at 2 ranks for blocks of
- * >= 1024 rows with K <= 2048, where it was measured ahead) runs one persistent
+ * over chunks of their rows, as few as fit. Blocks (or chunks) too small to fill 1.25
+ * GEMM waves (165 tiles of 128 x 128 on 132 SMs) take an unfused path: with partials
+ * in the input type, one GEMM of every block's partial into the symmetric workspace,
+ * then fcReduceScatter's Lamport reduce-scatter from there (blocks within its push
+ * slot, 4 MiB at 2 ranks, 1 MiB at 3-4; not where FC_REDUCE_SCATTER_ALGO names another
+ * algorithm); else, when all partials fit 32 MiB, one batched GEMM writes each block
+ * straight into its owner's workspace and the owner sums them; else one GEMM and a
+ * reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto overrides; FC_MMRS_ALGO=engine
+ * (since 0.2; auto takes it at 2 ranks for blocks of >= 1024 rows with K <= 2048,
+ * where it was measured ahead) runs one persistent
  * CUTLASS GEMM whose tiles signal their owner once stored, each owner pulling its
  * block from a peer piece by piece as soon as a piece's tiles are in, then summing;
  * at 2 ranks the GEMM's own tiles, computed last, instead read the peer's partial of
@@ -540,7 +544,8 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * workspace; else the fused path). The partials live in the
  * communicator's scratch (config.scratchBytes; the fused path needs nranks blocks or
  * chunks of rows x N partials, the engine nranks-1 blocks (none where its epilogue
- * adds them), the unfused path M x N, plus M/nranks x N fp32 with fp32 partials),
+ * adds them), the unfused path none in the workspace's forms above, else M x N, plus
+ * M/nranks x N fp32 with fp32 partials),
  * grown as for fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe
  * back to back; ordered with the communicator's other ops. Collective (same M, N, K, transB,
  * datatype and partials type on every rank).

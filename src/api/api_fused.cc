@@ -126,7 +126,10 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
                                    gates, pulls,
                                    stages == fc::MmrsEngineStages::EpilogueAdd &&
                                        (!comm->params.shareGpu || comm->params.engineSms > 0),
-                                   comm->params.mmrsEnginePieces};
+                                   comm->params.mmrsEnginePieces,
+                                   comm->params.reduceScatterAlgo == fc::MoveAlgo::Auto ||
+                                       comm->params.reduceScatterAlgo == fc::MoveAlgo::Lamport,
+                                   comm->params.pdl};
   fcResult_t res =
       fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);
   const size_t c = size_t(lane.channel);

@@ -37,8 +37,11 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
 constexpr size_t kLamportAllGatherAutoMaxBytes = size_t(1) << 20;
 fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                                   size_t sendcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
+// sig: the op signature the ranks' call headers compare (0: the reduce-scatter's own,
+// of its count and dtype; fcMatmulReduceScatter passes its own, of its whole shape).
 fcResult_t launchReduceScatterLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
-                                      size_t recvcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
+                                      size_t recvcount, fcDataType_t datatype, bool pdl, cudaStream_t stream,
+                                      uint32_t sig = 0);
 
 // Lamport two-shot all-reduce (push the slices, poll the data; no flags); any count
 // (passes of nranks slices of kLamportTwoShotSliceBytes). pdl as above.

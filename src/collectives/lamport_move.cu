@@ -115,11 +115,13 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 
 template <Move M>
 fcResult_t launchMove(const DeviceComm& dc, int channel, const void* in, void* out, size_t count,
-                      fcDataType_t datatype, bool pdl, cudaStream_t stream) {
+                      fcDataType_t datatype, bool pdl, cudaStream_t stream, uint32_t callerSig = 0) {
   // A signature of its own per kind (the op and the Lamport protocol), so that ranks
-  // calling another op, count or dtype at the same point are caught by the headers.
-  const uint32_t sig = opSignature(M == Move::AllGather ? Op::AllGather : Op::ReduceScatter, uint32_t(datatype),
-                                   shapeKey(count, 0, 0, 3));
+  // calling another op, count or dtype at the same point are caught by the headers; or
+  // the calling op's (a fused op's: its whole shape).
+  const uint32_t sig = callerSig != 0 ? callerSig
+                                      : opSignature(M == Move::AllGather ? Op::AllGather : Op::ReduceScatter,
+                                                    uint32_t(datatype), shapeKey(count, 0, 0, 3));
   return withElementType(datatype, M == Move::AllGather ? "Lamport all-gather" : "Lamport reduce-scatter",
                          [&](auto tag) {
                            using T = decltype(tag);
@@ -147,8 +149,9 @@ fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void*
 }
 
 fcResult_t launchReduceScatterLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
-                                      size_t recvcount, fcDataType_t datatype, bool pdl, cudaStream_t stream) {
-  return launchMove<Move::ReduceScatter>(dc, channel, sendbuff, recvbuff, recvcount, datatype, pdl, stream);
+                                      size_t recvcount, fcDataType_t datatype, bool pdl, cudaStream_t stream,
+                                      uint32_t sig) {
+  return launchMove<Move::ReduceScatter>(dc, channel, sendbuff, recvbuff, recvcount, datatype, pdl, stream, sig);
 }
 
 }  // namespace fc

@@ -74,6 +74,9 @@ struct MatmulReduceScatterArgs {
   // GPU: FC_SHARE_GPU without FC_ENGINE_SMS).
   bool engineEpilogueAdd = false;
   int enginePieces = 4;  // FC_MMRS_ENGINE_PIECES (1 to kMaxPieces)
+  // Small products may take the GEMM + the Lamport reduce-scatter (off where
+  // FC_REDUCE_SCATTER_ALGO names another algorithm); pdl: its launch (FC_PDL).
+  bool lamportReduceScatter = true, pdl = true;
 };
 
 // Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).

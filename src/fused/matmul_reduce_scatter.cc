@@ -27,7 +27,25 @@
 // A block whose partial is larger than a slot runs all of this over chunks of
 // rows (the same rows of every block), as few as fit a slot, one after the other.
 //
-// Scatter (small products, or when fused is not worth it): one batched GEMM (batch
+// Lamport (small products, partials in the input type: every block within a Lamport
+// push slot, at most 4 ranks; auto takes it wherever it fits and neither the engine
+// nor the fused pipeline is chosen): one GEMM of every block's partial into our own
+// workspace, then the Lamport reduce-scatter (collectives/lamport_move.cu: each rank
+// pushes block d to rank d and polls its own; one round trip, no barrier) from there
+// into C. Exactly GEMM + fcReduceScatter, which the op must never be slower than,
+// without a scratch buffer: nobody reads our workspace until an op's entry (every op
+// that reads peers' workspaces ends with a barrier). It replaced the scatter path
+// there: on 2 H100s (fc-bench mmrs, 2026-11-25, docs/results/2026-11-25-lamport)
+// the scatter path took 56.3 / 28.4 / 109.4 / 40.0 us at 512 x 4096 x 7168, 512 x
+// 4096 x 2048, 512 x 5120 x 13824 and 512 x 5120 x 2560, this path 54.0 / 24.8 /
+// 106.8 / 37.7, GEMM + fcReduceScatter 53.3 / 24.8 / 105.9 / 36.6: the scatter path's
+// GEMM stores its products over NVLink at the pace of its math, and its two barriers
+// cost more than the Lamport kernel's round trip. With fp32 partials (twice the
+// bytes, and a third kernel to round the fp32 sum) it was not ahead of the scatter
+// path (66.2 / 38.1 / 119.0 / 49.3 against 65.9 / 34.7 / 118.1 / 49.7 us): those
+// keep the scatter path.
+//
+// Scatter (small products beyond a Lamport slot or at more than 4 ranks): one batched GEMM (batch
 // d = block d, B shared) writes block d, a partial, straight into rank d's workspace
 // at [rank * block] through the peer mapping: every rank's heap lies at a fixed
 // stride, which is the batch stride of D. A barrier, then each rank sums the W
@@ -83,14 +101,18 @@
 namespace fc {
 namespace {
 
-enum class Path { Fused, Scatter, Staged, Engine };
+enum class Path { Fused, Lamport, Scatter, Staged, Engine };
 
 // fcReduceScatter's SM / copy-engine crossover (bytes of input, docs/perf-log.md). The
 // scatter path stays below it too: its GEMM's peer stores grow with the products.
 constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
 
 const char* pathName(Path p) {
-  return p == Path::Fused ? "fused" : p == Path::Scatter ? "scatter" : p == Path::Engine ? "engine" : "staged";
+  return p == Path::Fused     ? "fused"
+         : p == Path::Lamport ? "lamport"
+         : p == Path::Scatter ? "scatter"
+         : p == Path::Engine  ? "engine"
+                              : "staged";
 }
 
 // The partials' type: fp32, or the input type.
@@ -180,6 +202,21 @@ bool engineByDefault(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
   return dc.nranks == 2 && a.engineEpilogueAdd && a.M / 2 >= 1024 && a.K <= 2048;
 }
 
+// Whether auto takes the fused pipeline: each block's (chunk's) GEMM fills at least
+// 1.25 waves of 128 x 128 tiles on a 132-SM GPU (165 tiles) - fewer than
+// fcAllGatherMatmul asks for (overlapPays: two waves), because what the pipeline
+// replaces here, the scatter path, pays for its peer stores at large products.
+// Measured on 2 H200s (fc-bench mmrs, 2026-11-25, graph-replayed; auto was the
+// scatter path there): blocks of 256 tiles (2048 x 4096 x K, 4096 x 2048 x 7168)
+// 78.2 / 102.9 / 158.4 / 308.4 us at K = 2560 / 4096 / 7168 / 14336 against 88.5 /
+// 117.7 / 174.0 / 311.9, and 157.8 against 172.8; 224 tiles (2048 x 3584 x 5120) 110.3
+// against 131.2; 192 tiles (2048 x 3072 x 7168, 1536 x 4096 x 7168) 125.7 / 125.1
+// against 136.0 / 135.3; 160 tiles (2048 x 2560 x 7168) level, 112.5 against 111.5.
+bool fusedPays(size_t chunkRows, size_t N) {
+  const size_t tiles = (chunkRows + 127) / 128 * ((N + 127) / 128);
+  return tiles * 4 >= 132 * 5;
+}
+
 // The path, its chunks of rows (fused) and the scratch it needs.
 struct Plan {
   Path path;
@@ -198,7 +235,12 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   p.chunkRows = p.chunks == 0 ? 0 : (ms + p.chunks - 1) / p.chunks;
   const bool fusedFits = p.chunks > 0;
   const bool scatterFits = W * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
-  const Path fallback = scatterFits ? Path::Scatter : Path::Staged;
+  // The Lamport path: partials in the input type, a block within a push slot at up to
+  // 4 ranks (fcReduceScatter's own choice, comm.cc chooseReduceScatter), all of them in
+  // our workspace.
+  const bool lamportFits = a.lamportReduceScatter && !a.fp32Partials && W <= 4 &&
+                           partBytes <= lamportSlotBytes(int(W)) && a.M * a.N * ps <= dc.workspaceBytes;
+  const Path fallback = lamportFits ? Path::Lamport : scatterFits ? Path::Scatter : Path::Staged;
   // The engine: partials in the input type, all of them in our workspace, blocks of
   // whole tile rows.
   const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
@@ -207,7 +249,7 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
            : choice == FusedChoice::Fused   ? (fusedFits ? Path::Fused : fallback)
            : choice == FusedChoice::Unfused ? fallback
            : engineFits && engineByDefault(dc, a)        ? Path::Engine
-           : fusedFits && overlapPays(p.chunkRows, a.N) ? Path::Fused
+           : fusedFits && fusedPays(p.chunkRows, a.N)    ? Path::Fused
                                                         : fallback;
   if (W == 1) p.scratchBytes = 0;
   // Engine: the W-1 pulled partials of our block (none when the epilogue reads the
@@ -238,6 +280,17 @@ fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& ge
     FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, pt, stream));
   if (!a.fp32Partials) return fcSuccess;
   return launchReducePartials(sum, nullptr, blockElems, 0, fcFloat32, a.C, blockElems, a.datatype, stream);
+}
+
+// GEMM + the Lamport reduce-scatter, the partials (input type) in our workspace (see
+// the top).
+fcResult_t viaLamport(const DeviceComm& dc, int channel, Gemm& gemm, const MatmulReduceScatterArgs& a,
+                      uint32_t sig, cudaStream_t stream) {
+  char* partials = ce::slot(dc, dc.rank, channel, 0);
+  FC_CHECK(gemm.matmul(a.A, a.M, a.B, partials, a.N, a.K, a.transB, a.datatype, stream));
+  // Our signature (the whole shape) in the call headers: ranks with another K are caught too.
+  return launchReduceScatterLamport(dc, channel, partials, a.C, a.M / size_t(dc.nranks) * a.N, a.datatype, a.pdl,
+                                    stream, sig);
 }
 
 // The fused pipeline over rows [r0, r0 + rows) of every block (all of them, or one
@@ -361,6 +414,7 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
 
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
   if (path == Path::Engine) return viaEngine(dc, channel, copies, a, sig, stream);
+  if (path == Path::Lamport) return viaLamport(dc, channel, gemm, a, sig, stream);
   if (path == Path::Scatter) {
     // Entry barrier: peers are about to write into our workspace.
     const fcDataType_t pt = partialType(a);

@@ -122,6 +122,14 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b32, sizeof b32);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c32, sizeof c32);
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &d32, sizeof d32);
+  // Split-K only with its parts summed in fp32 (the compute type, in the workspace): the
+  // in-place and output-type schemes add the parts in D's type, rounding each part
+  // first - a bf16 product then is off by up to an ulp per split, against the one
+  // rounding every op documents. Measured: with every scheme allowed, cuBLASLt took a
+  // split-K one for [6, 40] x [40, 70] bf16 (B row-major, 140-byte rows) and about one
+  // run in three of the GPU suite found one element of 420 off by one (2026-11-25).
+  const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;  // and none: no split-K
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->a,
@@ -135,8 +143,12 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
     return fcSuccess;
   }
   p->algo = result.algo;
-  FC_TRACE("gemm plan: D[%zu, %zu] = A[%zu, %zu] x %s%s, dtype %d, batch %d", rows, N, rows, K,
-           transB == fcOpT ? "B^T" : "B", hasC ? " + C" : "", dt, batch);
+  uint32_t splits = 1, scheme = 0;
+  size_t got = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof splits, &got);
+  cublasLtMatmulAlgoConfigGetAttribute(&p->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, &got);
+  FC_TRACE("gemm plan: D[%zu, %zu] = A[%zu, %zu] x %s%s, dtype %d, batch %d: split-K %u, reduction scheme %u", rows,
+           N, rows, K, transB == fcOpT ? "B^T" : "B", hasC ? " + C" : "", dt, batch, splits, scheme);
   *out = p.get();
   plans_[key] = p.release();
   return fcSuccess;
