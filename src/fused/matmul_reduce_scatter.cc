@@ -35,23 +35,24 @@
 // into C. Exactly GEMM + fcReduceScatter, which the op must never be slower than,
 // without a scratch buffer: nobody reads our workspace until an op's entry (every op
 // that reads peers' workspaces ends with a barrier). It replaced the scatter path
-// there: on 2 H100s (fc-bench mmrs, 2026-11-25, docs/results/2026-11-25-lamport)
-// the scatter path took 56.3 / 28.4 / 109.4 / 40.0 us at 512 x 4096 x 7168, 512 x
-// 4096 x 2048, 512 x 5120 x 13824 and 512 x 5120 x 2560, this path 54.0 / 24.8 /
-// 106.8 / 37.7, GEMM + fcReduceScatter 53.3 / 24.8 / 105.9 / 36.6: the scatter path's
-// GEMM stores its products over NVLink at the pace of its math, and its two barriers
-// cost more than the Lamport kernel's round trip. With fp32 partials (twice the
-// bytes, and a third kernel to round the fp32 sum) it was not ahead of the scatter
-// path (66.2 / 38.1 / 119.0 / 49.3 against 65.9 / 34.7 / 118.1 / 49.7 us): those
-// keep the scatter path.
+// there: on 2 H100s (fc-bench mmrs, 2026-11-25,
+// docs/results/2026-11-25-h200x2-7da2d49/small-m-h100) the scatter path took 56.3 /
+// 28.4 / 109.4 / 40.0 us at 512 x 4096 x 7168, 512 x 4096 x 2048, 512 x 5120 x 13824
+// and 512 x 5120 x 2560, this path 54.0 / 24.8 / 106.8 / 37.7, GEMM + fcReduceScatter
+// 53.3 / 24.8 / 105.9 / 36.6: the scatter path's GEMM stores its products over NVLink
+// at the pace of its math, and its two barriers cost more than the Lamport kernel's
+// round trip. With fp32 partials (twice the bytes, and a third kernel to round the
+// fp32 sum) it was not ahead of the scatter path (66.2 / 38.1 / 119.0 / 49.3 against
+// 65.9 / 34.7 / 118.1 / 49.7 us): those keep the scatter path.
 //
-// Scatter (small products beyond a Lamport slot or at more than 4 ranks): one batched GEMM (batch
-// d = block d, B shared) writes block d, a partial, straight into rank d's workspace
-// at [rank * block] through the peer mapping: every rank's heap lies at a fixed
-// stride, which is the batch stride of D. A barrier, then each rank sums the W
-// blocks in its own workspace and rounds. Only for small products: the epilogue's
-// stores to peer memory do not overlap the GEMM's math, so at large sizes the GEMM
-// slows down by about the NVLink time of its output (measured: docs/perf-log.md).
+// Scatter (small products beyond a Lamport slot or at more than 4 ranks, and fp32
+// partials): one batched GEMM (batch d = block d, B shared) writes block d, a
+// partial, straight into rank d's workspace at [rank * block] through the peer
+// mapping: every rank's heap lies at a fixed stride, which is the batch stride of D.
+// A barrier, then each rank sums the W blocks in its own workspace and rounds. Only
+// for small products: the epilogue's stores to peer memory do not overlap the GEMM's
+// math, so at large sizes the GEMM slows down by about the NVLink time of its output
+// (measured: docs/perf-log.md).
 //
 // Staged (the rest): one GEMM of partials into the channel's scratch, then
 // fcReduceScatter's algorithm on them (fp32 sums, one rounding; fp32 partials land in
@@ -206,12 +207,13 @@ bool engineByDefault(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
 // 1.25 waves of 128 x 128 tiles on a 132-SM GPU (165 tiles) - fewer than
 // fcAllGatherMatmul asks for (overlapPays: two waves), because what the pipeline
 // replaces here, the scatter path, pays for its peer stores at large products.
-// Measured on 2 H200s (fc-bench mmrs, 2026-11-25, graph-replayed; auto was the
-// scatter path there): blocks of 256 tiles (2048 x 4096 x K, 4096 x 2048 x 7168)
-// 78.2 / 102.9 / 158.4 / 308.4 us at K = 2560 / 4096 / 7168 / 14336 against 88.5 /
-// 117.7 / 174.0 / 311.9, and 157.8 against 172.8; 224 tiles (2048 x 3584 x 5120) 110.3
-// against 131.2; 192 tiles (2048 x 3072 x 7168, 1536 x 4096 x 7168) 125.7 / 125.1
-// against 136.0 / 135.3; 160 tiles (2048 x 2560 x 7168) level, 112.5 against 111.5.
+// Measured on 2 H200s (fc-bench mmrs, 2026-11-25, graph-replayed, auto the scatter
+// path there; docs/results/2026-11-25-h200x2-7da2d49/fused-threshold): blocks of 256
+// tiles (2048 x 4096 x K, 4096 x 2048 x 7168) 78.2 / 102.9 / 158.4 / 308.4 us at K =
+// 2560 / 4096 / 7168 / 14336 against 88.5 / 117.7 / 174.0 / 311.9, and 157.8 against
+// 172.8; 224 tiles (2048 x 3584 x 5120) 110.3 against 131.2; 192 tiles (2048 x 3072 x
+// 7168, 1536 x 4096 x 7168) 125.7 / 125.1 against 136.0 / 135.3; 160 tiles (2048 x
+// 2560 x 7168) level, 112.5 against 111.5.
 bool fusedPays(size_t chunkRows, size_t N) {
   const size_t tiles = (chunkRows + 127) / 128 * ((N + 127) / 128);
   return tiles * 4 >= 132 * 5;
