@@ -127,8 +127,9 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
                                    stages == fc::MmrsEngineStages::EpilogueAdd &&
                                        (!comm->params.shareGpu || comm->params.engineSms > 0),
                                    comm->params.mmrsEnginePieces,
-                                   comm->params.reduceScatterAlgo == fc::MoveAlgo::Auto ||
-                                       comm->params.reduceScatterAlgo == fc::MoveAlgo::Lamport,
+                                   // C's bytes: one block of partials in the input type
+                                   fc::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
+                                                           W * cBytes) == fc::MoveAlgo::Lamport,
                                    comm->params.pdl};
   fcResult_t res =
       fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);

@@ -326,8 +326,7 @@ size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a
 }
 
 bool overlapPays(size_t shardRows, size_t N) {
-  const size_t tiles = ((shardRows + 127) / 128) * ((N + 127) / 128);
-  return tiles >= 2 * 132;
+  return tiles128(shardRows, N) >= 2 * 132;
 }
 
 fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,

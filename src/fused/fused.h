@@ -41,6 +41,9 @@ struct AllGatherMatmulArgs {
 };
 
 
+// Tiles of 128 x 128 in a rows x N product.
+inline size_t tiles128(size_t rows, size_t N) { return (rows + 127) / 128 * ((N + 127) / 128); }
+
 // Overlapping communication with per-block GEMMs pays when every block's GEMM
 // (shardRows x N) fills at least two waves of 128x128 tiles on a 132-SM GPU; below
 // that the per-block GEMMs run partly empty and the unfused path is faster
@@ -74,9 +77,11 @@ struct MatmulReduceScatterArgs {
   // GPU: FC_SHARE_GPU without FC_ENGINE_SMS).
   bool engineEpilogueAdd = false;
   int enginePieces = 4;  // FC_MMRS_ENGINE_PIECES (1 to kMaxPieces)
-  // Small products may take the GEMM + the Lamport reduce-scatter (off where
-  // FC_REDUCE_SCATTER_ALGO names another algorithm); pdl: its launch (FC_PDL).
-  bool lamportReduceScatter = true, pdl = true;
+  // Whether fcReduceScatter would take its Lamport kernel for one block of partials
+  // in the input type (comm.cc, chooseReduceScatter: the block within a push slot, at
+  // most 4 ranks, FC_REDUCE_SCATTER_ALGO); small products then take the GEMM + that
+  // kernel. pdl: its launch (FC_PDL).
+  bool lamportReduceScatter = false, pdl = true;
 };
 
 // Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).

@@ -214,10 +214,7 @@ bool engineByDefault(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
 // 172.8; 224 tiles (2048 x 3584 x 5120) 110.3 against 131.2; 192 tiles (2048 x 3072 x
 // 7168, 1536 x 4096 x 7168) 125.7 / 125.1 against 136.0 / 135.3; 160 tiles (2048 x
 // 2560 x 7168) level, 112.5 against 111.5.
-bool fusedPays(size_t chunkRows, size_t N) {
-  const size_t tiles = (chunkRows + 127) / 128 * ((N + 127) / 128);
-  return tiles * 4 >= 132 * 5;
-}
+bool fusedPays(size_t chunkRows, size_t N) { return tiles128(chunkRows, N) * 4 >= 132 * 5; }
 
 // The path, its chunks of rows (fused) and the scratch it needs.
 struct Plan {
@@ -237,11 +234,9 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   p.chunkRows = p.chunks == 0 ? 0 : (ms + p.chunks - 1) / p.chunks;
   const bool fusedFits = p.chunks > 0;
   const bool scatterFits = W * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
-  // The Lamport path: partials in the input type, a block within a push slot at up to
-  // 4 ranks (fcReduceScatter's own choice, comm.cc chooseReduceScatter), all of them in
-  // our workspace.
-  const bool lamportFits = a.lamportReduceScatter && !a.fp32Partials && W <= 4 &&
-                           partBytes <= lamportSlotBytes(int(W)) && a.M * a.N * ps <= dc.workspaceBytes;
+  // The Lamport path: partials in the input type, where fcReduceScatter would take
+  // its Lamport kernel for a block of them, all of them in our workspace.
+  const bool lamportFits = a.lamportReduceScatter && !a.fp32Partials && a.M * a.N * ps <= dc.workspaceBytes;
   const Path fallback = lamportFits ? Path::Lamport : scatterFits ? Path::Scatter : Path::Staged;
   // The engine: partials in the input type, all of them in our workspace, blocks of
   // whole tile rows.
