@@ -94,7 +94,7 @@ extern "C" {
 #endif
 
 #define FC_MAJOR 0
-#define FC_MINOR 2
+#define FC_MINOR 3
 #define FC_PATCH 0
 /* FC_VERSION_CODE == what fcGetVersion returns for this header. */
 #define FC_VERSION_CODE (FC_MAJOR * 10000 + FC_MINOR * 100 + FC_PATCH)
@@ -553,6 +553,83 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
 fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
                                  fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
                                  cudaStream_t stream);
+
+/* Matmul + all-reduce (the row-parallel layer of Megatron-style tensor parallelism:
+ * o_proj, down_proj): every rank multiplies its own A by its own op(B) and gets the
+ * sum over ranks of the products:
+ *   C = sum over ranks of A x op(B), on every rank
+ *   A: [M, K] row-major, contiguous, this rank's operand (its slice of the
+ *      activations' columns).
+ *   B: [K, N] row-major (fcOpN) or [N, K] row-major (fcOpT, a torch.nn.Linear
+ *      weight: this rank's slice of its columns).
+ *   C: [M, N] row-major; overlaps neither A nor B.
+ *   M, N, K > 0 (M any count: no multiple of nranks needed); datatype fcBfloat16 or
+ *   fcFloat16 for A, B and C. Pointers aligned to the element size (16 bytes or more
+ *   is faster).
+ * Precision: each rank's product is accumulated in fp32 and rounded once to datatype
+ * (what a cuBLAS GEMM followed by an NCCL all-reduce computes); the sum over ranks is
+ * accumulated in fp32 and rounded once: |C - exact| is at most nranks/2 units in the
+ * last place (in datatype) of the largest product, plus the final rounding. Every rank
+ * gets the same bits.
+ * The paths (which one runs is a function of the shape, the world size and the SM
+ * count, the same on every rank; docs/design.md, "GEMM + all-reduce") keep the
+ * communication off the GEMM's critical path where that pays, and otherwise run the
+ * GEMM and then fcAllReduce's algorithm in place, with no copy in between.
+ * FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the GEMM's
+ * reduce-scatter as fcMatmulReduceScatter computes it, then an all-gather) | engine
+ * (the same with fcMatmulReduceScatter's persistent GEMM engine) | auto (default)
+ * forces a path for communicators created afterwards, where the shape allows it.
+ * Scratch: none, except where the fused paths' reduce-scatter needs it (as
+ * fcMatmulReduceScatter; config.scratchBytes, grown as for fcAllGatherMatmul).
+ * Asynchronous on stream; CUDA-graph capturable; safe back to back; ordered with the
+ * communicator's other ops. Collective: every rank calls it with the same M, N, K,
+ * transB and datatype (a different shape is caught on the device, as a mismatched
+ * all-reduce is).
+ * Errors: fcInvalidArgument (NULL comm or pointer, a pointer that is not memory of
+ * comm's GPU, a zero or overflowing dimension or a matrix over 2^48 bytes, dtype not
+ * bf16/fp16, bad transB, misaligned or overlapping buffers; nothing is written),
+ * fcNotSupported (cuBLASLt has no algorithm for the shape), fcInvalidUsage (wrong
+ * device; scratch too small during capture), asynchronous errors as fcAllReduce.
+ * Since 0.3. */
+fcResult_t fcMatmulAllReduce(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
+                             fcOperation_t transB, fcDataType_t datatype, fcComm_t comm, cudaStream_t stream);
+
+/* Matmul + all-reduce + residual add + RMSNorm: the whole row-parallel linear ->
+ * fused_add_rms_norm chain of a tensor-parallel decoder layer in one call:
+ *   sum[t][h]         = sum over ranks of (A x op(B))[t][h]
+ *   residualOut[t][h] = sum[t][h] + residual[t][h]
+ *   normOut[t][h]     = residualOut[t][h] / sqrt(mean_h residualOut[t][h]^2 + eps) * weight[h]
+ * for t < M (tokens), h < N (hidden), on every rank.
+ *   A, B, M, N, K, transB, datatype: as fcMatmulAllReduce (the products' precision
+ *   too).
+ *   residual, weight, residualOut, normOut: as fcAllReduceResidualRMSNorm with
+ *   tokens = M and hidden = N (16-byte aligned; N * sizeof(datatype) a multiple of 16
+ *   bytes; residualOut == residual, in place, allowed; normOut overlaps nothing), none
+ *   of them overlapping A or B. eps: finite, >= 0.
+ * Precision: the sum over ranks and the residual as fcAllReduceResidualRMSNorm computes
+ * them from sendbuff = each rank's rounded product (the one-kernel path adds the rank
+ * sum and the residual in fp32 and rounds once; larger calls round the sum first).
+ * Every rank gets the same bits.
+ * Paths, scratch, streams, graphs, FC_MMAR_ALGO, collectiveness and errors as
+ * fcMatmulAllReduce, plus fcAllReduceResidualRMSNorm's argument errors. Since 0.3. */
+fcResult_t fcMatmulAllReduceResidualRMSNorm(const void* A, const void* B, const void* residual, const void* weight,
+                                            void* residualOut, void* normOut, size_t M, size_t N, size_t K,
+                                            float eps, fcOperation_t transB, fcDataType_t datatype,
+                                            fcComm_t comm, cudaStream_t stream);
+
+/* fcMatmulAllReduceResidualRMSNorm with the normed rows quantised to fp8 (e4m3) with a
+ * per-tensor scale, as fcAllReduceResidualRMSNormFp8 computes them:
+ *   normOutFp8[t][h] = e4m3(RMSNorm(residualOut)[t][h] * weight[h] / *scale)
+ *   normOutFp8: M x N bytes, 16-byte aligned, overlapping no other buffer.
+ *   scale: one float in device memory (read when the kernel runs), 4-byte aligned, > 0.
+ * The products pass through the communicator's scratch where they do not fit half of
+ * its workspace (M * N * sizeof(datatype) bytes; config.scratchBytes, grown as for
+ * fcAllGatherMatmul). Everything else as fcMatmulAllReduceResidualRMSNorm. Since 0.3. */
+fcResult_t fcMatmulAllReduceResidualRMSNormFp8(const void* A, const void* B, const void* residual,
+                                               const void* weight, void* residualOut, void* normOutFp8,
+                                               const float* scale, size_t M, size_t N, size_t K, float eps,
+                                               fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                                               cudaStream_t stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

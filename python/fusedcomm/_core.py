@@ -27,7 +27,7 @@ SUM = 0
 OP_N, OP_T = 0, 1
 UNIQUE_ID_BYTES = 128
 # FC_VERSION_CODE of the header these declarations follow (fcConfig_t.version)
-VERSION_CODE = 200
+VERSION_CODE = 300
 
 
 class UniqueId(ctypes.Structure):

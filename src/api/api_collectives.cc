@@ -101,14 +101,17 @@ bool useCopyEngine(const fcComm* comm, fc::MoveAlgo algo, size_t bytes, size_t m
 // The one-shot: Lamport (push + poll, no barriers) when the input fits a push slot,
 // unless FC_ALLREDUCE_ALGO=oneshot forces the barrier variant; otherwise the barrier
 // one-shot (staged or zero-copy).
-fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
+bool oneShotIsLamport(const Call& c) {
   const size_t bytes = c.sendElems * c.elem;
   const size_t lamportMax = c.comm->params.lamportMaxBytes ? c.comm->params.lamportMaxBytes
                                                            : fc::lamportMaxBytes(c.comm->nranks);
-  if (bytes <= lamportMax &&
-      c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot)
+  return bytes <= lamportMax && c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot;
+}
+
+fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
+  if (oneShotIsLamport(c))
     return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
-                                      c.comm->params.pdl, stream, c.comm->params.lamportStages);
+                                      c.comm->params.pdl, stream, c.comm->params.lamportStages, c.sig);
   return fc::launchAllReduceOneShot(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                     zeroCopySource(c), stream);
 }
@@ -172,7 +175,7 @@ fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
     case ArAlgo::OneShot: return launchOneShot(c, stream);
     case ArAlgo::LamportTwoShot:
       return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
-                                               comm->params.pdl, stream);
+                                               comm->params.pdl, stream, c.sig);
     case ArAlgo::CopyEngine:
       return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send,
                                    c.recv, c.sendElems, c.dtype, stream);
@@ -180,6 +183,22 @@ fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
       return fc::launchAllReduceTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                         zeroCopySource(c), stream);
   }
+}
+
+bool allReduceIsLamport(const Call& c, ArAlgo algo) {
+  return algo == ArAlgo::LamportTwoShot || (algo == ArAlgo::OneShot && oneShotIsLamport(c));
+}
+
+fcResult_t launchAllGather(const Call& c, cudaStream_t stream) {
+  const fcComm* comm = c.comm;
+  const size_t bytes = c.recvElems * c.elem;
+  if (useCopyEngine(comm, comm->params.allGatherAlgo, bytes, fc::ceAllGatherMinBytes(comm->nranks))) {
+    FC_TRACE("%s: all-gather of %zu bytes out, copy engine%s", c.fn, bytes, c.zeroCopy ? ", zero-copy" : "");
+    return fc::launchAllGatherCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send, c.recv,
+                                 c.sendElems, c.dtype, zeroCopySource(c), stream);
+  }
+  return fc::launchAllGather(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype, zeroCopySource(c),
+                             stream);
 }
 
 }  // namespace fc::api
@@ -256,18 +275,7 @@ FC_API fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendc
   FC_CHECK(checkOverlap(c));
   detectZeroCopy(c, true);
   FC_CHECK(beginOp(c, stream));
-  fcResult_t res;
-  if (useCopyEngine(comm, comm->params.allGatherAlgo, W * sendcount * c.elem,
-                    fc::ceAllGatherMinBytes(comm->nranks))) {
-    FC_TRACE("fcAllGather: %zu bytes out, copy engine%s", W * sendcount * c.elem,
-             c.zeroCopy ? ", zero-copy" : "");
-    res = fc::launchAllGatherCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], sendbuff,
-                                recvbuff, sendcount, datatype, zeroCopySource(c), stream);
-  } else {
-    res = fc::launchAllGather(comm->dev, c.lane.channel, sendbuff, recvbuff, sendcount, datatype,
-                              zeroCopySource(c), stream);
-  }
-  return fc::commOpEnd(comm, c.lane, stream, res);
+  return fc::commOpEnd(comm, c.lane, stream, fc::api::launchAllGather(c, stream));
 }
 
 FC_API fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream) {

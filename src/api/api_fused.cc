@@ -2,13 +2,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "api/api.h"
+#include "api/gemm_call.h"
 #include "comm/pointers.h"
-#include "fused/fused.h"
 
-namespace {
+namespace fc::api {
 
-// The GEMM engine's SMs: the GPU's, or fewer (FC_ENGINE_SMS).
 int engineSms(const fcComm* comm) {
   return comm->params.engineSms > 0 ? std::min(comm->smCount, comm->params.engineSms) : comm->smCount;
 }
@@ -18,10 +16,9 @@ bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   return x < y + bn && y < x + an;
 }
 
-// Shape, dtype, transB and pointer checks shared by the fused GEMM ops (`extra`:
-// an optional fourth buffer, NULL allowed), sizes before the callers' overlap checks.
 fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N, size_t K, fcOperation_t transB,
-                         fcDataType_t datatype, const void* A, const void* B, const void* C, const void* extra) {
+                         fcDataType_t datatype, const void* A, const void* B, const void* C, const void* extra,
+                         bool rowsPerRank) {
   if (datatype != fcBfloat16 && datatype != fcFloat16)
     return fc::setError(fcInvalidArgument, "%s: datatype %d: use fcBfloat16 or fcFloat16", fn, int(datatype));
   if (transB != fcOpN && transB != fcOpT)
@@ -47,7 +44,7 @@ fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N,
                           "%s: M, N, K = %zu, %zu, %zu are too large: %s would span over 2^48 bytes or past the "
                           "end of the address space",
                           fn, M, N, K, b.name);
-  if (M % W != 0)
+  if (rowsPerRank && M % W != 0)
     return fc::setError(fcInvalidArgument, "%s: M = %zu is not a multiple of nranks = %zu", fn, M, W);
   if (A == nullptr || B == nullptr || C == nullptr)
     return fc::setError(fcInvalidArgument, "%s: %s is NULL", fn, A == nullptr ? "A" : B == nullptr ? "B" : "C");
@@ -64,7 +61,32 @@ fc::FusedChoice fusedChoice(fc::FusedAlgo a) {
                                        : fc::FusedChoice::Auto;
 }
 
-}  // namespace
+fc::MatmulReduceScatterArgs matmulReduceScatterArgs(const fcComm* comm, const void* A, const void* B, void* C,
+                                                    size_t M, size_t N, size_t K, fcOperation_t transB,
+                                                    fcDataType_t datatype) {
+  const size_t W = size_t(comm->nranks), cBytes = M / W * N * fc::dataTypeSize(datatype);
+  const fc::MmrsEngineStages stages = comm->params.mmrsEngineStages;
+  const bool gates = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
+                     stages == fc::MmrsEngineStages::NoPull;
+  const bool pulls = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
+                     stages == fc::MmrsEngineStages::NoGate;
+  return fc::MatmulReduceScatterArgs{A, B, C, M, N, K, transB, datatype, nullptr, comm->params.mmrsFp32Partials,
+                                     engineSms(comm),
+                                     gates, pulls,
+                                     stages == fc::MmrsEngineStages::EpilogueAdd &&
+                                         (!comm->params.shareGpu || comm->params.engineSms > 0),
+                                     comm->params.mmrsEnginePieces,
+                                     // C's bytes: one block of partials in the input type
+                                     fc::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
+                                                             W * cBytes) == fc::MoveAlgo::Lamport,
+                                     comm->params.pdl};
+}
+
+}  // namespace fc::api
+
+using fc::api::checkGemmArgs;
+using fc::api::fusedChoice;
+using fc::api::overlaps;
 
 FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,
                                     size_t K, fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
@@ -72,7 +94,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   fc::clearError();
   const char* fn = "fcAllGatherMatmul";
   FC_CHECK(fc::checkComm(comm, fn));
-  FC_CHECK(checkGemmArgs(fn, comm, M, N, K, transB, datatype, A, B, C, Agathered));
+  FC_CHECK(checkGemmArgs(fn, comm, M, N, K, transB, datatype, A, B, C, Agathered, true));
   const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
   const size_t aBytes = M / W * K * es, bBytes = K * N * es, cBytes = M * N * es, gBytes = M * K * es;
   const char* inPlaceA = Agathered ? static_cast<const char*>(Agathered) + size_t(comm->rank) * aBytes : nullptr;
@@ -89,7 +111,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   fc::SymSource src{};
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
   const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
-  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, engineSms(comm),
+  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, fc::api::engineSms(comm),
                                comm->params.shareGpu, comm->params.pdl, comm->params.agmmEnginePieces,
                                comm->params.agmmEngineStages != fc::EngineStages::NoWait,
                                comm->params.agmmEngineStages != fc::EngineStages::NoPull};
@@ -107,7 +129,7 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   fc::clearError();
   const char* fn = "fcMatmulReduceScatter";
   FC_CHECK(fc::checkComm(comm, fn));
-  FC_CHECK(checkGemmArgs(fn, comm, M, N, K, transB, datatype, A, B, C, nullptr));
+  FC_CHECK(checkGemmArgs(fn, comm, M, N, K, transB, datatype, A, B, C, nullptr, true));
   const size_t W = size_t(comm->nranks), es = fc::dataTypeSize(datatype);
   const size_t cBytes = M / W * N * es;
   if (overlaps(C, cBytes, A, M * K * es) || overlaps(C, cBytes, B, K * N * es))
@@ -116,21 +138,7 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   fc::OpLane lane;
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   const fc::FusedChoice choice = fusedChoice(comm->params.matmulReduceScatterAlgo);
-  const fc::MmrsEngineStages stages = comm->params.mmrsEngineStages;
-  const bool gates = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
-                     stages == fc::MmrsEngineStages::NoPull;
-  const bool pulls = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
-                     stages == fc::MmrsEngineStages::NoGate;
-  fc::MatmulReduceScatterArgs args{A, B, C, M, N, K, transB, datatype, nullptr, comm->params.mmrsFp32Partials,
-                                   engineSms(comm),
-                                   gates, pulls,
-                                   stages == fc::MmrsEngineStages::EpilogueAdd &&
-                                       (!comm->params.shareGpu || comm->params.engineSms > 0),
-                                   comm->params.mmrsEnginePieces,
-                                   // C's bytes: one block of partials in the input type
-                                   fc::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
-                                                           W * cBytes) == fc::MoveAlgo::Lamport,
-                                   comm->params.pdl};
+  fc::MatmulReduceScatterArgs args = fc::api::matmulReduceScatterArgs(comm, A, B, C, M, N, K, transB, datatype);
   fcResult_t res =
       fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);
   const size_t c = size_t(lane.channel);

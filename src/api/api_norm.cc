@@ -6,14 +6,15 @@
 namespace fc::api {
 namespace {
 
-// [a, a + an) and [b, b + bn) share a byte (in integers: sizes were checked to fit).
+// [a, a + an) and [b, b + bn) share a byte (in integers: sizes were checked to fit); a
+// NULL buffer (fcMatmulAllReduce's sendbuff, not chosen yet) overlaps nothing.
 bool overlaps(const void* a, size_t an, const void* b, size_t bn) {
   const uintptr_t x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
-  return x < y + bn && y < x + an;
+  return x != 0 && y != 0 && x < y + bn && y < x + an;
 }
 
-// fcAllReduceResidualRMSNorm's argument checks beyond checkArgs' (which saw sendbuff
-// and normOut): shape, alignment, eps, the other buffers' sizes and overlaps.
+}  // namespace
+
 fcResult_t checkNormArgs(const Call& c, const NormCall& n) {
   const char* fn = c.fn;
   if (n.residual == nullptr || n.weight == nullptr || n.residualOut == nullptr)
@@ -59,6 +60,8 @@ fcResult_t checkNormArgs(const Call& c, const NormCall& n) {
   return fcSuccess;
 }
 
+namespace {
+
 // Both entry points: c.send / c.recv are sendbuff and the output (normOut, or the
 // fp8 one, for the NULL and size checks), n the whole call.
 fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
@@ -74,6 +77,26 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   if (noop) return fcSuccess;
   if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", fn);
   FC_CHECK(checkNormArgs(c, n));
+  NormPlan plan;
+  FC_CHECK(chooseNorm(c, n, &plan));
+  FC_CHECK(checkBuffers(comm, fn,
+                        {{"sendbuff", n.in}, {"residual", n.residual}, {"weight", n.weight},
+                         {"residualOut", n.residualOut}, {c.recvName, c.recv}, {"scale", n.scale}}));
+  FC_CHECK(commOpBegin(comm, fn, stream, &c.lane));
+  // The unfused path's all-reduce goes into normOut (the fp8 variant: into the
+  // channel's scratch).
+  void* sum = n.out;
+  fcResult_t res = fcSuccess;
+  if (plan.kind == NormPlan::Kind::Unfused && n.outFp8 != nullptr)
+    res = commScratch(comm, fn, c.lane, c.sendElems * c.elem, &sum);
+  if (res == fcSuccess) res = launchNorm(c, n, plan, sum, stream);
+  return commOpEnd(comm, c.lane, stream, res);
+}
+
+}  // namespace
+
+fcResult_t chooseNorm(Call& c, const NormCall& n, NormPlan* plan) {
+  const fcComm* comm = c.comm;
   // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
   // push slot); above it, at up to 4 ranks, the two-shot kernel at any size (on 2 H200s,
   // fc-bench arnorm 2026-11-24: faster than the all-reduce and then the norm kernel
@@ -89,36 +112,33 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
                                                     : bytes <= lamportMax;
   const bool twoShot = !small && choice != FusedAlgo::Unfused && lamportTwoShotAuto(comm->nranks) &&
                        allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
-  ArAlgo algo = ArAlgo::OneShot;
-  if (!small && !twoShot) {
+  plan->kind = small ? NormPlan::Kind::Lamport : twoShot ? NormPlan::Kind::TwoShot : NormPlan::Kind::Unfused;
+  plan->algo = ArAlgo::OneShot;
+  if (plan->kind == NormPlan::Kind::Unfused) {
     detectZeroCopy(c, true);
-    FC_CHECK(chooseAllReduce(c, &algo));
+    FC_CHECK(chooseAllReduce(c, &plan->algo));
   }
-  FC_CHECK(checkBuffers(comm, fn,
-                        {{"sendbuff", n.in}, {"residual", n.residual}, {"weight", n.weight},
-                         {"residualOut", n.residualOut}, {c.recvName, c.recv}, {"scale", n.scale}}));
-  FC_CHECK(commOpBegin(comm, fn, stream, &c.lane));
-  const bool pdl = comm->params.pdl;
-  if (small) {
-    FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
-    return commOpEnd(comm, c.lane, stream, launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl,
-                                                                     comm->params.normClusterPacks,
-                                                                     comm->params.normStages, stream));
-  }
-  if (twoShot) {
-    FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
-    return commOpEnd(comm, c.lane, stream, launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, stream));
-  }
-  // Unfused: the all-reduce into normOut (the fp8 variant: into the channel's scratch),
-  // then residual + RMSNorm over it.
-  fcResult_t res = fcSuccess;
-  if (n.outFp8 != nullptr) res = commScratch(comm, fn, c.lane, bytes, &c.recv);
-  if (res == fcSuccess) res = launchAllReduce(c, algo, stream);
-  if (res == fcSuccess) res = launchResidualNorm(n, c.recv, pdl, stream);
-  return commOpEnd(comm, c.lane, stream, res);
+  return fcSuccess;
 }
 
-}  // namespace
+fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* sum, cudaStream_t stream) {
+  const fcComm* comm = c.comm;
+  const bool pdl = comm->params.pdl;
+  switch (plan.kind) {
+    case NormPlan::Kind::Lamport:
+      FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
+      return launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, comm->params.normClusterPacks,
+                                        comm->params.normStages, stream, c.sig);
+    case NormPlan::Kind::TwoShot:
+      FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
+      return launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, stream, c.sig);
+    default:
+      c.recv = sum;
+      FC_CHECK(launchAllReduce(c, plan.algo, stream));
+      return launchResidualNorm(n, sum, pdl, stream);
+  }
+}
+
 }  // namespace fc::api
 
 FC_API fcResult_t fcAllReduceResidualRMSNorm(const void* sendbuff, const void* residual, const void* weight,

@@ -24,6 +24,9 @@ struct Call {
   bool zeroCopy = false;     // sendbuff is symmetric: peers read it where it is
   fc::SymSource src{};
   fc::OpLane lane{};
+  // The signature the Lamport kernels' call headers compare (0: the collective's own);
+  // an op built on the collective (fcMatmulAllReduce) sets its own, of its whole shape.
+  uint32_t sig = 0;
 };
 
 // checkArgs' size check of one buffer: `elems` elements of c.elem bytes at p must fit
@@ -43,7 +46,36 @@ enum class ArAlgo { OneShot, TwoShot, LamportTwoShot, CopyEngine };
 // fcAllReduce's algorithm for c (the checks that come before the op is begun included).
 fcResult_t chooseAllReduce(const Call& c, ArAlgo* algo);
 
+// Whether the all-reduce of c with `algo` runs a Lamport kernel (whose call headers
+// compare c.sig) rather than one with barriers.
+bool allReduceIsLamport(const Call& c, ArAlgo algo);
+
 // Enqueue the all-reduce of c (begun: c.lane set) with `algo`.
 fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream);
+
+// Enqueue fcAllGather's algorithm for c (begun: c.lane set; c.send and c.recv as
+// fcAllGather's sendbuff and recvbuff, the in-place form included).
+fcResult_t launchAllGather(const Call& c, cudaStream_t stream);
+
+// fcAllReduceResidualRMSNorm's argument checks beyond checkArgs' (which saw sendbuff
+// and the output): shape, alignment, eps, the other buffers' sizes and overlaps. n.in
+// may be NULL (fcMatmulAllReduce's forms: the product's buffer is theirs to choose).
+fcResult_t checkNormArgs(const Call& c, const NormCall& n);
+
+// fcAllReduceResidualRMSNorm's paths: one Lamport kernel, one two-shot kernel, or the
+// all-reduce (algo) and then the local residual + RMSNorm kernel.
+struct NormPlan {
+  enum class Kind { Lamport, TwoShot, Unfused } kind;
+  ArAlgo algo;  // Unfused: the all-reduce's
+};
+
+// The path for the checked call (c: the all-reduce half, c.send = n.in; the checks
+// that come before the op is begun included).
+fcResult_t chooseNorm(Call& c, const NormCall& n, NormPlan* plan);
+
+// Enqueue the begun call on `plan`'s path. sum: the unfused path's all-reduce output
+// (n.out, or a buffer of tokens x hidden elements for the fp8 variant; c.send == sum
+// runs it in place); unused by the others.
+fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* sum, cudaStream_t stream);
 
 }  // namespace fc::api

@@ -121,8 +121,8 @@ FC_PRELOAD_MODULE_OF(allReduceLamportKernel<float, 2, false>);
 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
-                                  cudaStream_t stream, uint32_t stages) {
-  const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
+                                  cudaStream_t stream, uint32_t stages, uint32_t callerSig) {
+  const uint32_t sig = callerSig != 0 ? callerSig : opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport all-reduce", [&](auto tag) {
     return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, pdl, stages, stream);
   });

@@ -212,8 +212,8 @@ FC_PRELOAD_MODULE_OF(allReduceLamportTwoShotKernel<float, 2>);
 
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                          void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
-                                         cudaStream_t stream) {
-  const uint32_t sig = opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
+                                         cudaStream_t stream, uint32_t callerSig) {
+  const uint32_t sig = callerSig != 0 ? callerSig : opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
   return withElementType(datatype, "Lamport two-shot all-reduce", [&](auto tag) {
     return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, sig, pdl, stream);
   });

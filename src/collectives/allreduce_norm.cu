@@ -171,8 +171,9 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream) {
-  const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
+                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream, uint32_t callerSig) {
+  const uint32_t sig = callerSig != 0 ? callerSig
+                                      : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
     // A row over a cluster of CTAs with up to clusterPacks packs each (one per data

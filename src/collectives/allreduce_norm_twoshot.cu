@@ -150,14 +150,16 @@ size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype
 }
 
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      cudaStream_t stream) {
+                                      cudaStream_t stream, uint32_t callerSig) {
   const size_t passRows = allReduceNormTwoShotRows(dc.nranks, c.hidden, c.datatype);
   if (passRows == 0)
     return setError(fcInternalError, "all-reduce + RMSNorm two-shot: a row of %zu elements does not fit",
                     c.hidden);
   // The kind (two-shot) is part of the shape in the call header: a rank taking the
   // one-shot kernel for the same shape is a mismatch.
-  const uint32_t sig = opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 2, 0));
+  const uint32_t sig = callerSig != 0
+                           ? callerSig
+                           : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 2, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm two-shot", [&](auto tag) {
     using T = decltype(tag);
     // A CTA per row of a rank's block (rows in turn beyond maxCtas).

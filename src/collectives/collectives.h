@@ -23,9 +23,12 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
 // Lamport one-shot all-reduce (push, poll the data; no flags): count*size must not
 // exceed lamportSlotBytes(nranks). pdl: launch with programmatic dependent launch. stages:
 // kLamportFull, but for measurements of the stages (device_comm.h, LamportStage).
+// sig, here and in the Lamport launchers below: the op signature the ranks' call
+// headers compare (0: the collective's own, of its count and dtype; an op built on it,
+// such as fcMatmulAllReduce, passes its own, of its whole shape).
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
-                                  cudaStream_t stream, uint32_t stages = kLamportFull);
+                                  cudaStream_t stream, uint32_t stages = kLamportFull, uint32_t sig = 0);
 
 // Lamport all-gather / reduce-scatter (lamport_move.cu: the one-shot's protocol and
 // buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).
@@ -47,7 +50,7 @@ fcResult_t launchReduceScatterLamport(const DeviceComm& dc, int channel, const v
 // (passes of nranks slices of kLamportTwoShotSliceBytes). pdl as above.
 fcResult_t launchAllReduceLamportTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                          void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
-                                         cudaStream_t stream);
+                                         cudaStream_t stream, uint32_t sig = 0);
 
 // fcAllReduceResidualRMSNorm's arguments (validated by src/api): tokens rows of
 // hidden elements (hidden * size a multiple of 16 bytes, buffers 16-byte aligned).
@@ -69,14 +72,15 @@ struct NormCall {
 // programmatic dependent launch. clusterPacks: a row's packs per CTA of a thread block
 // cluster (0: one CTA per row). stages: kNormFull in real calls (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream);
+                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream,
+                                      uint32_t sig = 0);
 
 // All-reduce + residual + RMSNorm as one two-shot kernel (allreduce_norm_twoshot.cu), at
 // up to 4 ranks, any token count: rows in passes of allReduceNormTwoShotRows(), which
 // is 0 when a row does not fit (hidden too large: take the unfused path).
 size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype);
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      cudaStream_t stream);
+                                      cudaStream_t stream, uint32_t sig = 0);
 
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).

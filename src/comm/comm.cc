@@ -55,6 +55,7 @@ const char* opName(uint32_t op) {
     case Op::AllGatherMatmul: return "fcAllGatherMatmul";
     case Op::MatmulReduceScatter: return "fcMatmulReduceScatter";
     case Op::AllReduceNorm: return "fcAllReduceResidualRMSNorm";
+    case Op::MatmulAllReduce: return "fcMatmulAllReduce";
     default: return "unknown op";
   }
 }

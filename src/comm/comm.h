@@ -87,6 +87,7 @@ struct CommParams {
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
+  FusedAlgo matmulAllReduceAlgo = FusedAlgo::Auto;  // FC_MMAR_ALGO (engine allowed)
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
   // FC_SHARE_GPU=1: ranks may share a GPU. Their contexts then time-slice (no MPS), so

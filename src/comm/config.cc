@@ -130,6 +130,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kGemmOpAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kGemmOpAlgos, &p->matmulReduceScatterAlgo));
   FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kFusedAlgos, &p->allReduceNormAlgo));
+  FC_CHECK(choiceFromEnv("FC_MMAR_ALGO", kGemmOpAlgos, &p->matmulAllReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

@@ -132,6 +132,7 @@ enum class Op : uint32_t {
   AllGatherMatmul = 8,
   MatmulReduceScatter = 9,
   AllReduceNorm = 10,  // fcAllReduceResidualRMSNorm
+  MatmulAllReduce = 11,  // fcMatmulAllReduce and its residual + RMSNorm forms
 };
 
 // Why a device wait gave up, as recorded in an error record.
@@ -159,7 +160,10 @@ constexpr uint64_t shapeKey(uint64_t M, uint64_t N, uint64_t K, uint32_t transB)
     for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xffu)) * 1099511628211ull;
   return (h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu;
 }
-constexpr bool isFusedOp(uint32_t op) { return op == uint32_t(Op::AllGatherMatmul) || op == uint32_t(Op::MatmulReduceScatter); }
+constexpr bool isFusedOp(uint32_t op) {
+  return op == uint32_t(Op::AllGatherMatmul) || op == uint32_t(Op::MatmulReduceScatter) ||
+         op == uint32_t(Op::MatmulAllReduce);
+}
 
 // Written by the first device thread that gives up (timeout or abort); lives in
 // host-mapped pinned memory so the host can read it while kernels still run. The

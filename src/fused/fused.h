@@ -93,6 +93,11 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                                      const MatmulReduceScatterArgs& a, FusedChoice choice,
                                      cudaStream_t stream);
 
+// Whether auto runs fcMatmulAllReduce as fcMatmulReduceScatter's path then an
+// all-gather (else the GEMM, then the all-reduce), the same on every rank: a function
+// of the world size, the shape and the SMs the GEMM may use (matmul_all_reduce.cc).
+bool matmulAllReduceSplitsRows(int nranks, size_t M, size_t N, size_t K, int smCount);
+
 // Enqueue a one-thread kernel that waits (bounded: the communicator's deadline, abort,
 // a peer's give-up) until *counter >= value, a word `producer` writes (tile_gate.cu);
 // op and kind name the wait in the error record.

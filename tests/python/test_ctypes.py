@@ -16,7 +16,7 @@ class CtypesTest(unittest.TestCase):
         cls.lib = fusedcomm.Library(os.environ.get("FC_LIBRARY"))
 
     def test_version(self):
-        self.assertEqual(self.lib.version(), 200)  # 0.2.0: FC_MAJOR*10000 + FC_MINOR*100 + FC_PATCH
+        self.assertEqual(self.lib.version(), 300)  # 0.3.0: FC_MAJOR*10000 + FC_MINOR*100 + FC_PATCH
         # The module declares the same header version it stamps into fcConfig_t.
         self.assertEqual(fusedcomm.VERSION_CODE, self.lib.version())
 

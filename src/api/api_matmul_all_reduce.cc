@@ -1,0 +1,215 @@
+// fcMatmulAllReduce and its residual + RMSNorm forms (the row-parallel layer of
+// tensor parallelism): validate, choose the path, launch. Two paths (docs/design.md,
+// "GEMM + all-reduce"):
+//   all-reduce: the GEMM writes this rank's product where the all-reduce (+ norm) reads
+//     it - C itself or normOut (then the all-reduce runs in place), or our own
+//     workspace for the Lamport kernels, which read their input locally only - and
+//     fcAllReduce's or fcAllReduceResidualRMSNorm's algorithm runs on it: no copy, no
+//     scratch, the collective's kernel launched with PDL behind the GEMM;
+//   reduce-scatter + all-gather: fcMatmulReduceScatter's path (its persistent engine at
+//     2 ranks, where the reduce-scatter rides in the GEMM) sums this rank's block of
+//     rows into the output, an in-place all-gather gives every rank every row, and the
+//     norm forms add the residual and normalise locally.
+// Either way every rank gets the same bits: each element is summed in one place, in
+// rank order, and rounded once (the Lamport kernels sum in rank order on every rank).
+#include <algorithm>
+
+#include "api/collective_call.h"
+#include "api/gemm_call.h"
+#include "collectives/copy_engine.h"
+#include "comm/pointers.h"
+
+namespace fc::api {
+namespace {
+
+enum class MarPath { AllReduce, ReduceScatterAllGather };
+
+// One call of any of the three entry points.
+struct MarCall {
+  const char* fn;
+  fcComm* comm;
+  const void* A;
+  const void* B;
+  size_t M, N, K;
+  fcOperation_t transB;
+  fcDataType_t datatype;
+  void* C;         // fcMatmulAllReduce's output; NULL for the norm forms
+  NormCall* norm;  // the norm forms' arguments (norm->in is set here), or NULL
+};
+
+// The path, the same on every rank: FC_MMAR_ALGO where the shape allows it, else the
+// tuning rule (a function of the shape, the world size and the SM count). The
+// reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
+// which only its all-reduce path has without more scratch.
+MarPath choosePath(const MarCall& m) {
+  const fcComm* comm = m.comm;
+  const int W = comm->nranks;
+  if (W < 2 || m.M % size_t(W) != 0 || (m.norm != nullptr && m.norm->out == nullptr)) return MarPath::AllReduce;
+  switch (comm->params.matmulAllReduceAlgo) {
+    case FusedAlgo::Fused:
+    case FusedAlgo::Engine: return MarPath::ReduceScatterAllGather;
+    case FusedAlgo::Unfused: return MarPath::AllReduce;
+    default:
+      return matmulAllReduceSplitsRows(W, m.M, m.N, m.K, engineSms(comm)) ? MarPath::ReduceScatterAllGather
+                                                                          : MarPath::AllReduce;
+  }
+}
+
+// Checks the norm forms add to the GEMM's (with tokens = M, hidden = N; c: the call
+// as the collectives see it).
+fcResult_t checkNorm(const MarCall& m, const Call& c, const NormCall& n) {
+  const size_t es = dataTypeSize(m.datatype), bytes = m.M * m.N * es, aBytes = m.M * m.K * es, bBytes = m.K * m.N * es;
+  if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", m.fn);
+  FC_CHECK(checkNormArgs(c, n));
+  const void* out = n.outFp8 ? n.outFp8 : n.out;
+  const size_t outBytes = n.outFp8 ? m.M * m.N : bytes;
+  for (const void* in : {m.A, m.B})
+    if (overlaps(out, outBytes, in, in == m.A ? aBytes : bBytes) ||
+        overlaps(n.residualOut, bytes, in, in == m.A ? aBytes : bBytes))
+      return setError(fcInvalidArgument, "%s: residualOut and normOut must not overlap A or B", m.fn);
+  return fcSuccess;
+}
+
+// The all-reduce path. The product goes where the collective reads it: C (in place);
+// for the norm forms normOut (the unfused norm path, in place), or our own workspace
+// for the one-kernel paths (they read their input locally and write only the
+// outputs), or the channel's scratch where it does not fit half the workspace or the
+// fp8 form's unfused path needs a sum buffer of the input type.
+fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t stream) {
+  fcComm* comm = m.comm;
+  const size_t bytes = m.M * m.N * dataTypeSize(m.datatype);
+  Gemm& gemm = *comm->gemms[size_t(c.lane.channel)];
+  c.sig = sig;
+  if (m.norm == nullptr) {
+    ArAlgo algo;
+    FC_CHECK(chooseAllReduce(c, &algo));
+    // Ranks with another K (the same M x N) meet a different signature: in the Lamport
+    // kernels' call headers, else at a barrier first.
+    if (!allReduceIsLamport(c, algo))
+      FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulAllReduce, sig, stream));
+    FC_CHECK(gemm.matmul(m.A, m.M, m.B, m.C, m.N, m.K, m.transB, m.datatype, stream));
+    return launchAllReduce(c, algo, stream);
+  }
+  NormCall& n = *m.norm;
+  NormPlan plan;
+  FC_CHECK(chooseNorm(c, n, &plan));
+  void* product = nullptr;
+  if (plan.kind == NormPlan::Kind::Unfused && n.out != nullptr)
+    product = n.out;
+  else if (plan.kind != NormPlan::Kind::Unfused && bytes <= ce::slotBytes(comm->dev))
+    product = ce::slot(comm->dev, comm->rank, c.lane.channel, 0);
+  else
+    FC_CHECK(commScratch(comm, m.fn, c.lane, bytes, &product));
+  if (plan.kind == NormPlan::Kind::Unfused && !allReduceIsLamport(c, plan.algo))
+    FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulAllReduce, sig, stream));
+  FC_CHECK(gemm.matmul(m.A, m.M, m.B, product, m.N, m.K, m.transB, m.datatype, stream));
+  n.in = product;
+  c.send = c.inPlaceSend = product;
+  return launchNorm(c, n, plan, product, stream);
+}
+
+// The reduce-scatter + all-gather path: fcMatmulReduceScatter's path into our block of
+// the sum buffer (C, normOut, or for the fp8 form the scratch after what the
+// reduce-scatter needs), the all-gather in place, then the local residual + RMSNorm.
+fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
+  fcComm* comm = m.comm;
+  const size_t W = size_t(comm->nranks), es = dataTypeSize(m.datatype);
+  const size_t blockElems = m.M / W * m.N, blockBytes = blockElems * es;
+  const size_t ch = size_t(c.lane.channel);
+  const FusedChoice choice =
+      comm->params.matmulAllReduceAlgo == FusedAlgo::Engine ? FusedChoice::Engine : FusedChoice::Auto;
+  MatmulReduceScatterArgs args =
+      matmulReduceScatterArgs(comm, m.A, m.B, nullptr, m.M, m.N, m.K, m.transB, m.datatype);
+  char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
+  args.C = sum + size_t(comm->rank) * blockBytes;
+  const size_t scratchBytes = matmulReduceScatterScratch(comm->dev, args, choice);
+  if (scratchBytes > 0) FC_CHECK(commScratch(comm, m.fn, c.lane, scratchBytes, &args.scratch));
+  FC_CHECK(launchMatmulReduceScatter(comm->dev, c.lane.channel, *comm->copies[ch], *comm->gemms[ch], args, choice,
+                                     stream));
+  Call g{m.fn, comm, args.C, blockElems, sum, W * blockElems, args.C, m.datatype};
+  g.elem = es;
+  g.lane = c.lane;
+  FC_CHECK(launchAllGather(g, stream));
+  if (m.norm == nullptr) return fcSuccess;
+  return launchResidualNorm(*m.norm, sum, comm->params.pdl, stream);
+}
+
+fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
+  fcComm* comm = m.comm;
+  FC_CHECK(checkComm(comm, m.fn));
+  const void* out = m.norm == nullptr ? m.C : m.norm->outFp8 != nullptr ? m.norm->outFp8 : m.norm->out;
+  const char* outName = m.norm == nullptr ? "C" : m.norm->outFp8 != nullptr ? "normOutFp8" : "normOut";
+  if (out == nullptr) return setError(fcInvalidArgument, "%s: %s is NULL", m.fn, outName);
+  FC_CHECK(checkGemmArgs(m.fn, comm, m.M, m.N, m.K, m.transB, m.datatype, m.A, m.B, out, nullptr, false));
+  const size_t es = dataTypeSize(m.datatype);
+  // The all-reduce half as the collectives see it: M x N elements in place in the
+  // output (the paths point it at the product's buffer).
+  Call c{m.fn, comm, out, m.M * m.N, const_cast<void*>(out), m.M * m.N, out, m.datatype, "M * N", outName};
+  c.elem = es;
+  if (m.norm == nullptr) {
+    if (overlaps(m.C, m.M * m.N * es, m.A, m.M * m.K * es) || overlaps(m.C, m.M * m.N * es, m.B, m.K * m.N * es))
+      return setError(fcInvalidArgument, "%s: C must not overlap A or B", m.fn);
+    FC_CHECK(checkBuffers(comm, m.fn, {{"A", m.A}, {"B", m.B}, {"C", m.C}}));
+  } else {
+    FC_CHECK(checkNorm(m, c, *m.norm));
+    const NormCall& n = *m.norm;
+    FC_CHECK(checkBuffers(comm, m.fn,
+                          {{"A", m.A}, {"B", m.B}, {"residual", n.residual}, {"weight", n.weight},
+                           {"residualOut", n.residualOut}, {outName, out}, {"scale", n.scale}}));
+  }
+  const MarPath path = choosePath(m);
+  FC_CHECK(commOpBegin(comm, m.fn, stream, &c.lane));
+  if (comm->nranks == 1) {
+    fcResult_t res = fcSuccess;
+    if (m.norm == nullptr) {
+      res = comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, m.C, m.N, m.K, m.transB, m.datatype, stream);
+    } else {
+      // One rank: the product is the sum; the residual + RMSNorm runs on it locally.
+      void* sum = m.norm->out;
+      if (sum == nullptr) res = commScratch(comm, m.fn, c.lane, m.M * m.N * es, &sum);
+      if (res == fcSuccess)
+        res = comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, sum, m.N, m.K, m.transB, m.datatype, stream);
+      if (res == fcSuccess) res = launchResidualNorm(*m.norm, sum, comm->params.pdl, stream);
+    }
+    return commOpEnd(comm, c.lane, stream, res);
+  }
+  const uint32_t sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
+                                   shapeKey(m.M, m.N, m.K, uint32_t(m.transB) | (m.norm ? 2u : 0u)));
+  FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
+           path == MarPath::AllReduce ? "GEMM, then the all-reduce" : "reduce-scatter from the GEMM, all-gather");
+  const fcResult_t res =
+      path == MarPath::AllReduce ? viaAllReduce(m, c, sig, stream) : viaReduceScatter(m, c, stream);
+  return commOpEnd(comm, c.lane, stream, res);
+}
+
+}  // namespace
+}  // namespace fc::api
+
+FC_API fcResult_t fcMatmulAllReduce(const void* A, const void* B, void* C, size_t M, size_t N, size_t K,
+                                    fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                                    cudaStream_t stream) {
+  fc::clearError();
+  fc::api::MarCall m{"fcMatmulAllReduce", comm, A, B, M, N, K, transB, datatype, C, nullptr};
+  return fc::api::matmulAllReduce(m, stream);
+}
+
+FC_API fcResult_t fcMatmulAllReduceResidualRMSNorm(const void* A, const void* B, const void* residual,
+                                                   const void* weight, void* residualOut, void* normOut, size_t M,
+                                                   size_t N, size_t K, float eps, fcOperation_t transB,
+                                                   fcDataType_t datatype, fcComm_t comm, cudaStream_t stream) {
+  fc::clearError();
+  fc::NormCall n{nullptr, residual, weight, residualOut, normOut, M, N, eps, datatype};
+  fc::api::MarCall m{"fcMatmulAllReduceResidualRMSNorm", comm, A, B, M, N, K, transB, datatype, nullptr, &n};
+  return fc::api::matmulAllReduce(m, stream);
+}
+
+FC_API fcResult_t fcMatmulAllReduceResidualRMSNormFp8(const void* A, const void* B, const void* residual,
+                                                      const void* weight, void* residualOut, void* normOutFp8,
+                                                      const float* scale, size_t M, size_t N, size_t K, float eps,
+                                                      fcOperation_t transB, fcDataType_t datatype, fcComm_t comm,
+                                                      cudaStream_t stream) {
+  fc::clearError();
+  fc::NormCall n{nullptr, residual, weight, residualOut, nullptr, M, N, eps, datatype, normOutFp8, scale};
+  fc::api::MarCall m{"fcMatmulAllReduceResidualRMSNormFp8", comm, A, B, M, N, K, transB, datatype, nullptr, &n};
+  return fc::api::matmulAllReduce(m, stream);
+}

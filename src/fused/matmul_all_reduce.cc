@@ -1,0 +1,15 @@
+// fcMatmulAllReduce's automatic choice between its two paths (src/api/
+// api_matmul_all_reduce.cc runs them; docs/design.md, "GEMM + all-reduce").
+#include "fused/fused.h"
+
+namespace fc {
+
+// Not measured yet on 2 GPUs: every shape takes the GEMM and then fcAllReduce's
+// algorithm (exactly what the op must never be slower than) until fc-bench mmar has
+// timed the reduce-scatter + all-gather path beside it (FC_MMAR_ALGO=fused forces it).
+bool matmulAllReduceSplitsRows(int nranks, size_t M, size_t N, size_t K, int smCount) {
+  (void)nranks, (void)M, (void)N, (void)K, (void)smCount;
+  return false;
+}
+
+}  // namespace fc
