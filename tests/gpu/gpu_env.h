@@ -62,10 +62,12 @@ fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config);
 
 // A device buffer of the test's lifetime (at least one byte).
 struct DeviceBuffer {
-  explicit DeviceBuffer(size_t bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
+  explicit DeviceBuffer(size_t bytes) : n(bytes) { CUDA_REQUIRE(cudaMalloc(&p, bytes ? bytes : 1)); }
   ~DeviceBuffer() { cudaFree(p); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   char* c() const { return static_cast<char*>(p); }
+  size_t bytes() const { return n; }
   void* p = nullptr;
+  size_t n;
 };

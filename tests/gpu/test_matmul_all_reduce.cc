@@ -1,0 +1,382 @@
+// fcMatmulAllReduce and its residual + RMSNorm forms on real GPUs. A and B are small
+// integers (fc_data.h): every rank's product is exact in fp32, so C is known exactly
+// (each rank's product rounded once to the dtype, their fp32 sum rounded once); the
+// norm forms are checked against a float64 reference with the documented roundings.
+// Outputs are poisoned (NaN) before every call; inputs are fresh every call.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "fc_data.h"
+#include "gpu_env.h"
+
+namespace {
+
+float roundTo(fcDataType_t t, float v) {
+  char buf[4];
+  fcStore(buf, t, 0, v);
+  return fcLoad(buf, t, 0);
+}
+
+std::vector<char> download(const void* p, size_t bytes) {
+  std::vector<char> h(bytes);
+  CUDA_REQUIRE(cudaMemcpy(h.data(), p, bytes, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+void upload(void* dst, const std::vector<char>& h) {
+  CUDA_REQUIRE(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
+}
+
+// The forced path (FC_MMAR_ALGO) reduce-scatters fp32 partials where FC_MMRS_PARTIALS
+// says so: the products then stay unrounded until the end.
+bool fp32Products(size_t M, int W) {
+  const char* algo = getenv("FC_MMAR_ALGO");
+  const char* partials = getenv("FC_MMRS_PARTIALS");
+  const bool splits = algo && (std::string(algo) == "fused" || std::string(algo) == "engine") && M % size_t(W) == 0;
+  return splits && partials && std::string(partials) == "fp32";
+}
+
+// One problem: rank r's A_r [M, K] and B_r from seeds (every rank can compute every
+// rank's), and the exact sum over ranks of the rounded products.
+struct Problem {
+  size_t M, N, K;
+  fcOperation_t transB;
+  fcDataType_t t;
+  uint64_t seedA = freshSeed(), seedB = freshSeed();
+  int W = gpuEnv().nranks;
+  bool fp32 = fp32Products(M, W);
+  // The fp32 sum of the ranks' products as the op sums them (rounded once each, or
+  // not at all with fp32 partials), before the final rounding.
+  float sum(size_t i, size_t j) const {
+    long exact = 0;
+    float rounded = 0.f;
+    for (int r = 0; r < W; ++r) {
+      long s = 0;
+      for (size_t k = 0; k < K; ++k) {
+        const int b = transB == fcOpN ? fcPatternValue(seedB, r, k * N + j) : fcPatternValue(seedB, r, j * K + k);
+        s += long(fcPatternValue(seedA, r, i * K + k)) * b;
+      }
+      exact += s;
+      rounded += roundTo(t, float(s));
+    }
+    return fp32 ? float(exact) : rounded;
+  }
+  float c(size_t i, size_t j) const { return roundTo(t, sum(i, j)); }
+  void uploadInputs(void* A, void* B, int rank) const {
+    upload(A, fcPatternInput(t, M * K, seedA, rank));
+    upload(B, fcPatternInput(t, K * N, seedB, rank));
+  }
+  // The elements to check: all of them for small products, else a sample.
+  template <typename F>
+  void forElements(F&& f) const {
+    if (M * N * K * size_t(W) <= (8u << 20)) {
+      for (size_t i = 0; i < M; ++i)
+        for (size_t j = 0; j < N; ++j) f(i, j);
+      return;
+    }
+    std::mt19937_64 rng(seedA);
+    for (int s = 0; s < 3000; ++s) f(rng() % M, rng() % N);
+  }
+};
+
+// Wrong elements of C (NaNs anywhere count); the first is named in the next assertion.
+size_t checkC(const Problem& p, const std::vector<char>& C) {
+  size_t bad = 0;
+  for (size_t e = 0; e < p.M * p.N; ++e) bad += std::isnan(fcLoad(C.data(), p.t, e));
+  p.forElements([&](size_t i, size_t j) {
+    const float got = fcLoad(C.data(), p.t, i * p.N + j), want = p.c(i, j);
+    if (got == want) return;
+    if (bad++ == 0) UNSCOPED_INFO("first wrong element: row " << i << ", column " << j << ": " << got << ", want "
+                                                              << want);
+  });
+  return bad;
+}
+
+// The same bits on every rank: gathered and compared.
+int ranksDiffering(const std::vector<char>& bits) {
+  const GpuEnv& env = gpuEnv();
+  const size_t n = (bits.size() + 15) / 16 * 16;
+  DeviceBuffer mine(n), all(n * size_t(env.nranks));
+  CUDA_REQUIRE(cudaMemset(mine.p, 0, n));
+  CUDA_REQUIRE(cudaMemcpy(mine.p, bits.data(), bits.size(), cudaMemcpyHostToDevice));
+  FC_REQUIRE(fcAllGather(mine.p, all.p, n / 2, fcBfloat16, env.comm, nullptr));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  const std::vector<char> g = download(all.p, all.bytes());
+  int differing = 0;
+  for (int k = 0; k < env.nranks; ++k) differing += memcmp(g.data() + size_t(k) * n, bits.data(), bits.size()) != 0;
+  return differing;
+}
+
+// The unit in the last place of |x| in t.
+double ulp(fcDataType_t t, double x) {
+  const double unit = t == fcFloat16 ? 0x1p-10 : 0x1p-7;
+  const double tiny = t == fcFloat16 ? 0x1p-24 : 0x1p-133;
+  return std::max(tiny, std::ldexp(unit, std::ilogb(std::max(std::fabs(x), 1e-30))));
+}
+
+struct Shape {
+  size_t M, N, K;
+};
+
+}  // namespace
+
+TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtypes, decode and prefill shapes") {
+  const GpuEnv& env = gpuEnv();
+  // Decode rows (1, 3: no multiple of the world size), odd N and K, one row of 4096
+  // (the Lamport one-shot), mid-size, and products past the Lamport one-shot's slot
+  // (the two-shot) with M a multiple of every world size (the forced reduce-scatter +
+  // all-gather path runs there).
+  const Shape shapes[] = {{1, 72, 40}, {3, 70, 40}, {1, 4096, 512}, {16, 1032, 264}, {96, 520, 136},
+                          {1024, 4224, 200}, {512, 3840, 256}};
+  cudaStream_t s = env.streams[0];
+  for (fcDataType_t t : {fcBfloat16, fcFloat16})
+    for (fcOperation_t op : {fcOpN, fcOpT})
+      for (const Shape& sh : shapes) {
+        if (!shapeInSanitizerBudget(sh.M * sh.N)) continue;
+        const Problem p{sh.M, sh.N, sh.K, op, t};
+        const size_t es = 2;
+        DeviceBuffer A(sh.M * sh.K * es), B(sh.K * sh.N * es), C(sh.M * sh.N * es + 16);
+        p.uploadInputs(A.p, B.p, env.rank);
+        CUDA_REQUIRE(cudaMemset(C.p, 0xff, C.bytes()));
+        CUDA_REQUIRE(cudaDeviceSynchronize());
+        const fcResult_t r = fcMatmulAllReduce(A.p, B.p, C.p, sh.M, sh.N, sh.K, op, t, env.comm, s);
+        CUDA_REQUIRE(cudaStreamSynchronize(s));
+        CUDA_REQUIRE(cudaGetLastError());
+        INFO(fcTypeName(t) << (op == fcOpT ? " B^T" : " B") << " M " << sh.M << " N " << sh.N << " K " << sh.K
+                           << ": " << fcGetLastError(nullptr));
+        REQUIRE(r == fcSuccess);
+        const std::vector<char> got = download(C.p, C.bytes());
+        CHECK(checkC(p, got) == 0);
+        CHECK(std::isnan(fcLoad(got.data() + sh.M * sh.N * es, t, 0)));  // nothing written past C
+        CHECK(ranksDiffering(got) == 0);
+      }
+}
+
+namespace {
+
+// The norm forms' buffers for one call: the GEMM's, the residual stream, the weight
+// (normal values, rounded to t), poisoned outputs.
+struct NormInputs {
+  Problem p;
+  std::vector<char> residual, weight;
+  DeviceBuffer A, B, res, w, resOut, out;
+  NormInputs(const Shape& sh, fcDataType_t t, size_t outBytes)
+      : p{sh.M, sh.N, sh.K, fcOpT, t},
+        A(sh.M * sh.K * 2),
+        B(sh.K * sh.N * 2),
+        res(sh.M * sh.N * 2),
+        w(sh.N * 2),
+        resOut(sh.M * sh.N * 2),
+        out(outBytes + 16) {
+    std::mt19937_64 rng(p.seedA ^ 0x5eed);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    residual.resize(sh.M * sh.N * 2);
+    weight.resize(sh.N * 2);
+    for (size_t i = 0; i < sh.M * sh.N; ++i) fcStore(residual.data(), t, i, 64.f * normal(rng));
+    for (size_t h = 0; h < sh.N; ++h) fcStore(weight.data(), t, h, normal(rng));
+    p.uploadInputs(A.p, B.p, gpuEnv().rank);
+    upload(res.p, residual);
+    upload(w.p, weight);
+    CUDA_REQUIRE(cudaMemset(resOut.p, 0xff, resOut.bytes()));
+    CUDA_REQUIRE(cudaMemset(out.p, 0xff, out.bytes()));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+  }
+};
+
+// Wrong residualOut elements: sum + residual, rounded once (one-kernel path) or after
+// the sum's own rounding (the larger paths), whichever the element matches within
+// those bounds.
+size_t checkResidual(const NormInputs& x, const std::vector<char>& got) {
+  const Problem& p = x.p;
+  size_t bad = 0;
+  p.forElements([&](size_t i, size_t j) {
+    const size_t e = i * p.N + j;
+    const double sum = p.sum(i, j), ref = sum + fcLoad(x.residual.data(), p.t, e);
+    const double tol = 0.5 * ulp(p.t, ref) + 0.5 * ulp(p.t, sum);
+    const double g = fcLoad(got.data(), p.t, e);
+    if (std::fabs(g - ref) <= tol) return;
+    if (bad++ == 0) UNSCOPED_INFO("first wrong residualOut: row " << i << ", column " << j << ": " << g << ", want "
+                                                                  << ref);
+  });
+  for (size_t e = 0; e < p.M * p.N; ++e) bad += std::isnan(fcLoad(got.data(), p.t, e));
+  return bad;
+}
+
+// The normed value of element (i, j) from the rounded residualOut the op wrote.
+std::vector<double> rowScales(const NormInputs& x, const std::vector<char>& gotRes, float eps) {
+  std::vector<double> rstd(x.p.M);
+  for (size_t i = 0; i < x.p.M; ++i) {
+    double ss = 0;
+    for (size_t h = 0; h < x.p.N; ++h) {
+      const double v = fcLoad(gotRes.data(), x.p.t, i * x.p.N + h);
+      ss += v * v;
+    }
+    rstd[i] = 1.0 / std::sqrt(ss / double(x.p.N) + double(eps));
+  }
+  return rstd;
+}
+
+// An e4m3 byte's value (NaN for 0x7f / 0xff), and the spacing around |v|.
+double e4m3(uint8_t b) {
+  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return std::nan("");
+  const double v = e == 0 ? m * 0x1p-9 : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
+  return s ? -v : v;
+}
+double e4m3Ulp(double v) {
+  const double a = std::fabs(v);
+  return a < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(a) - 3);
+}
+
+}  // namespace
+
+TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in place, fp8, the same bits") {
+  const GpuEnv& env = gpuEnv();
+  const float eps = 1e-5f;
+  // Decode rows (the one Lamport kernel), rows past its limit (300 x 2056: the
+  // two-shot kernel at up to 4 ranks, else all-reduce + norm), N not a power of two.
+  const Shape shapes[] = {{1, 4096, 512}, {7, 2056, 264}, {64, 4096, 136}, {300, 2056, 136}, {512, 3840, 256}};
+  for (fcDataType_t t : {fcBfloat16, fcFloat16})
+    for (const Shape& sh : shapes)
+      for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8
+        if (!shapeInSanitizerBudget(sh.M * sh.N)) continue;
+        const size_t n = sh.M * sh.N, bytes = n * 2;
+        NormInputs x(sh, t, form == 2 ? n : bytes);
+        const float scale = 0.05f;
+        DeviceBuffer scaleBuf(sizeof(float));
+        CUDA_REQUIRE(cudaMemcpy(scaleBuf.p, &scale, sizeof(float), cudaMemcpyHostToDevice));
+        void* ro = form == 1 ? x.res.p : x.resOut.p;
+        const fcResult_t r =
+            form == 2 ? fcMatmulAllReduceResidualRMSNormFp8(x.A.p, x.B.p, x.res.p, x.w.p, ro, x.out.p,
+                                                            static_cast<const float*>(scaleBuf.p), sh.M, sh.N, sh.K,
+                                                            eps, fcOpT, t, env.comm, env.streams[1])
+                      : fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, ro, x.out.p, sh.M, sh.N,
+                                                         sh.K, eps, fcOpT, t, env.comm, env.streams[1]);
+        CUDA_REQUIRE(cudaStreamSynchronize(env.streams[1]));
+        CUDA_REQUIRE(cudaGetLastError());
+        INFO(fcTypeName(t) << " M " << sh.M << " N " << sh.N << " K " << sh.K << " form " << form << ": "
+                           << fcGetLastError(nullptr));
+        REQUIRE(r == fcSuccess);
+        const std::vector<char> gotRes = download(ro, bytes), got = download(x.out.p, x.out.bytes());
+        CHECK(checkResidual(x, gotRes) == 0);
+        const std::vector<double> rstd = rowScales(x, gotRes, eps);
+        size_t bad = 0;
+        for (size_t i = 0; i < sh.M; ++i)
+          for (size_t h = 0; h < sh.N; ++h) {
+            const size_t e = i * sh.N + h;
+            const double ref = fcLoad(gotRes.data(), t, e) * rstd[i] * fcLoad(x.weight.data(), t, h);
+            if (form == 2) {
+              const double v = ref / double(scale), g = e4m3(uint8_t(got[e]));
+              bad += std::fabs(v) > 464.0 ? !(g == (v > 0 ? 448.0 : -448.0))
+                                          : !(std::fabs(g - v) <= 0.5 * e4m3Ulp(v) + std::fabs(v) * 0x1p-19);
+            } else {
+              const double g = fcLoad(got.data(), t, e);
+              bad += !(std::fabs(g - ref) <= 0.5 * ulp(t, ref) + std::fabs(ref) * 0x1p-19);
+            }
+          }
+        CHECK(bad == 0);
+        CHECK(uint8_t(got[form == 2 ? n : bytes]) == 0xff);  // nothing written past normOut
+        CHECK(ranksDiffering(got) == 0);
+        CHECK(ranksDiffering(gotRes) == 0);
+      }
+}
+
+TEST_CASE("fcMatmulAllReduce: both forms back to back in a CUDA graph, replayed with fresh inputs") {
+  const GpuEnv& env = gpuEnv();
+  const Shape small{8, 4096, 512}, large{512, 2056, 136};
+  const fcDataType_t t = fcBfloat16;
+  cudaStream_t s = env.streams[1];
+  DeviceBuffer A(small.M * small.K * 2), B(small.K * small.N * 2), C(small.M * small.N * 2);
+  NormInputs x(large, t, large.M * large.N * 2);
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const fcResult_t r1 = fcMatmulAllReduce(A.p, B.p, C.p, small.M, small.N, small.K, fcOpT, t, env.comm, s);
+  const fcResult_t r2 = fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, large.M,
+                                                         large.N, large.K, 1e-6f, fcOpT, t, env.comm, s);
+  const fcResult_t r3 = fcMatmulAllReduce(A.p, B.p, C.p, small.M, small.N, small.K, fcOpT, t, env.comm, s);
+  cudaGraph_t graph;
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  INFO(fcGetLastError(nullptr));
+  REQUIRE((r1 == fcSuccess && r2 == fcSuccess && r3 == fcSuccess));
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    const Problem p{small.M, small.N, small.K, fcOpT, t};
+    p.uploadInputs(A.p, B.p, env.rank);
+    x.p = Problem{large.M, large.N, large.K, fcOpT, t};
+    x.p.uploadInputs(x.A.p, x.B.p, env.rank);
+    CUDA_REQUIRE(cudaMemset(C.p, 0xff, C.bytes()));
+    CUDA_REQUIRE(cudaMemset(x.resOut.p, 0xff, x.resOut.bytes()));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    INFO("replay " << replay);
+    CHECK(checkC(p, download(C.p, C.bytes())) == 0);
+    CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
+  }
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(env.comm, &async));
+  CHECK(async == fcSuccess);
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+}
+
+TEST_CASE("fcMatmulAllReduce: bad shapes and arguments are rejected and touch nothing") {
+  const GpuEnv& env = gpuEnv();
+  const size_t M = 16, N = 64, K = 32, es = 2;
+  DeviceBuffer A(M * K * es), B(K * N * es), C(M * N * es), res(M * N * es), w(N * es), ro(M * N * es),
+      out(M * N * es);
+  for (const DeviceBuffer* b : {&C, &ro, &out}) CUDA_REQUIRE(cudaMemset(b->p, 0x5a, b->bytes()));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  cudaStream_t s = env.streams[0];
+  const fcDataType_t t = fcBfloat16;
+  auto rejects = [&](fcResult_t r, const char* fn, const char* what) {
+    INFO(what << ": " << fcGetLastError(nullptr));
+    CHECK(r == fcInvalidArgument);
+    CHECK(std::string(fcGetLastError(nullptr)).find(fn) != std::string::npos);
+  };
+  const char* mar = "fcMatmulAllReduce";
+  rejects(fcMatmulAllReduce(A.p, B.p, C.p, 0, N, K, fcOpN, t, env.comm, s), mar, "M = 0");
+  rejects(fcMatmulAllReduce(A.p, B.p, C.p, M, N, 0, fcOpN, t, env.comm, s), mar, "K = 0");
+  rejects(fcMatmulAllReduce(A.p, B.p, C.p, M, N, K, fcOpN, fcFloat32, env.comm, s), mar, "fp32");
+  rejects(fcMatmulAllReduce(A.p, B.p, C.p, M, N, K, fcOperation_t(2), t, env.comm, s), mar, "transB");
+  rejects(fcMatmulAllReduce(nullptr, B.p, C.p, M, N, K, fcOpN, t, env.comm, s), mar, "A NULL");
+  rejects(fcMatmulAllReduce(A.p, B.p, nullptr, M, N, K, fcOpN, t, env.comm, s), mar, "C NULL");
+  rejects(fcMatmulAllReduce(A.p, B.p, C.c() + 1, M, N, K, fcOpN, t, env.comm, s), mar, "misaligned");
+  rejects(fcMatmulAllReduce(A.p, C.p, C.p, M, N, K, fcOpN, t, env.comm, s), mar, "B overlaps C");
+  rejects(fcMatmulAllReduce(A.p, B.p, C.p, SIZE_MAX / 4, N, K, fcOpN, t, env.comm, s), mar, "overflow");
+  CHECK(fcMatmulAllReduce(A.p, B.p, C.p, M, N, K, fcOpN, t, nullptr, s) == fcInvalidArgument);
+  const char* norm = "fcMatmulAllReduceResidualRMSNorm";
+  rejects(fcMatmulAllReduceResidualRMSNorm(A.p, B.p, nullptr, w.p, ro.p, out.p, M, N, K, 1e-6f, fcOpT, t, env.comm,
+                                           s),
+          norm, "residual NULL");
+  rejects(fcMatmulAllReduceResidualRMSNorm(A.p, B.p, res.p, w.p, ro.p, nullptr, M, N, K, 1e-6f, fcOpT, t, env.comm,
+                                           s),
+          norm, "normOut NULL");
+  rejects(fcMatmulAllReduceResidualRMSNorm(A.p, B.p, res.p, w.p, ro.p, out.p, M, 60, K, 1e-6f, fcOpT, t, env.comm,
+                                           s),
+          norm, "N * 2 not a multiple of 16");
+  rejects(fcMatmulAllReduceResidualRMSNorm(A.p, B.p, res.p, w.p, ro.p, out.p, M, N, K, -1.f, fcOpT, t, env.comm, s),
+          norm, "eps < 0");
+  rejects(fcMatmulAllReduceResidualRMSNorm(A.p, B.p, res.p, w.p, ro.p, ro.p, M, N, K, 1e-6f, fcOpT, t, env.comm, s),
+          norm, "normOut overlaps residualOut");
+  rejects(fcMatmulAllReduceResidualRMSNorm(A.p, B.p, res.p, w.p, ro.p, A.p, M, N, K, 1e-6f, fcOpT, t, env.comm, s),
+          norm, "normOut overlaps A");
+  rejects(fcMatmulAllReduceResidualRMSNormFp8(A.p, B.p, res.p, w.p, ro.p, out.p, nullptr, M, N, K, 1e-6f, fcOpT, t,
+                                              env.comm, s),
+          "fcMatmulAllReduceResidualRMSNormFp8", "scale NULL");
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  for (const DeviceBuffer* b : {&C, &ro, &out}) {
+    const std::vector<char> h = download(b->p, b->bytes());
+    CHECK(std::all_of(h.begin(), h.end(), [](char c) { return c == 0x5a; }));
+  }
+}
