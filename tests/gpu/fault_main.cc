@@ -13,6 +13,8 @@
 //            the GEMM's tile rows for the shards the copy engine pulls)
 //   kill-mmrs  the same in a loop of fcMatmulReduceScatter on the GEMM engine (its
 //            waits: the gates before the pulls, for a peer's tiles of our block)
+//   kill-mmar  the same in a loop of fcMatmulAllReduce (decode rows: the Lamport
+//            one-shot's waits for the peers' data)
 //   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot on 8 MiB
 //            (above the Lamport limit: the barrier one-shot): every rank fails fast
@@ -25,6 +27,8 @@
 //   mismatch-mmrs    rank 1 calls fcMatmulReduceScatter with another N
 //   mismatch-norm    rank 1 calls fcAllReduceResidualRMSNorm with rows twice as long
 //            (the same element count, so only the shape in the call header differs)
+//   mismatch-mmar    rank 1 calls fcMatmulAllReduce with another K (the same M x N
+//            output: only the shape in the Lamport call header differs)
 //            In the mismatch scenarios every rank fails fast: with fcInvalidUsage
 //            naming both calls, or fcRemoteError when a peer's report reached it first;
 //            at least one rank names both calls (run-fault-tests checks).
@@ -98,7 +102,7 @@ uint64_t timeoutMs() { return uint64_t(fcEnvInt("FC_TIMEOUT_MS", 120000)); }
 struct Call {
   size_t count;
   fcDataType_t dtype;
-  size_t n;  // fcMatmulReduceScatter's N; fcAllReduceResidualRMSNorm's hidden
+  size_t n;  // fcMatmulReduceScatter's N; fcAllReduceResidualRMSNorm's hidden; fcMatmulAllReduce's K
 };
 
 // Issue `calls` ops; `fault(k, stream, call)` runs before call k, may change the
@@ -109,7 +113,15 @@ struct Call {
 // its waits poll the data).
 // op: fcAllReduceOneShot(buf, buf, count), fcAllReduce(buf, buf, count) or
 // fcReduceScatter(buf, buf + rank * count/W, count/W).
-enum class FaultOp { OneShot, AllReduce, ReduceScatter, MatmulReduceScatter, AllGatherMatmul, AllReduceNorm };
+enum class FaultOp {
+  OneShot,
+  AllReduce,
+  ReduceScatter,
+  MatmulReduceScatter,
+  AllGatherMatmul,
+  AllReduceNorm,
+  MatmulAllReduce
+};
 template <typename Fault>
 int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t count = 1 << 19,
               FaultOp op = FaultOp::OneShot) {
@@ -148,6 +160,14 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
         const size_t tokens = call.count / call.n;
         firstError = fcAllReduceResidualRMSNorm(buf, buf + count, buf + 3 * count, buf + count, buf + 2 * count,
                                                 tokens, call.n, 1e-6f, fcFloat32, comm, s);
+        break;
+      }
+      case FaultOp::MatmulAllReduce: {
+        // A [8, K] and B [512, K] from the front of buf, C [8, 512] behind them (bf16).
+        const size_t M = 8, N = 512, K = call.n;
+        char* base = reinterpret_cast<char*>(buf);
+        firstError = fcMatmulAllReduce(base, base + M * K * 2, base + (M + N) * K * 2, M, N, K, fcOpT, fcBfloat16,
+                                       comm, s);
         break;
       }
       case FaultOp::MatmulReduceScatter: {
@@ -427,8 +447,9 @@ int main(int argc, char** argv) {
   }
   if (argc != 2) {
     fprintf(stderr,
-            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|kill-mmrs|abort|mismatch|mismatch-count|mismatch-dtype|"
-            "mismatch-kind|mismatch-mmrs|cycles|initall (under fcrun)\n");
+            "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|kill-mmrs|kill-mmar|abort|mismatch|"
+            "mismatch-count|mismatch-dtype|mismatch-kind|mismatch-mmrs|mismatch-norm|mismatch-mmar|cycles|initall "
+            "(under fcrun)\n");
     return 2;
   }
   g_scenario = argv[1];
@@ -455,13 +476,14 @@ int main(int argc, char** argv) {
     rc = faultLoop(comm, 20, [](int k, cudaStream_t, Call&) { return !(g_rank == 1 && k == 5); },
                    g_rank != 1);
   } else if (scenario == "kill" || scenario == "kill-ce" || scenario == "kill-lamport2" || scenario == "kill-agmm" ||
-             scenario == "kill-mmrs") {
+             scenario == "kill-mmrs" || scenario == "kill-mmar") {
     // 64 KiB: the Lamport one-shot; 4 MiB of input: the copy-engine reduce-scatter;
     // 8 MiB: two passes of the Lamport two-shot at 4 ranks.
     const FaultOp op = scenario == "kill"        ? FaultOp::OneShot
                        : scenario == "kill-ce"   ? FaultOp::ReduceScatter
                        : scenario == "kill-agmm" ? FaultOp::AllGatherMatmul
                        : scenario == "kill-mmrs" ? FaultOp::MatmulReduceScatter
+                       : scenario == "kill-mmar" ? FaultOp::MatmulAllReduce
                                                  : FaultOp::AllReduce;
     rc = faultLoop(comm, 1000,
                    [](int k, cudaStream_t s, Call&) {
@@ -493,6 +515,7 @@ int main(int argc, char** argv) {
     const std::string what = scenario.substr(9);
     const FaultOp op = what == "mmrs"   ? FaultOp::MatmulReduceScatter
                        : what == "norm" ? FaultOp::AllReduceNorm
+                       : what == "mmar" ? FaultOp::MatmulAllReduce
                                         : FaultOp::AllReduce;
     rc = faultLoop(comm, 20,
                    [what](int k, cudaStream_t, Call& call) {
@@ -500,7 +523,7 @@ int main(int argc, char** argv) {
                      if (what == "count") call.count += 7;
                      if (what == "dtype") call.dtype = fcFloat16;
                      if (what == "kind") call.count *= 16;  // 256 KiB -> 4 MiB: above the one-shot's limit
-                     if (what == "mmrs") call.n += 8;
+                     if (what == "mmrs" || what == "mmar") call.n += 8;
                      if (what == "norm") call.n *= 2;
                      return true;
                    },
