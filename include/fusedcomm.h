@@ -571,14 +571,16 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  * accumulated in fp32 and rounded once: |C - exact| is at most nranks/2 units in the
  * last place (in datatype) of the largest product, plus the final rounding. Every rank
  * gets the same bits.
- * The paths (which one runs is a function of the shape, the world size and the SM
- * count, the same on every rank; docs/design.md, "GEMM + all-reduce") keep the
- * communication off the GEMM's critical path where that pays, and otherwise run the
- * GEMM and then fcAllReduce's algorithm in place, with no copy in between.
- * FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the GEMM's
- * reduce-scatter as fcMatmulReduceScatter computes it, then an all-gather) | engine
- * (the same with fcMatmulReduceScatter's persistent GEMM engine) | auto (default)
- * forces a path for communicators created afterwards, where the shape allows it.
+ * The path is a function of the shape, the world size and the SM count, the same on
+ * every rank (docs/design.md, "GEMM + all-reduce"): decode rows run one kernel that
+ * reads B once and hands each tile's partial to the peers as soon as it is computed;
+ * other shapes run the GEMM and then fcAllReduce's algorithm on its output, with no
+ * copy in between. FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the
+ * one kernel where the shape allows it, else the GEMM's reduce-scatter as
+ * fcMatmulReduceScatter computes it, then an all-gather) | engine (that reduce-scatter
+ * on fcMatmulReduceScatter's persistent GEMM engine, then the all-gather) | auto
+ * (default) forces a path for communicators created afterwards, where the shape allows
+ * it.
  * Scratch: none, except where the fused paths' reduce-scatter needs it (as
  * fcMatmulReduceScatter; config.scratchBytes, grown as for fcAllGatherMatmul).
  * Asynchronous on stream; CUDA-graph capturable; safe back to back; ordered with the
@@ -607,9 +609,9 @@ fcResult_t fcMatmulAllReduce(const void* A, const void* B, void* C, size_t M, si
  *   bytes; residualOut == residual, in place, allowed; normOut overlaps nothing), none
  *   of them overlapping A or B. eps: finite, >= 0.
  * Precision: the sum over ranks and the residual as fcAllReduceResidualRMSNorm computes
- * them from sendbuff = each rank's rounded product (the one-kernel path adds the rank
- * sum and the residual in fp32 and rounds once; larger calls round the sum first).
- * Every rank gets the same bits.
+ * them from sendbuff = each rank's rounded product: decode rows add the rank sum and
+ * the residual in fp32 and round once; larger calls may round the sum first. Every
+ * rank gets the same bits.
  * Paths, scratch, streams, graphs, FC_MMAR_ALGO, collectiveness and errors as
  * fcMatmulAllReduce, plus fcAllReduceResidualRMSNorm's argument errors. Since 0.3. */
 fcResult_t fcMatmulAllReduceResidualRMSNorm(const void* A, const void* B, const void* residual, const void* weight,

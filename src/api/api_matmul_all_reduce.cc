@@ -1,6 +1,10 @@
 // fcMatmulAllReduce and its residual + RMSNorm forms (the row-parallel layer of
-// tensor parallelism): validate, choose the path, launch. Two paths (docs/design.md,
+// tensor parallelism): validate, choose the path, launch. Three paths (docs/design.md,
 // "GEMM + all-reduce"):
+//   GEMV: decode rows in one kernel that streams the weight once and pushes each tile's
+//     partial into the peers' Lamport buffers as soon as it is computed
+//     (fused/gemv_all_reduce.cu); the norm forms then run the residual + RMSNorm kernel
+//     on its unrounded fp32 sums (PDL);
 //   all-reduce: the GEMM writes this rank's product where the all-reduce (+ norm) reads
 //     it - C itself or normOut (then the all-reduce runs in place), or our own
 //     workspace for the Lamport kernels, which read their input locally only - and
@@ -22,7 +26,7 @@
 namespace fc::api {
 namespace {
 
-enum class MarPath { AllReduce, ReduceScatterAllGather };
+enum class MarPath { Gemv, AllReduce, ReduceScatterAllGather };
 
 // One call of any of the three entry points.
 struct MarCall {
@@ -37,22 +41,49 @@ struct MarCall {
   NormCall* norm;  // the norm forms' arguments (norm->in is set here), or NULL
 };
 
+// The decode kernel's arguments for the call (its output: C, or fp32 sums in our
+// workspace for the norm forms).
+GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
+  const fcComm* comm = m.comm;
+  void* out = m.norm == nullptr ? m.C : ce::slot(comm->dev, comm->rank, channel, 0);
+  return GemvAllReduceArgs{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr};
+}
+
+bool gemvFits(const MarCall& m, int channel) {
+  const fcComm* comm = m.comm;
+  return (m.norm == nullptr || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) &&
+         gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
+}
+
 // The path, the same on every rank: FC_MMAR_ALGO where the shape allows it, else the
 // tuning rule (a function of the shape, the world size and the SM count). The
 // reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
 // which only its all-reduce path has without more scratch.
-MarPath choosePath(const MarCall& m) {
+MarPath choosePath(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
   const int W = comm->nranks;
-  if (W < 2 || m.M % size_t(W) != 0 || (m.norm != nullptr && m.norm->out == nullptr)) return MarPath::AllReduce;
+  if (W < 2) return MarPath::AllReduce;
+  const bool gemv = gemvFits(m, channel);
+  const bool splits = m.M % size_t(W) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
   switch (comm->params.matmulAllReduceAlgo) {
     case FusedAlgo::Fused:
-    case FusedAlgo::Engine: return MarPath::ReduceScatterAllGather;
+      return gemv ? MarPath::Gemv : splits ? MarPath::ReduceScatterAllGather : MarPath::AllReduce;
+    case FusedAlgo::Engine: return splits ? MarPath::ReduceScatterAllGather : MarPath::AllReduce;
     case FusedAlgo::Unfused: return MarPath::AllReduce;
     default:
-      return matmulAllReduceSplitsRows(W, m.M, m.N, m.K, engineSms(comm)) ? MarPath::ReduceScatterAllGather
-                                                                          : MarPath::AllReduce;
+      if (gemv && matmulAllReduceGemvPays(W, m.M, m.N, m.K)) return MarPath::Gemv;
+      return splits && matmulAllReduceSplitsRows(W, m.M, m.N, m.K, engineSms(comm))
+                 ? MarPath::ReduceScatterAllGather
+                 : MarPath::AllReduce;
   }
+}
+
+// The decode path: one kernel, then (norm forms) the residual + RMSNorm on its fp32 sums.
+fcResult_t viaGemv(const MarCall& m, const Call& c, uint32_t sig, cudaStream_t stream) {
+  const GemvAllReduceArgs g = gemvArgs(m, c.lane.channel);
+  FC_CHECK(launchGemvAllReduce(m.comm->dev, c.lane.channel, g, sig, m.comm->params.pdl, stream));
+  if (m.norm == nullptr) return fcSuccess;
+  return launchResidualNorm(*m.norm, g.out, m.comm->params.pdl, stream, true);
 }
 
 // Checks the norm forms add to the GEMM's (with tokens = M, hidden = N; c: the call
@@ -157,8 +188,8 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
                           {{"A", m.A}, {"B", m.B}, {"residual", n.residual}, {"weight", n.weight},
                            {"residualOut", n.residualOut}, {outName, out}, {"scale", n.scale}}));
   }
-  const MarPath path = choosePath(m);
   FC_CHECK(commOpBegin(comm, m.fn, stream, &c.lane));
+  const MarPath path = choosePath(m, c.lane.channel);
   if (comm->nranks == 1) {
     fcResult_t res = fcSuccess;
     if (m.norm == nullptr) {
@@ -176,9 +207,12 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
   const uint32_t sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
                                    shapeKey(m.M, m.N, m.K, uint32_t(m.transB) | (m.norm ? 2u : 0u)));
   FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
-           path == MarPath::AllReduce ? "GEMM, then the all-reduce" : "reduce-scatter from the GEMM, all-gather");
-  const fcResult_t res =
-      path == MarPath::AllReduce ? viaAllReduce(m, c, sig, stream) : viaReduceScatter(m, c, stream);
+           path == MarPath::Gemv        ? "GEMV + all-reduce kernel"
+           : path == MarPath::AllReduce ? "GEMM, then the all-reduce"
+                                        : "reduce-scatter from the GEMM, all-gather");
+  const fcResult_t res = path == MarPath::Gemv        ? viaGemv(m, c, sig, stream)
+                         : path == MarPath::AllReduce ? viaAllReduce(m, c, sig, stream)
+                                                      : viaReduceScatter(m, c, stream);
   return commOpEnd(comm, c.lane, stream, res);
 }
 

@@ -143,18 +143,27 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   }
 }
 
-// The large path's second half: `sum` holds the all-reduced input (it may be c.out).
-template <typename T>
-__global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const T* sum) {
+// The large path's second half: `sum` holds the all-reduced input (it may be c.out),
+// in T, or (S = float: fcMatmulAllReduce's decode kernel) unrounded in fp32.
+template <typename T, typename S = T>
+__global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const S* sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
-  const Pack* sums = reinterpret_cast<const Pack*>(sum);
   dev::waitForPreviousGrid();
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   auto load = [&](size_t pk, float(&acc)[E]) {
+    if constexpr (std::is_same_v<S, float> && !std::is_same_v<T, float>) {
+      const float4* f = reinterpret_cast<const float4*>(sum) + pk * (E / 4);
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] = 0.f;
-    dev::accumulate<T>(acc, sums[pk]);
+      for (int q = 0; q < E / 4; ++q) {
+        const float4 v = f[q];
+        acc[4 * q] = v.x, acc[4 * q + 1] = v.y, acc[4 * q + 2] = v.z, acc[4 * q + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = 0.f;
+      dev::accumulate<T>(acc, reinterpret_cast<const Pack*>(sum)[pk]);
+    }
     return true;
   };
   const size_t rowPacks = c.hidden / E;
@@ -199,14 +208,17 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
   });
 }
 
-fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream) {
+fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream, bool fp32Sum) {
   return withElementType(c.datatype, "residual + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
     // One row per CTA up to a few CTAs per SM; beyond that CTAs take rows in turn.
     constexpr size_t kMaxGrid = 1024;
     const unsigned grid = unsigned(c.tokens < kMaxGrid ? c.tokens : kMaxGrid);
-    return launchKernelEx(residualNormKernel<T>, dim3(grid), dim3(rowThreads(c.hidden / dev::PackTraits<T>::kElems)),
-                          stream, pdl, c, static_cast<const T*>(sum));
+    const dim3 block(rowThreads(c.hidden / dev::PackTraits<T>::kElems));
+    if (fp32Sum)
+      return launchKernelEx(residualNormKernel<T, float>, dim3(grid), block, stream, pdl, c,
+                            static_cast<const float*>(sum));
+    return launchKernelEx(residualNormKernel<T>, dim3(grid), block, stream, pdl, c, static_cast<const T*>(sum));
   });
 }
 

@@ -84,7 +84,10 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
 
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).
-fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream);
+// fp32Sum: `sum` holds fp32 sums (16-byte aligned), added to the residual before the one
+// rounding (fcMatmulAllReduce's decode kernel writes those).
+fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream,
+                              bool fp32Sum = false);
 
 // Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
 // any count: sizes beyond the workspace run in passes.

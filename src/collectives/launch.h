@@ -37,10 +37,10 @@ fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
 }
 
 // launchKernelEx in thread block clusters of `cluster` CTAs along x (grid.x a multiple
-// of it; 1: no cluster attribute).
+// of it; 1: no cluster attribute), with `smem` bytes of dynamic shared memory.
 template <typename... Params, typename... Args>
-fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
-                                 cudaStream_t stream, bool pdl, Args&&... args) {
+fcResult_t launchKernelWith(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster, size_t smem,
+                            cudaStream_t stream, bool pdl, Args&&... args) {
   // Convert each argument to the kernel's parameter type first, so that the
   // addresses handed to the launch point at objects of exactly that type.
   auto params = std::tuple<Params...>(std::forward<Args>(args)...);
@@ -64,11 +64,25 @@ fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 bloc
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
+  config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = n ? attrs : nullptr;
   config.numAttrs = n;
   FC_CUDA_CHECK(cudaLaunchKernelExC(&config, reinterpret_cast<const void*>(kernel), ptrs));
   return fcSuccess;
+}
+
+template <typename... Params, typename... Args>
+fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
+                                 cudaStream_t stream, bool pdl, Args&&... args) {
+  return launchKernelWith(kernel, grid, block, cluster, 0, stream, pdl, std::forward<Args>(args)...);
+}
+
+// launchKernelEx with `smem` bytes of dynamic shared memory (at most 48 KiB).
+template <typename... Params, typename... Args>
+fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                              bool pdl, Args&&... args) {
+  return launchKernelWith(kernel, grid, block, 1u, smem, stream, pdl, std::forward<Args>(args)...);
 }
 
 }  // namespace fc

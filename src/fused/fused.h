@@ -93,6 +93,29 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                                      const MatmulReduceScatterArgs& a, FusedChoice choice,
                                      cudaStream_t stream);
 
+// fcMatmulAllReduce's decode path (gemv_all_reduce.cu): out = the sum over ranks of
+// A [M, K] x B^T (B [N, K], an nn.Linear weight), GEMV and Lamport all-reduce in one
+// kernel; out in datatype, or (fp32Out) the unrounded fp32 sums. gemvAllReduceFits says
+// where it runs: bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples
+// of 8, 16-byte aligned buffers, M x N within a Lamport push slot.
+constexpr size_t kGemvAllReduceMaxRows = 8;
+struct GemvAllReduceArgs {
+  const void* A;
+  const void* B;
+  void* out;
+  size_t M, N, K;
+  fcOperation_t transB;
+  fcDataType_t datatype;
+  bool fp32Out;
+};
+bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
+// sig: the op signature the call headers compare; pdl: programmatic dependent launch.
+fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, uint32_t sig, bool pdl,
+                               cudaStream_t stream);
+
+// Whether auto takes fcMatmulAllReduce's decode kernel where it fits (matmul_all_reduce.cc).
+bool matmulAllReduceGemvPays(int nranks, size_t M, size_t N, size_t K);
+
 // Whether auto runs fcMatmulAllReduce as fcMatmulReduceScatter's path then an
 // all-gather (else the GEMM, then the all-reduce), the same on every rank: a function
 // of the world size, the shape and the SMs the GEMM may use (matmul_all_reduce.cc).

@@ -132,12 +132,12 @@ struct Shape {
 
 TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtypes, decode and prefill shapes") {
   const GpuEnv& env = gpuEnv();
-  // Decode rows (1, 3: no multiple of the world size), odd N and K, one row of 4096
-  // (the Lamport one-shot), mid-size, and products past the Lamport one-shot's slot
-  // (the two-shot) with M a multiple of every world size (the forced reduce-scatter +
-  // all-gather path runs there).
-  const Shape shapes[] = {{1, 72, 40}, {3, 70, 40}, {1, 4096, 512}, {16, 1032, 264}, {96, 520, 136},
-                          {1024, 4224, 200}, {512, 3840, 256}};
+  // Decode rows (1, 3, 5, 8: the one-kernel path with B^T where N and K are multiples
+  // of 8; 70 x 40 is not: cuBLAS + the Lamport one-shot), mid-size, and products past
+  // the Lamport one-shot's slot (the two-shot) with M a multiple of every world size
+  // (the forced reduce-scatter + all-gather path runs there).
+  const Shape shapes[] = {{1, 72, 40}, {3, 70, 40}, {1, 4096, 512}, {5, 520, 264}, {8, 2056, 136},
+                          {16, 1032, 264}, {96, 520, 136}, {1024, 4224, 200}, {512, 3840, 256}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
@@ -243,8 +243,9 @@ double e4m3Ulp(double v) {
 TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in place, fp8, the same bits") {
   const GpuEnv& env = gpuEnv();
   const float eps = 1e-5f;
-  // Decode rows (the one Lamport kernel), rows past its limit (300 x 2056: the
-  // two-shot kernel at up to 4 ranks, else all-reduce + norm), N not a power of two.
+  // Decode rows (the one-kernel path and the norm on its fp32 sums), rows for the one
+  // Lamport all-reduce + norm kernel, rows past its limit (300 x 2056: the two-shot
+  // kernel at up to 4 ranks, else all-reduce + norm), N not a power of two.
   const Shape shapes[] = {{1, 4096, 512}, {7, 2056, 264}, {64, 4096, 136}, {300, 2056, 136}, {512, 3840, 256}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
