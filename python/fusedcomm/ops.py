@@ -151,16 +151,21 @@ def _(a, weight, comm):
     return a.new_empty((communicator(comm).count() * a.shape[0], weight.shape[0]))
 
 
+def _matmul_collective(a, weight, comm, what, rows):
+    """matmul_reduce_scatter's and matmul_all_reduce's body: a [M, K] and weight [N, K]
+    (OP_T) into a new [rows(c, a), N]; the Communicator method named `what` does it."""
+    _check_linear(a, weight, what)
+    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
+    (m, k), n = a.shape, weight.shape[0]
+    out = a.new_empty((rows(c, a), n))
+    getattr(c, what)(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T, stream=_stream(a))
+    return out
+
+
 @_op("matmul_reduce_scatter(Tensor a, Tensor weight, int comm) -> Tensor")
 def matmul_reduce_scatter(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch.Tensor:
-    _check_linear(a, weight, "matmul_reduce_scatter")
-    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
-    rows = _rows_per_rank(a, c.count(), "matmul_reduce_scatter")
-    (m, k), n = a.shape, weight.shape[0]
-    out = a.new_empty((rows, n))
-    c.matmul_reduce_scatter(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T,
-                            stream=_stream(a))
-    return out
+    return _matmul_collective(a, weight, comm, "matmul_reduce_scatter",
+                              lambda c, a: _rows_per_rank(a, c.count(), "matmul_reduce_scatter"))
 
 
 @matmul_reduce_scatter.register_fake
@@ -237,13 +242,7 @@ def _(x, residual, weight, scale, eps, comm):
 
 @_op("matmul_all_reduce(Tensor a, Tensor weight, int comm) -> Tensor")
 def matmul_all_reduce(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch.Tensor:
-    _check_linear(a, weight, "matmul_all_reduce")
-    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
-    (m, k), n = a.shape, weight.shape[0]
-    out = a.new_empty((m, n))
-    c.matmul_all_reduce(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T,
-                        stream=_stream(a))
-    return out
+    return _matmul_collective(a, weight, comm, "matmul_all_reduce", lambda c, a: a.shape[0])
 
 
 @matmul_all_reduce.register_fake

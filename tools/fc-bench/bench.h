@@ -100,6 +100,11 @@ class ScopedEnv {
 // algorithm beside the default one in the same run.
 fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value);
 
+// A one-rank communicator of this process (the GEMM-alone columns: the fused GEMM ops
+// at one rank are their GEMM), created with FC_AGMM_ALGO set to `agmmAlgo` (NULL: as
+// the environment has it).
+fcComm_t soloComm(const char* agmmAlgo = nullptr);
+
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op);
 // Several ops timed interleaved: each round replays every op's graph once, in turn;

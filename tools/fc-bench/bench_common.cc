@@ -121,6 +121,15 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
   return comm;
 }
 
+fcComm_t soloComm(const char* agmmAlgo) {
+  fcUniqueId id;
+  FC_OK(fcGetUniqueId(&id));
+  ScopedEnv env("FC_AGMM_ALGO", agmmAlgo);
+  fcComm_t solo;
+  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  return solo;
+}
+
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) { return timeGraphs(c, o, {op})[0]; }
 

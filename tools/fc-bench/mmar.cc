@@ -84,10 +84,7 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
   const std::string shapes = shapesArg.empty() ? defaultShapes(tokens) : shapesArg;
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
-  fcUniqueId id;
-  FC_OK(fcGetUniqueId(&id));
-  fcComm_t solo;
-  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  fcComm_t solo = soloComm();
   const char* algo = getenv("FC_MMAR_ALGO");
   if (c.rank == 0) {
     printf("# fc-bench mmar: %s, %s, graph of %d calls, %d replays (median, interleaved), %d warm-up; "

@@ -64,10 +64,7 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   const size_t es = fcTypeSize(type), W = size_t(c.nranks);
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
-  fcUniqueId id;
-  FC_OK(fcGetUniqueId(&id));
-  fcComm_t solo;
-  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  fcComm_t solo = soloComm();
   // The fused op on the persistent GEMM engine (FC_MMRS_ALGO=engine; where it does not
   // apply, the op's fallback).
   fcComm_t engineComm = commWithEnv(c, "FC_MMRS_ALGO", "engine");
@@ -156,10 +153,7 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
     ScopedEnv engine("FC_MMRS_ALGO", "engine");
     for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_MMRS_ENGINE_STAGES", v));
   }
-  fcUniqueId id;
-  FC_OK(fcGetUniqueId(&id));
-  fcComm_t solo;
-  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  fcComm_t solo = soloComm();
   if (c.rank == 0)
     printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
            "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,epilogue-add_us,"
