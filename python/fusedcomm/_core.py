@@ -82,6 +82,9 @@ _SIGNATURES = {
     "fcMatmulReduceScatter": (_R, [_P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
     "fcAllReduceResidualRMSNorm": (_R, [_P, _P, _P, _P, _P, _SZ, _SZ, _c.c_float, _I, _P, _P]),
     "fcAllReduceResidualRMSNormFp8": (_R, [_P, _P, _P, _P, _P, _P, _SZ, _SZ, _c.c_float, _I, _P, _P]),
+    "fcMatmulAllReduce": (_R, [_P, _P, _P, _SZ, _SZ, _SZ, _I, _I, _P, _P]),
+    "fcMatmulAllReduceResidualRMSNorm": (_R, [_P] * 6 + [_SZ, _SZ, _SZ, _c.c_float, _I, _I, _P, _P]),
+    "fcMatmulAllReduceResidualRMSNormFp8": (_R, [_P] * 7 + [_SZ, _SZ, _SZ, _c.c_float, _I, _I, _P, _P]),
 }
 
 
@@ -257,6 +260,23 @@ class Communicator:
         self._check(self.lib.fcAllReduceResidualRMSNormFp8(send, residual, weight, residual_out, norm_out_fp8, scale,
                                                            tokens, hidden, eps, dtype, self.handle, stream),
                     "fcAllReduceResidualRMSNormFp8")
+
+    def matmul_all_reduce(self, a, b, c, m, n, k, dtype, trans_b=OP_N, stream=0):
+        self._check(self.lib.fcMatmulAllReduce(a, b, c, m, n, k, trans_b, dtype, self.handle, stream),
+                    "fcMatmulAllReduce")
+
+    def matmul_all_reduce_residual_rmsnorm(self, a, b, residual, weight, residual_out, norm_out, m, n, k, eps, dtype,
+                                           trans_b=OP_N, stream=0):
+        self._check(self.lib.fcMatmulAllReduceResidualRMSNorm(a, b, residual, weight, residual_out, norm_out, m, n, k,
+                                                              eps, trans_b, dtype, self.handle, stream),
+                    "fcMatmulAllReduceResidualRMSNorm")
+
+    def matmul_all_reduce_residual_rmsnorm_fp8(self, a, b, residual, weight, residual_out, norm_out_fp8, scale, m, n,
+                                               k, eps, dtype, trans_b=OP_N, stream=0):
+        self._check(self.lib.fcMatmulAllReduceResidualRMSNormFp8(a, b, residual, weight, residual_out, norm_out_fp8,
+                                                                 scale, m, n, k, eps, trans_b, dtype, self.handle,
+                                                                 stream),
+                    "fcMatmulAllReduceResidualRMSNormFp8")
 
     def barrier(self, stream=0):
         self._check(self.lib.fcBarrier(self.handle, stream), "fcBarrier")

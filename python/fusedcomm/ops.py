@@ -22,6 +22,14 @@ fake (meta) implementation, so torch.compile(fullgraph=True) traces them.
                                            (q, residual_out): q = float8_e4m3fn(normed / scale),
                                            saturated; scale a one-element float32 CUDA tensor
 
+    matmul_all_reduce(a, weight, comm)     sum_r a_r @ weight_r.T on every rank (a row-parallel
+                                           linear: o_proj, down_proj): a [M, K], weight [N, K] -> [M, N]
+    matmul_all_reduce_residual_rmsnorm(a, weight, residual, norm_weight, eps, comm)
+                                           (normed, residual_out) of all_reduce_residual_rmsnorm with
+                                           x = a @ weight.T per rank: residual [M, N], norm_weight [N]
+    matmul_all_reduce_residual_rmsnorm_fp8(a, weight, residual, norm_weight, scale, eps, comm)
+                                           (q, residual_out), q as all_reduce_residual_rmsnorm_fp8's
+
 weight is an nn.Linear weight ([out_features, in_features]), or RMSNorm's gamma.
 Errors raise FcError.
 """
@@ -143,16 +151,21 @@ def _(a, weight, comm):
     return a.new_empty((communicator(comm).count() * a.shape[0], weight.shape[0]))
 
 
+def _matmul_collective(a, weight, comm, what, rows):
+    """matmul_reduce_scatter's and matmul_all_reduce's body: a [M, K] and weight [N, K]
+    (OP_T) into a new [rows(c, a), N]; the Communicator method named `what` does it."""
+    _check_linear(a, weight, what)
+    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
+    (m, k), n = a.shape, weight.shape[0]
+    out = a.new_empty((rows(c, a), n))
+    getattr(c, what)(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T, stream=_stream(a))
+    return out
+
+
 @_op("matmul_reduce_scatter(Tensor a, Tensor weight, int comm) -> Tensor")
 def matmul_reduce_scatter(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch.Tensor:
-    _check_linear(a, weight, "matmul_reduce_scatter")
-    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
-    rows = _rows_per_rank(a, c.count(), "matmul_reduce_scatter")
-    (m, k), n = a.shape, weight.shape[0]
-    out = a.new_empty((rows, n))
-    c.matmul_reduce_scatter(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T,
-                            stream=_stream(a))
-    return out
+    return _matmul_collective(a, weight, comm, "matmul_reduce_scatter",
+                              lambda c, a: _rows_per_rank(a, c.count(), "matmul_reduce_scatter"))
 
 
 @matmul_reduce_scatter.register_fake
@@ -165,6 +178,19 @@ def _check_norm(x, residual, weight):
     if x.dim() != 2 or residual.shape != x.shape or weight.shape != (x.shape[1],):
         raise ValueError("all_reduce_residual_rmsnorm: x and residual [tokens, hidden], weight [hidden] expected, "
                          "got %s, %s, %s" % (tuple(x.shape), tuple(residual.shape), tuple(weight.shape)))
+
+
+def _check_matmul_norm(a, weight, residual, norm_weight, what):
+    """The matmul forms' operands: a [M, K], weight [N, K], residual [M, N], norm_weight
+    [N], all of a's dtype (the C op reads them all as one type)."""
+    _check_linear(a, weight, what)
+    m, n = a.shape[0], weight.shape[0]
+    if residual.shape != (m, n) or norm_weight.shape != (n,):
+        raise ValueError("%s: residual [%d, %d] and norm_weight [%d] expected, got %s and %s"
+                         % (what, m, n, n, tuple(residual.shape), tuple(norm_weight.shape)))
+    for t in (weight, residual, norm_weight):
+        if t.dtype != a.dtype:
+            raise ValueError("%s: every tensor must be of a's dtype %s, got %s" % (what, a.dtype, t.dtype))
 
 
 @_op("all_reduce_residual_rmsnorm(Tensor x, Tensor residual, Tensor weight, float eps, int comm) -> (Tensor, Tensor)")
@@ -186,10 +212,10 @@ def _(x, residual, weight, eps, comm):
         x, memory_format=torch.contiguous_format)
 
 
-def _check_scale(scale):
+def _check_scale(scale, what="all_reduce_residual_rmsnorm_fp8"):
     if scale.numel() != 1 or scale.dtype != torch.float32 or not scale.is_cuda:
-        raise ValueError("all_reduce_residual_rmsnorm_fp8: scale must be a one-element float32 CUDA tensor, got %s %s"
-                         % (tuple(scale.shape), scale.dtype))
+        raise ValueError("%s: scale must be a one-element float32 CUDA tensor, got %s %s"
+                         % (what, tuple(scale.shape), scale.dtype))
 
 
 @_op("all_reduce_residual_rmsnorm_fp8(Tensor x, Tensor residual, Tensor weight, Tensor scale, float eps, "
@@ -212,3 +238,66 @@ def _(x, residual, weight, scale, eps, comm):
     _check_norm(x, residual, weight)
     return (torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device),
             torch.empty_like(x, memory_format=torch.contiguous_format))
+
+
+@_op("matmul_all_reduce(Tensor a, Tensor weight, int comm) -> Tensor")
+def matmul_all_reduce(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch.Tensor:
+    return _matmul_collective(a, weight, comm, "matmul_all_reduce", lambda c, a: a.shape[0])
+
+
+@matmul_all_reduce.register_fake
+def _(a, weight, comm):
+    _check_linear(a, weight, "matmul_all_reduce")
+    return a.new_empty((a.shape[0], weight.shape[0]))
+
+
+@_op("matmul_all_reduce_residual_rmsnorm(Tensor a, Tensor weight, Tensor residual, Tensor norm_weight, float eps, "
+     "int comm) -> (Tensor, Tensor)")
+def matmul_all_reduce_residual_rmsnorm(a: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
+                                       norm_weight: torch.Tensor, eps: float,
+                                       comm: int) -> tuple[torch.Tensor, torch.Tensor]:
+    _check_matmul_norm(a, weight, residual, norm_weight, "matmul_all_reduce_residual_rmsnorm")
+    c = communicator(comm)
+    a, weight, residual, norm_weight = a.contiguous(), weight.contiguous(), residual.contiguous(), \
+        norm_weight.contiguous()
+    normed, residual_out = torch.empty_like(residual), torch.empty_like(residual)
+    (m, k), n = a.shape, weight.shape[0]
+    c.matmul_all_reduce_residual_rmsnorm(a.data_ptr(), weight.data_ptr(), residual.data_ptr(), norm_weight.data_ptr(),
+                                         residual_out.data_ptr(), normed.data_ptr(), m, n, k, eps, dtype_of(a), OP_T,
+                                         stream=_stream(a))
+    return normed, residual_out
+
+
+@matmul_all_reduce_residual_rmsnorm.register_fake
+def _(a, weight, residual, norm_weight, eps, comm):
+    _check_matmul_norm(a, weight, residual, norm_weight, "matmul_all_reduce_residual_rmsnorm")
+    shape = (a.shape[0], weight.shape[0])
+    return a.new_empty(shape), a.new_empty(shape)
+
+
+@_op("matmul_all_reduce_residual_rmsnorm_fp8(Tensor a, Tensor weight, Tensor residual, Tensor norm_weight, "
+     "Tensor scale, float eps, int comm) -> (Tensor, Tensor)")
+def matmul_all_reduce_residual_rmsnorm_fp8(a: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor,
+                                           norm_weight: torch.Tensor, scale: torch.Tensor, eps: float,
+                                           comm: int) -> tuple[torch.Tensor, torch.Tensor]:
+    what = "matmul_all_reduce_residual_rmsnorm_fp8"
+    _check_matmul_norm(a, weight, residual, norm_weight, what)
+    _check_scale(scale, what)
+    c = communicator(comm)
+    a, weight, residual, norm_weight, scale = (t.contiguous() for t in (a, weight, residual, norm_weight, scale))
+    q = torch.empty(residual.shape, dtype=torch.float8_e4m3fn, device=a.device)
+    residual_out = torch.empty_like(residual)
+    (m, k), n = a.shape, weight.shape[0]
+    c.matmul_all_reduce_residual_rmsnorm_fp8(a.data_ptr(), weight.data_ptr(), residual.data_ptr(),
+                                             norm_weight.data_ptr(), residual_out.data_ptr(), q.data_ptr(),
+                                             scale.data_ptr(), m, n, k, eps, dtype_of(a), OP_T, stream=_stream(a))
+    return q, residual_out
+
+
+@matmul_all_reduce_residual_rmsnorm_fp8.register_fake
+def _(a, weight, residual, norm_weight, scale, eps, comm):
+    what = "matmul_all_reduce_residual_rmsnorm_fp8"
+    _check_matmul_norm(a, weight, residual, norm_weight, what)
+    _check_scale(scale, what)
+    shape = (a.shape[0], weight.shape[0])
+    return torch.empty(shape, dtype=torch.float8_e4m3fn, device=a.device), a.new_empty(shape)

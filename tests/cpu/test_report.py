@@ -52,6 +52,19 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("`fcrun -n 2 -- fc-bench allreduce -d bf16 -b 8 -e 256M --csv`" in text, "commands quoted")
     # 2048 x 3072 x 4096 in the sample: ours 110.5 against torch's 96.6 -> listed as a loss.
     expect("all-gather + GEMM 2048 x 3072 x 4096: 1.14x" in text, "losses listed")
+    # GEMM + all-reduce (+ RMSNorm), fc-bench and PyTorch (made-up sample rows): the forced
+    # reduce-scatter path's column joined from mmar-fused-2.csv; the norm form's unfused
+    # pair is GEMM + ours (NCCL's column has no norm), so 231.00 against 225.20 is a loss.
+    expect("## GEMM + all-reduce (+ residual + RMSNorm) (fc-bench mmar, bf16, 2 ranks)" in text, "section mmar")
+    expect("| - | 2048 x 4096 x 7168 | T | 154.10 | 240.30 | 215.60 | 190.20 | 1.234 | 36.10 | 1.134 | 176.40 |" in text,
+           "mmar row from the sample")
+    expect("GEMM + all-reduce + RMSNorm 2048 x 4096 x 7168 (B T): 1.03x the unfused pair's time" in text,
+           "mmar loss listed")
+    expect("## GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks)" in text, "section torch-mmar")
+    expect("| llama3-8b.o_proj | 1 | 5.90 | 18.40 | 9.50 | 10.80 | 8.20 | 1.390 | 2.30 | 0.863 | 24.40 | 30.10 |"
+           in text, "torch-mmar row from the sample")
+    expect("llama3-8b.down_proj M = 2048: 1.05x the time of torch.matmul + our all-reduce + RMSNorm" in text,
+           "torch-mmar loss listed")
     for name in ("allreduce-2.png", "busbw-2.png", "agmm-torch-2.png"):
         path = os.path.join(plots, name)
         ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"

@@ -88,6 +88,16 @@ class PackageTest(unittest.TestCase):
                 self.assertEqual(torch.ops.fusedcomm.all_gather(x, -1).shape, (32, 16))
                 self.assertEqual(torch.ops.fusedcomm.all_gather_matmul(x, w, -1).shape, (32, 32))
                 self.assertEqual(torch.ops.fusedcomm.matmul_reduce_scatter(x, w, -1).shape, (2, 32))
+                res, gamma = torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), w[:, 0].clone()
+                scale = torch.empty(1, dtype=torch.float32, device="cuda")
+                self.assertEqual(torch.ops.fusedcomm.matmul_all_reduce(x, w, -1).shape, (8, 32))
+                normed, res_out = torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(x, w, res, gamma, 1e-6, -1)
+                self.assertEqual((normed.shape, res_out.shape), ((8, 32), (8, 32)))
+                q, res_out = torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm_fp8(x, w, res, gamma, scale, 1e-6,
+                                                                                         -1)
+                self.assertEqual((q.shape, q.dtype, res_out.dtype), ((8, 32), torch.float8_e4m3fn, torch.bfloat16))
+                with self.assertRaises(ValueError):  # residual not [M, N]
+                    torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(x, w, x, gamma, 1e-6, -1)
         finally:
             del fusedcomm._core._LIVE[-1]
 

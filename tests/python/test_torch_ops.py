@@ -92,8 +92,37 @@ def main():
         check("eager all_reduce_residual_rmsnorm_fp8 residual", res_q, want["all_reduce_residual_rmsnorm"], 2e-2)
         check("eager all_reduce_residual_rmsnorm_fp8 q", q.float() * 0.05, want_normed.clamp(-448 * 0.05, 448 * 0.05),
               0.07)
+        # The row-parallel linear (issue 42): matmul_all_reduce on the m x k inputs above,
+        # and its residual + RMSNorm forms on 5 tokens (not a multiple of the world size:
+        # the all-reduce path), against the fp32 matmul summed over ranks (what matmul +
+        # all-reduce computes), + the residual, RMSNorm of the residual_out returned.
+        want["matmul_all_reduce"] = sum(xs[r].float() @ ws[r].float().t() for r in range(world)).cuda()
+        calls["matmul_all_reduce"] = lambda: torch.ops.fusedcomm.matmul_all_reduce(x, w, c)
+        as_m = [inputs(seed + 400 + r, (5, k), bf16) for r in range(world)]
+        a_m, res_m = as_m[rank].cuda(), inputs(seed + 500, (5, n), bf16).cuda()
+        g_m = inputs(seed + 501, (n,), bf16).cuda()
+
+        def mmar_norm():
+            return torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(a_m, w, res_m, g_m, 1e-6, c)
+
+        want["matmul_all_reduce_residual_rmsnorm"] = sum(
+            as_m[r].float() @ ws[r].float().t() for r in range(world)).cuda() + res_m.float()
+        calls["matmul_all_reduce_residual_rmsnorm"] = lambda: mmar_norm()[1]
+        normed_m, res_out_m = mmar_norm()
+        r32 = res_out_m.float()
+        want["matmul_all_reduce_residual_rmsnorm normed"] = r32 * torch.rsqrt(
+            r32.pow(2).mean(-1, keepdim=True) + 1e-6) * g_m.float()
+        calls["matmul_all_reduce_residual_rmsnorm normed"] = lambda: mmar_norm()[0]
+        check("eager matmul_all_reduce_residual_rmsnorm normed", normed_m,
+              want["matmul_all_reduce_residual_rmsnorm normed"], 2e-2)
+        q_m, res_q_m = torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm_fp8(a_m, w, res_m, g_m, scale, 1e-6, c)
+        check("eager matmul_all_reduce_residual_rmsnorm_fp8 residual", res_q_m,
+              want["matmul_all_reduce_residual_rmsnorm"], 2e-2)
+        check("eager matmul_all_reduce_residual_rmsnorm_fp8 q", q_m.float() * 0.05,
+              want["matmul_all_reduce_residual_rmsnorm normed"].clamp(-448 * 0.05, 448 * 0.05), 0.07)
         tol = {"all_reduce": 2e-2, "all_reduce_residual_rmsnorm": 2e-2, "reduce_scatter": 2e-2, "all_gather": 0, "all_gather_matmul": 2e-2,
-               "matmul_reduce_scatter": 2e-2}
+               "matmul_reduce_scatter": 2e-2, "matmul_all_reduce": 2e-2, "matmul_all_reduce_residual_rmsnorm": 2e-2,
+               "matmul_all_reduce_residual_rmsnorm normed": 2e-2}
         for name, call in calls.items():
             check("eager " + name, call(), want[name], tol[name])
         # torch.compile, whole graph: the ops trace through their fake kernels.
@@ -102,6 +131,14 @@ def main():
         y, z = compiled(x, shard, w)
         check("compiled all_reduce * 2", y, 2 * want["all_reduce"], 2e-2)
         check("compiled all_gather_matmul", z, want["all_gather_matmul"], 2e-2)
+        compiled_mm = torch.compile(lambda a, b, am, r, g: (torch.ops.fusedcomm.matmul_all_reduce(a, b, c) * 2,
+                                                          *torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(
+                                                              am, b, r, g, 1e-6, c)), fullgraph=True)
+        y, normed_c, res_c = compiled_mm(x, w, a_m, res_m, g_m)
+        check("compiled matmul_all_reduce * 2", y, 2 * want["matmul_all_reduce"], 2e-2)
+        check("compiled matmul_all_reduce_residual_rmsnorm", res_c, want["matmul_all_reduce_residual_rmsnorm"], 2e-2)
+        check("compiled matmul_all_reduce_residual_rmsnorm normed", normed_c,
+              want["matmul_all_reduce_residual_rmsnorm normed"], 2e-2)
         # A CUDA graph of every op, replayed twice on fresh inputs.
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()

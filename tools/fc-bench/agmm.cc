@@ -49,16 +49,6 @@ std::vector<Shape> parseShapes(const std::string& s) {
   return out;
 }
 
-// A one-rank communicator for the GEMM-alone columns (algo: its FC_AGMM_ALGO, or NULL).
-fcComm_t soloComm(const char* algo = nullptr) {
-  fcUniqueId id;
-  FC_OK(fcGetUniqueId(&id));
-  ScopedEnv env("FC_AGMM_ALGO", algo);
-  fcComm_t solo;
-  FC_OK(fcCommInitRank(&solo, 1, id, 0));
-  return solo;
-}
-
 double maxAbs(const std::vector<char>& v, fcDataType_t t, size_t n) {
   double m = 0;
   for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(double(fcLoad(v.data(), t, i))));

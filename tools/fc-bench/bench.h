@@ -100,6 +100,11 @@ class ScopedEnv {
 // algorithm beside the default one in the same run.
 fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value);
 
+// A one-rank communicator of this process (the GEMM-alone columns: the fused GEMM ops
+// at one rank are their GEMM), created with FC_AGMM_ALGO set to `agmmAlgo` (NULL: as
+// the environment has it).
+fcComm_t soloComm(const char* agmmAlgo = nullptr);
+
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op);
 // Several ops timed interleaved: each round replays every op's graph once, in turn;
@@ -124,6 +129,33 @@ struct FusedEager {
 FusedEager timeFusedEager(const Ctx& c, const Options& o, const std::function<void()>& fused,
                           const std::function<void()>& unfused);
 
+// v rounded to `type` (through fp32, as the library's kernels round).
+double roundTo(fcDataType_t type, double v);
+
+// A GEMM + collective problem's operands on this rank (mmrs.cc, mmar.cc), allocated and
+// filled here: A [M, K] and B (K * N elements: [K, N] or [N, K]), integer patterns of
+// two seeds of the shape, each rank's its own, so that every product is exact; P [M, N]
+// for the unfused GEMM's product; C [cRows, N] for the fused op's output.
+struct GemmOperands {
+  const Ctx& c;
+  size_t M, N, K;
+  fcDataType_t type;
+  uint64_t seedA, seedB;
+  void *A = nullptr, *B = nullptr, *P = nullptr, *C = nullptr;
+
+  GemmOperands(const Ctx& ctx, size_t M, size_t N, size_t K, fcDataType_t type, size_t cRows);
+  ~GemmOperands();
+  GemmOperands(const GemmOperands&) = delete;
+  GemmOperands& operator=(const GemmOperands&) = delete;
+
+  // Element [row][j] of the sum over ranks of A x op(B): exact, and with each rank's
+  // product rounded to the type first (what a GEMM in the type computes before the sum).
+  struct Sum {
+    double exact, ofRounded;
+  };
+  Sum sumAt(fcOperation_t op, size_t row, size_t j) const;
+};
+
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 
@@ -134,6 +166,11 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes);
 
 // fc-bench mmrs (mmrs.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
+
+// fc-bench mmar (mmar.cc): shapes "M,N,K;..." (empty: the default layers at each of
+// `tokens`, comma-separated), transB "n" | "t" | "both", norm "0" | "1" | "both".
+int benchMmar(Ctx& c, const Options& o, const std::string& shapes, const std::string& tokens,
+              const std::string& transB, const std::string& norm);
 
 // fc-bench arnorm (arnorm.cc): token counts and hidden sizes, comma-separated.
 int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);

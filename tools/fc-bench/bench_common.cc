@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <sstream>
 
+#include "fc_data.h"
+
 size_t parseBytes(const std::string& s) {
   char* end = nullptr;
   double v = strtod(s.c_str(), &end);
@@ -28,6 +30,43 @@ fcDataType_t parseType(const std::string& s) {
   if (s == "fp32" || s == "float" || s == "float32") return fcFloat32;
   fprintf(stderr, "fc-bench: unknown dtype %s (bf16, fp16, fp32)\n", s.c_str());
   exit(2);
+}
+
+double roundTo(fcDataType_t type, double v) {
+  char b[4];
+  fcStore(b, type, 0, float(v));
+  return fcLoad(b, type, 0);
+}
+
+GemmOperands::GemmOperands(const Ctx& ctx, size_t M_, size_t N_, size_t K_, fcDataType_t t, size_t cRows)
+    : c(ctx), M(M_), N(N_), K(K_), type(t), seedA(fcSplitMix(M_ * 131 + N_ * 7 + K_)), seedB(seedA + 1) {
+  const size_t es = fcTypeSize(type);
+  CUDA_OK(cudaMalloc(&A, M * K * es));
+  CUDA_OK(cudaMalloc(&B, K * N * es));
+  CUDA_OK(cudaMalloc(&P, M * N * es));
+  CUDA_OK(cudaMalloc(&C, cRows * N * es));
+  std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
+  CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+  h = fcPatternInput(type, K * N, seedB, c.rank);
+  CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
+  CUDA_OK(cudaStreamSynchronize(c.stream));
+}
+
+GemmOperands::~GemmOperands() {
+  for (void* p : {A, B, P, C}) CUDA_OK(cudaFree(p));
+}
+
+GemmOperands::Sum GemmOperands::sumAt(fcOperation_t op, size_t row, size_t j) const {
+  Sum s{0, 0};
+  for (int r = 0; r < c.nranks; ++r) {
+    double partial = 0;
+    for (size_t k = 0; k < K; ++k)
+      partial += double(fcPatternValue(seedA, r, row * K + k)) *
+                 fcPatternValue(seedB, r, op == fcOpN ? k * N + j : j * K + k);
+    s.exact += partial;
+    s.ofRounded += roundTo(type, partial);
+  }
+  return s;
 }
 
 // Share `values` (one per rank) with every rank through our own all-reduce: each
@@ -80,6 +119,15 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
   fcComm_t comm;
   FC_OK(fcCommInitRank(&comm, c.nranks, id, c.rank));
   return comm;
+}
+
+fcComm_t soloComm(const char* agmmAlgo) {
+  fcUniqueId id;
+  FC_OK(fcGetUniqueId(&id));
+  ScopedEnv env("FC_AGMM_ALGO", agmmAlgo);
+  fcComm_t solo;
+  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  return solo;
 }
 
 // Median time of one call (us): graph replays of `iters` calls of `op`.

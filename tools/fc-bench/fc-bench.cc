@@ -3,8 +3,8 @@
 //
 //   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 256M -f 2 -d bf16
 //
-// Modes: allreduce, reducescatter, allgather (below); agmm, mmrs (the fused GEMMs:
-// agmm.cc, mmrs.cc; agmmstages / mmrsstages, the engine paths' stages: agmm.cc /
+// Modes: allreduce, reducescatter, allgather (below); agmm, mmrs, mmar (the fused GEMMs:
+// agmm.cc, mmrs.cc, mmar.cc; agmmstages / mmrsstages, the engine paths' stages: agmm.cc /
 // mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
 //
 // For every size: check our result (exact integer inputs, poisoned output), then
@@ -183,6 +183,17 @@ int main(int argc, char** argv) {
   std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
   std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;16384,8192,8192;512,8192,8192";
   std::string transB = "both";
+  CLI::App* mmar = app.add_subcommand(
+      "mmar", "fcMatmulAllReduce (+ residual + RMSNorm) vs the GEMM alone and GEMM + all-reduce (+ norm)");
+  std::string mmarShapes, mmarTokens = "1,4,16,64,128,256,512,2048,8192", mmarTransB = "t", mmarNorm = "both";
+  mmar->add_option("--shapes", mmarShapes,
+                   "M,N,K;M,N,K;... (A is [M, K] on every rank; default: --tokens x the o_proj and down_proj "
+                   "layers of Llama-3-8B and Qwen2.5-32B at TP 2: N,K 4096,2048 4096,7168 5120,2560 5120,13824)");
+  mmar->add_option("--tokens", mmarTokens, "M of the default shapes, comma-separated");
+  mmar->add_option("--transB", mmarTransB, "n | t | both (t: B an nn.Linear weight [N, K])")
+      ->check(CLI::IsMember({"n", "t", "both"}));
+  mmar->add_option("--norm", mmarNorm, "0 (fcMatmulAllReduce) | 1 (+ residual + RMSNorm) | both")
+      ->check(CLI::IsMember({"0", "1", "both"}));
   CLI::App* arnorm =
       app.add_subcommand("arnorm", "fcAllReduceResidualRMSNorm vs fcAllReduce alone and all-reduce + RMSNorm");
   std::string tokens = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hiddens = "4096,8192";
@@ -206,7 +217,7 @@ int main(int argc, char** argv) {
   agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (CLI::App* sub : {agmm, mmrs}) sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages, agmmStages, mmrsStages}) {
+  for (CLI::App* sub : {agmm, mmrs, mmar, arnorm, normStages, agmmStages, mmrsStages}) {
     sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
@@ -224,7 +235,7 @@ int main(int argc, char** argv) {
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
   }
-  for (CLI::App* sub : {agmm, mmrs, arnorm, normStages, agmmStages, mmrsStages, ar, rs, ag, stages})
+  for (CLI::App* sub : {agmm, mmrs, mmar, arnorm, normStages, agmmStages, mmrsStages, ar, rs, ag, stages})
     sub->add_option("--replays-start", o.replaysStart,
                     "sync (each replay after the host synchronised on the last) | barrier (an untimed fcBarrier "
                     "first: every rank's replay starts together) | queued (back to back, one sync at the end)")
@@ -249,8 +260,9 @@ int main(int argc, char** argv) {
   const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
   const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
   const bool gemmMode = agmm->parsed() || mmrs->parsed() || agmmStages->parsed() || mmrsStages->parsed();
-  if (arnorm->parsed() || stages->parsed() || normStages->parsed()) {
-    // Decode-sized calls: the collectives' defaults (20 calls per graph, 20 replays).
+  if (arnorm->parsed() || stages->parsed() || normStages->parsed() || mmar->parsed()) {
+    // Decode-sized calls (mmar: M from 1 token): the collectives' defaults (20 calls per
+    // graph, 20 replays), so that a graph launch's own cost stays small per call.
   } else if (!gemmMode) {
     if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
     else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
@@ -282,6 +294,7 @@ int main(int argc, char** argv) {
                  : agmmStages->parsed() ? benchAgmmStages(c, o, stageShapes)
                  : mmrsStages->parsed() ? benchMmrsStages(c, o, mmrsStageShapes)
                  : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
+                 : mmar->parsed() ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm)
                                   : bench(c, o, mode);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
   CUDA_OK(cudaStreamDestroy(c.stream));

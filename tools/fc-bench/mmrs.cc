@@ -28,33 +28,10 @@
 
 namespace {
 
-// One problem's operands, allocated and filled here: A [M, K] and B (integer patterns of
-// two seeds), P [M, N] for the unfused GEMM's product, C [M/W, N]; and its exact check.
-struct MmrsOperands {
-  const Ctx& c;
-  size_t M, N, K;
-  fcDataType_t type;
-  uint64_t seedA, seedB;
-  void *A = nullptr, *B = nullptr, *P = nullptr, *C = nullptr;
-
+// One problem's operands (GemmOperands, C [M/W, N]) and its exact check.
+struct MmrsOperands : GemmOperands {
   MmrsOperands(const Ctx& ctx, size_t M_, size_t N_, size_t K_, fcDataType_t t)
-      : c(ctx), M(M_), N(N_), K(K_), type(t), seedA(fcSplitMix(M_ * 131 + N_ * 7 + K_)), seedB(seedA + 1) {
-    const size_t es = fcTypeSize(type);
-    CUDA_OK(cudaMalloc(&A, M * K * es));
-    CUDA_OK(cudaMalloc(&B, K * N * es));
-    CUDA_OK(cudaMalloc(&P, M * N * es));
-    CUDA_OK(cudaMalloc(&C, M / size_t(c.nranks) * N * es));
-    std::vector<char> h = fcPatternInput(type, M * K, seedA, c.rank);
-    CUDA_OK(cudaMemcpyAsync(A, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    h = fcPatternInput(type, K * N, seedB, c.rank);
-    CUDA_OK(cudaMemcpyAsync(B, h.data(), h.size(), cudaMemcpyHostToDevice, c.stream));
-    CUDA_OK(cudaStreamSynchronize(c.stream));
-  }
-  ~MmrsOperands() {
-    for (void* p : {A, B, P, C}) CUDA_OK(cudaFree(p));
-  }
-  MmrsOperands(const MmrsOperands&) = delete;
-  MmrsOperands& operator=(const MmrsOperands&) = delete;
+      : GemmOperands(ctx, M_, N_, K_, t, M_ / size_t(ctx.nranks)) {}
 
   // C from fcMatmulReduceScatter on `comm` (C poisoned first) against the exact sum at
   // `samples` sampled elements (each rank's partial rounded to the type first unless
@@ -70,20 +47,10 @@ struct MmrsOperands {
     std::mt19937_64 rng(seedA + size_t(op));
     for (int s = 0; s < samples; ++s) {
       const size_t i = rng() % ms, j = rng() % N, row = size_t(c.rank) * ms + i;
-      double want = 0, wantRounded = 0;
-      char rounded[4];
-      for (size_t r = 0; r < W; ++r) {
-        double partial = 0;
-        for (size_t k = 0; k < K; ++k)
-          partial += double(fcPatternValue(seedA, int(r), row * K + k)) *
-                     fcPatternValue(seedB, int(r), op == fcOpN ? k * N + j : j * K + k);
-        want += partial;
-        fcStore(rounded, type, 0, float(partial));
-        wantRounded += double(fcLoad(rounded, type, 0));
-      }
-      fcStore(rounded, type, 0, float(fp32Partials ? want : wantRounded));
-      const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - double(fcLoad(rounded, type, 0))) /
-                       std::max(1.0, std::fabs(want));
+      const Sum sum = sumAt(op, row, j);
+      const double want = roundTo(type, fp32Partials ? sum.exact : sum.ofRounded);
+      const double e = std::fabs(double(fcLoad(got.data(), type, i * N + j)) - want) /
+                       std::max(1.0, std::fabs(sum.exact));
       if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
     }
     return maxOverRanks(c, err);
@@ -97,10 +64,7 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   const size_t es = fcTypeSize(type), W = size_t(c.nranks);
   std::string why;
   const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
-  fcUniqueId id;
-  FC_OK(fcGetUniqueId(&id));
-  fcComm_t solo;
-  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  fcComm_t solo = soloComm();
   // The fused op on the persistent GEMM engine (FC_MMRS_ALGO=engine; where it does not
   // apply, the op's fallback).
   fcComm_t engineComm = commWithEnv(c, "FC_MMRS_ALGO", "engine");
@@ -189,10 +153,7 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
     ScopedEnv engine("FC_MMRS_ALGO", "engine");
     for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_MMRS_ENGINE_STAGES", v));
   }
-  fcUniqueId id;
-  FC_OK(fcGetUniqueId(&id));
-  fcComm_t solo;
-  FC_OK(fcCommInitRank(&solo, 1, id, 0));
+  fcComm_t solo = soloComm();
   if (c.rank == 0)
     printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
            "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,epilogue-add_us,"
