@@ -68,12 +68,12 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
   }
 }
 
-// out: C [M, N] in T, or (kFp32Out) the fp32 sums [M, N]. tpg: tiles per group (a
+// out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. tpg: tiles per group (a
 // power of two dividing kWarps).
-template <typename T, int NR, int MR, bool kFp32Out>
+template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(warpsFor<MR>() * 32 + dev::kCallWarpThreads, 1)
-    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, int M, int N, int K, int tpg,
-                        uint32_t sig) {
+    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
+                        int K, int tpg, uint32_t sig) {
   constexpr int kWarps = warpsFor<MR>(), kData = kWarps * 32;
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [group of the CTA][tile][row]
@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(warpsFor<MR>() * 32 + dev::kCallWarpThreads, 1
     if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, own[i], acc)) return;
     run.clearRead(pk);
     const size_t at = size_t(m) * size_t(N) + size_t(tl) * E;
-    if constexpr (kFp32Out) {
+    if (fp32Out) {
       float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
       o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
       o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
@@ -210,17 +210,17 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
   static_assert(warpsFor<MR>() * 32 + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
   return byWorldSize(dc.nranks, [&](auto nr) {
     constexpr int NR = decltype(nr)::value;
-    auto kernel = g.fp32Out ? gemvAllReduceKernel<T, NR, MR, true> : gemvAllReduceKernel<T, NR, MR, false>;
-    return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(s.warps * 32 + dev::kCallWarpThreads)),
-                              s.smem, stream, pdl, dc, channel, static_cast<const T*>(g.A),
-                              static_cast<const T*>(g.B), g.out, int(g.M), int(g.N), int(g.K), s.tpg, sig);
+    return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, dim3(unsigned(s.grid)),
+                              dim3(unsigned(s.warps * 32 + dev::kCallWarpThreads)), s.smem, stream, pdl, dc, channel,
+                              static_cast<const T*>(g.A), static_cast<const T*>(g.B), g.out, g.fp32Out, int(g.M),
+                              int(g.N), int(g.K), s.tpg, sig);
   });
 }
 
 }  // namespace
 
 // Loaded with the communicator, not at first launch (core/preload.h).
-FC_PRELOAD_MODULE_OF(gemvAllReduceKernel<__nv_bfloat16, 2, 1, false>);
+FC_PRELOAD_MODULE_OF(gemvAllReduceKernel<__nv_bfloat16, 2, 1>);
 
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
