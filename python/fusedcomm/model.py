@@ -139,8 +139,9 @@ def shard_shapes(cfg, tp):
     """Every weight's shape on one rank at TP tp (nn.Linear weights: [out, in]); the
     KV cache's per-sequence [kv heads, head_dim]."""
     lo = local(cfg, tp)
-    shapes = {"embed": (cfg.vocab, cfg.hidden), "qkv_proj": (lo.qkv, cfg.hidden), "o_proj": (cfg.hidden, lo.heads * lo.head_dim),
-              "gate_up_proj": (2 * lo.intermediate, cfg.hidden), "down_proj": (cfg.hidden, lo.intermediate),
+    shapes = {"embed": (cfg.vocab, cfg.hidden), "qkv_proj": (lo.qkv, cfg.hidden),
+              "o_proj": (cfg.hidden, lo.heads * lo.head_dim), "gate_up_proj": (2 * lo.intermediate, cfg.hidden),
+              "down_proj": (cfg.hidden, lo.intermediate),
               "input_layernorm": (cfg.hidden,), "post_attention_layernorm": (cfg.hidden,), "norm": (cfg.hidden,),
               "kv_cache": (lo.kv_heads, lo.head_dim)}
     if cfg.qkv_bias:
@@ -271,8 +272,8 @@ def attend(qkv, lo, cos, sin, seqs=1, cache=None, pos=0):
     v = v.view(t, lo.kv_heads, d)
     if cache is None:  # prefill: [seqs, heads, len, d], causal
         s = t // seqs
-        o = F.scaled_dot_product_attention(q.view(seqs, s, -1, d).transpose(1, 2), k.view(seqs, s, -1, d).transpose(1, 2),
-                                           v.view(seqs, s, -1, d).transpose(1, 2), is_causal=True, enable_gqa=True)
+        q, k, v = (x.view(seqs, s, -1, d).transpose(1, 2) for x in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return o.transpose(1, 2).reshape(t, lo.heads * d)
     ck, cv = cache
     ck[:, :, pos] = k
@@ -357,4 +358,3 @@ def errors(got, want):
     """(max |got - want|, max |got - want| / max |want|), in fp32."""
     diff = (got.float() - want.float()).abs().max().item()
     return diff, diff / max(want.float().abs().max().item(), 1e-30)
-
