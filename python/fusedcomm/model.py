@@ -26,6 +26,7 @@ Communication strategies implement `linear_all_reduce_norm` (non-SP) or `all_gat
 and `linear_reduce_scatter` (SP); tools/bench-model has them.
 """
 import dataclasses
+import sys
 
 try:
     import torch
@@ -163,7 +164,63 @@ def emulate(cfg, tp_shapes, world):
                                intermediate=lo.intermediate * world)
 
 
+# ---- results: tools/bench-model's rows (no torch) ---------------------------------------
+
+CSV_FIELDS = ("preset", "hidden", "intermediate", "heads", "kv_heads", "head_dim", "layers", "tp_shapes", "ranks",
+              "phase", "tokens", "seqs", "kv_len", "variant", "step_us", "layer_us", "tokens_per_s", "vs_nccl",
+              "vs_best_other", "over_bound", "max_abs_err", "max_rel_err", "note")
+
+
+def summarize(rows):
+    """Fill each timed row's ratios within its workload: vs_nccl (nccl's time / this),
+    vs_best_other (the fastest other real variant's / this), over_bound (this / the
+    fastest bound)."""
+    by = {}
+    for r in rows:
+        by.setdefault((r["phase"], r["tokens"]), []).append(r)
+    for group in by.values():
+        t = {r["variant"]: r["step_us"] for r in group if r["step_us"]}
+        real = {k: x for k, x in t.items() if not k.startswith("bound")}
+        bound = min([x for k, x in t.items() if k.startswith("bound")] or [0])
+        for r in group:
+            x = r["step_us"]
+            if not x:
+                continue
+            others = [y for k, y in real.items() if k != r["variant"]]
+            r["vs_nccl"] = "%.3f" % (real["nccl"] / x) if "nccl" in real else ""
+            r["vs_best_other"] = "%.3f" % (min(others) / x) if others and not r["variant"].startswith("bound") else ""
+            r["over_bound"] = "%.3f" % (x / bound) if bound else ""
+    return rows
+
+
+def write_csv(rows, path):
+    with open(path, "w") as f:
+        f.write(",".join(CSV_FIELDS) + "\n")
+        for r in rows:
+            f.write(",".join(str(r.get(k, "")).replace(",", ";") for k in CSV_FIELDS) + "\n")
+
+
+def print_table(rows, out=sys.stdout):
+    last = None
+    for r in rows:
+        key = (r["phase"], r["tokens"])
+        if key != last:
+            last = key
+            what = ("prefill %d tokens (%d seq)" % (r["tokens"], r["seqs"]) if r["phase"] == "prefill"
+                    else "decode batch %d over %d cached tokens" % (r["tokens"], r["kv_len"]))
+            out.write("\n%s\n%-15s %10s %9s %11s %8s %10s %7s  %s\n" % (
+                what, "variant", "step_us", "layer_us", "tokens/s", "vs_nccl", "vs_best", "/bound", "note"))
+        if r["step_us"]:
+            out.write("%-15s %10.1f %9.1f %11.0f %8s %10s %7s  %s\n" % (
+                r["variant"], r["step_us"], r["layer_us"], r["tokens_per_s"], r["vs_nccl"] or "-",
+                r["vs_best_other"] or "-", r["over_bound"] or "-", r["note"]))
+        else:
+            out.write("%-15s %10s %9s %11s %8s %10s %7s  %s\n" % ((r["variant"],) + ("-",) * 6 + (r["note"],)))
+    out.flush()
+
+
 # ---- torch from here on --------------------------------------------------------------
+
 
 def make_weights(cfg, seed, device, dtype=None):
     """The unsharded model's weights, the same for every rank given the seed: nn.Linear
