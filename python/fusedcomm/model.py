@@ -320,6 +320,11 @@ class Attention:
         return Attention(*rope(p, cfg.head_dim, cfg.rope_theta, dtype), caches=caches, pos=pos)
 
 
+def _by_seq(x, seqs):
+    """[tokens, heads, d] -> [seqs, heads, tokens / seqs, d]."""
+    return x.view(seqs, x.shape[0] // seqs, x.shape[1], x.shape[2]).transpose(1, 2)
+
+
 def attend(qkv, lo, cos, sin, seqs=1, cache=None, pos=0):
     """qkv [tokens, (heads + 2 kv) * head_dim] of this rank's heads -> [tokens, heads * head_dim]."""
     t, d = qkv.shape[0], lo.head_dim
@@ -328,8 +333,7 @@ def attend(qkv, lo, cos, sin, seqs=1, cache=None, pos=0):
     k = _rotate(k.view(t, lo.kv_heads, d), cos, sin)
     v = v.view(t, lo.kv_heads, d)
     if cache is None:  # prefill: [seqs, heads, len, d], causal
-        s = t // seqs
-        q, k, v = (x.view(seqs, s, -1, d).transpose(1, 2) for x in (q, k, v))
+        q, k, v = _by_seq(q, seqs), _by_seq(k, seqs), _by_seq(v, seqs)
         o = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         return o.transpose(1, 2).reshape(t, lo.heads * d)
     ck, cv = cache
