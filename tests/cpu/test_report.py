@@ -70,6 +70,20 @@ with tempfile.TemporaryDirectory() as tmp:
         ok = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
         expect(ok, "plot " + name)
         expect("](perf/%s)" % name in text, "plot %s linked" % name)
+    # The model section (tools/bench-model's model-2.csv in the sample): every variant that ran,
+    # the bound (the fastest of bound, bound-fc, bound-sp), ours (the better of fc and fc-sp)
+    # over it, the best other variant (nccl, flashinfer, torch-async-tp) over ours.
+    expect("## The model: llama3-8b, 4 layers, 2 ranks (tools/bench-model, bf16)" in text, "section model")
+    row = ("| prefill 2048 | 4870.5 | 4702.2 | 4566.0 | 4490.1 | 4601.9 | 4291.2 | 1.046 | 1.047 | 1.085 "
+           "| 1.022 |")
+    expect(row in text, "model row from the sample")
+    expect("| decode 1 | 402.1 | - | 331.9 | - | - | 316.5 | 1.049 | 1.212 | 1.212 | - |" in text,
+           "model row with skipped variants")
+    expect("flashinfer: FlashInfer not importable" in text, "model: skipped variants say why")
+    expect("model (llama3-8b, 4 layers, 2 ranks): ours 1.04-1.05x the communication-free bound" in text,
+           "model headline")
+    path = os.path.join(plots, "model-2.png")
+    expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "plot model-2.png")
     new = open(readme).read()
     expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nMeasured 2026-11-23"), "README block rewritten")
     expect("stale figures" not in new and new.endswith("<!-- report:end -->\nafter\n"), "README outside the block kept")

@@ -1,0 +1,168 @@
+"""tools/bench-model's sharded math on the CPU: 2 processes (gloo), float32, a small
+Llama-style config (and a Qwen-style one with q/k/v bias, KV heads replicated, TP 4's
+shapes emulated on 2 ranks); the variants that run without a GPU, checked by the
+benchmark's own check() against the unsharded model:
+
+  nccl            Megatron TP: all_reduce + residual + RMSNorm (torch.distributed)
+  torch-async-tp  sequence parallel in functional collectives (the layer that
+                  torch.compile's micro-pipeline TP fuses; uncompiled here)
+  bound, bound-sp the communication left out: must NOT match at 2 ranks (the check
+                  sees a missing all-reduce)
+
+at prefill (one and two sequences) and a decode step over a KV cache; and the SP layer
+compiled as torch-async-tp compiles it (fullgraph: dynamo traces it whole; aot_eager:
+no code generation), at prefill. Also: bench-model's flags (--quick and what overrides
+it, --variants), fusedcomm.async_tp's routing of the forms ours does not take.
+Exit 77 (skip) without torch."""
+import importlib.machinery
+import importlib.util
+import os
+import socket
+import sys
+import tempfile
+
+root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(root, "python"))
+try:
+    import torch
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+except ImportError:
+    print("SKIP: torch is not installed for %s (the sharded-math test needs it)" % sys.executable)
+    sys.exit(77)
+if not dist.is_available() or not dist.is_gloo_available():
+    print("SKIP: this torch has no gloo backend")
+    sys.exit(77)
+
+
+def load_bench():
+    path = os.path.join(root, "tools", "bench-model")
+    loader = importlib.machinery.SourceFileLoader("bench_model", path)
+    spec = importlib.util.spec_from_loader("bench_model", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+CASES = [  # (name, config overrides, --tp-shapes, prefill sequences)
+    ("llama-style", dict(preset="tiny", hidden=64, intermediate=96, heads=4, kv_heads=2, head_dim=16, layers=2,
+                         vocab=100), 2, 1),
+    ("llama-style, 2 sequences", dict(preset="tiny", hidden=64, intermediate=96, heads=4, kv_heads=2, head_dim=16,
+                                      layers=2, vocab=100), 2, 2),
+    ("qwen-style bias, kv replicated", dict(preset="qwen2.5-7b", hidden=48, intermediate=64, heads=2, kv_heads=1,
+                                            head_dim=8, layers=3, vocab=50), 2, 1),
+    ("TP 4 shapes on 2 ranks", dict(preset="llama3-8b", hidden=64, intermediate=128, heads=8, kv_heads=4, head_dim=8,
+                                    layers=2, vocab=64), 4, 1),
+]
+
+
+def worker(rank, world, port, out):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    bench = load_bench()
+    M = bench.M
+    lines = []
+    for name, over, tp_shapes, seqs in CASES:
+        preset = over.pop("preset")
+        cfg = M.emulate(M.config(preset, **over), tp_shapes, world)
+        over["preset"] = preset
+        run = bench.Run(cfg, rank, world, torch.device("cpu"), dtype=torch.float32, seed=7, max_tokens=32,
+                        eager_sp=True)
+        variants, skipped = run.variants(["nccl", "torch-async-tp", "bound", "bound-sp"])
+        checks = bench.check(run, variants, 16, seqs, 4, 8)
+        for v, (e_abs, e_rel, note, broken) in checks.items():
+            lines.append("%s|%s|%.3e|%.3e|%s|%s" % (name, v, e_abs, e_rel, note, broken))
+        lines.append("%s|skipped|%s" % (name, sorted(skipped)))
+        if name == "llama-style":
+            # The SP layer as torch-async-tp compiles it: traced whole by dynamo (fullgraph), run
+            # through AOTAutograd (no code generation here: aot_eager).
+            run._compiled = torch.compile(M.layer_sp, fullgraph=True, dynamic=False, backend="aot_eager")
+            run.eager_sp = False
+            v = bench.TorchAsyncTp("torch-async-tp", run)
+            v.strategy, v.compiled = run.functional_sp(), True
+            ids, attn = run.ids(16), M.Attention.prefill(16, 1, cfg, torch.device("cpu"), torch.float32)
+            got = run.gathered(v, run.step(v, ids, attn, 16, "prefill"))
+            ref = M.forward(M.shard_weights(M.make_weights(cfg, 7, "cpu", torch.float32), cfg, 1, 0), M.local(cfg, 1),
+                            cfg.eps, M.Unsharded, ids, attn)
+            lines.append("%s, compiled|torch-async-tp|%.3e|%.3e||" % ((name,) + M.errors(got, ref)))
+    if rank == 0:
+        with open(out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    dist.destroy_process_group()
+
+
+failures = []
+
+
+def expect(cond, what):
+    print("%-78s %s" % (what, "OK" if cond else "FAIL"))
+    if not cond:
+        failures.append(what)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "checks.txt")
+        mp.spawn(worker, args=(2, free_port(), out), nprocs=2)
+        results = [line.split("|") for line in open(out).read().splitlines()]
+    for r in results:
+        if r[1] == "skipped":
+            expect(r[2] == "[]", "%s: every variant set up on the CPU (skipped: %s)" % (r[0], r[2]))
+            continue
+        name, variant, e_abs, e_rel, note, broken = r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]
+        expect(not broken, "%s: %s ran (%s)" % (name, variant, broken or "no error"))
+        if variant in ("nccl", "torch-async-tp"):
+            # float32 through a few layers, the sums in another order: ~1e-6 of the scale.
+            expect(e_rel < 1e-4, "%s: %s matches the unsharded model (rel err %.1e)" % (name, variant, e_rel))
+            if "compiled" not in name:
+                expect(note == "", "%s: %s checked at prefill and decode %s" % (name, variant, note))
+        else:  # the bound leaves the other rank's partial sums out: wrong numbers
+            expect(e_rel > 1e-2, "%s: %s differs from the unsharded model (rel err %.1e)" % (name, variant, e_rel))
+
+    bench = load_bench()
+    a = bench.parse_args(["--quick"])
+    expect((a.preset, a.layers, a.prefill, a.decode, a.kv_len) == ("tiny", 2, [256, 1024], [1, 8, 32], 256),
+           "--quick: the small preset and workloads")
+    a = bench.parse_args(["--quick", "--preset", "llama3-8b", "--prefill=512", "--variants", "nccl,fc"])
+    expect((a.preset, a.prefill, a.variants, a.decode) == ("llama3-8b", [512], ["nccl", "fc"], [1, 8, 32]),
+           "--quick: flags given win")
+    a = bench.parse_args(["--decode", "", "--hidden", "2048"])
+    expect(a.decode == [] and bench.M.config_from_args(a).hidden == 2048, "--decode '' and a config flag")
+
+    # fusedcomm.async_tp: forms ours does not take go to torch's own implementation.
+    import fusedcomm.async_tp as atp
+    calls = []
+    atp._TORCH_AG, atp._TORCH_RS = (lambda *a, **k: calls.append("ag")), (lambda *a, **k: calls.append("rs"))
+    a16 = torch.zeros(4, 8, dtype=torch.bfloat16)
+    b16 = torch.zeros(8, 6, dtype=torch.bfloat16)
+    atp._all_gather_matmul(a16, [b16], 0, "not-opted-in")
+    atp._ACTIVE["g"] = (None, 2)
+    atp._all_gather_matmul(a16, [b16], 1, "g")  # gather_dim 1
+    atp._all_gather_matmul(a16.float(), [b16.float()], 0, "g")  # fp32
+    atp._matmul_reduce_scatter(a16, b16, "avg", 0, "g")
+    atp._matmul_reduce_scatter(a16[:3], b16, "sum", 0, "g")  # rows not a multiple of 2
+    atp._ACTIVE.clear()
+    expect(calls == ["ag", "ag", "ag", "rs", "rs"], "async_tp: unsupported forms run torch's implementation")
+    w, trans = atp._weight(torch.zeros(6, 8).t())
+    expect(trans == atp.OP_T and w.shape == (6, 8) and w.is_contiguous(), "async_tp: B = W.t() read in place (OP_T)")
+    expect(atp._weight(torch.zeros(8, 6))[1] == atp.OP_N, "async_tp: a row-major B [K, N] as OP_N")
+    # Opting in puts ours in front of torch's CUDA kernels; the last group out restores torch's.
+    atp._ACTIVE["g"] = (None, 2)
+    atp._sync_registration()
+    ops = ("fused_all_gather_matmul", "fused_matmul_reduce_scatter")
+    on = [torch._C._dispatch_dump("symm_mem::" + op) for op in ops]
+    atp._ACTIVE.clear()
+    atp._sync_registration()
+    off = torch._C._dispatch_dump("symm_mem::fused_all_gather_matmul")
+    expect(all("CUDA: registered at %s" % atp.__file__ in d for d in on), "async_tp: ours is the CUDA kernel when on")
+    expect("async_tp.py" not in off and atp._LIB is None, "async_tp: torch's kernel again when off")
+
+    print("FAILED: %s" % ", ".join(failures) if failures else "all sharded-math checks passed")
+    sys.exit(1 if failures else 0)
