@@ -98,7 +98,7 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
 // kernel; out in datatype, or (fp32Out) the unrounded fp32 sums. gemvAllReduceFits says
 // where it runs: bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples
 // of 8, 16-byte aligned buffers, M x N within a Lamport push slot.
-constexpr size_t kGemvAllReduceMaxRows = 8;
+constexpr size_t kGemvAllReduceMaxRows = 4;
 struct GemvAllReduceArgs {
   const void* A;
   const void* B;

@@ -12,14 +12,17 @@
 // on every rank) and stores the sum rounded once, or unrounded in fp32 for the norm
 // forms, whose residual + RMSNorm kernel adds the residual and rounds once.
 //
-// Work: a CTA of kWarps warps takes `tpg` tiles at a time (a tile group), kWarps / tpg
-// warps per tile splitting K; CTAs take tile groups in turn. The grid is at most
-// maxCtas (<= 128) CTAs of one per SM, all resident: a CTA waits only for the same
-// tiles of its peers' CTAs, which are resident too and compute them in the same order.
+// Work: a CTA's warps form slots of S warps (S splits K); each slot takes tiles in
+// turn at its own pace, so that the loads of B never wait for another slot. The grid
+// is at most maxCtas (<= 128) CTAs of one per SM, all resident; a CTA polls only at
+// the end, after pushing all its tiles, and only for the same tiles of its peers'
+// CTAs, which are resident too.
 // The Rows kind's bookkeeping is the rank's (any grid): every CTA reads the buffer
 // index, the last to arrive moves it on, and readers clear the packs they read.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
@@ -33,54 +36,53 @@ namespace {
 using dev::Pack;
 constexpr int E = 8;  // elements of a 16-bit type in a pack: a tile's columns
 
-// Warps of a CTA: 16 for one or two rows (more loads in flight per SM), 8 above
-// (their accumulators and A's rows in registers leave room for fewer threads).
-template <int MR>
-constexpr int warpsFor() {
-  return MR <= 2 ? 16 : 8;
+constexpr int kWarps = 8;  // a CTA's data warps (one CTA per SM)
+constexpr int kData = kWarps * 32;
+constexpr int kFinalBarrier = 15;  // named barrier of all data threads (1..8: the tile slots')
+
+__device__ __forceinline__ void namedBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ void namedBarrier(unsigned threads) {
-  asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
+__device__ __forceinline__ Pack loadPack(const Pack* p, bool stream) {
+  const int4 v = stream ? __ldcs(reinterpret_cast<const int4*>(p)) : __ldg(reinterpret_cast<const int4*>(p));
+  return Pack{uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
 }
 
 // acc[m][c] += row m of A's pack . column c's pack of B (8 elements each), fp32.
 template <typename T, int MR>
 __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR], const Pack (&b)[E], int M) {
-  float bf[E][E];
+  float af[MR][E];
+#pragma unroll
+  for (int m = 0; m < MR; ++m) {
+    const T* ae = reinterpret_cast<const T*>(&a[m]);
+#pragma unroll
+    for (int e = 0; e < E; ++e) af[m][e] = m < M ? dev::toFloat(ae[e]) : 0.f;
+  }
 #pragma unroll
   for (int c = 0; c < E; ++c) {
     const T* be = reinterpret_cast<const T*>(&b[c]);
+    float bf[E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) bf[c][e] = dev::toFloat(be[e]);
-  }
+    for (int e = 0; e < E; ++e) bf[e] = dev::toFloat(be[e]);
 #pragma unroll
-  for (int m = 0; m < MR; ++m) {
-    if (m >= M) break;
-    const T* ae = reinterpret_cast<const T*>(&a[m]);
-    float af[E];
+    for (int m = 0; m < MR; ++m)
 #pragma unroll
-    for (int e = 0; e < E; ++e) af[e] = dev::toFloat(ae[e]);
-#pragma unroll
-    for (int c = 0; c < E; ++c)
-#pragma unroll
-      for (int e = 0; e < E; ++e) acc[m][c] = fmaf(af[e], bf[c][e], acc[m][c]);
+      for (int e = 0; e < E; ++e) acc[m][c] = fmaf(af[m][e], bf[e], acc[m][c]);
   }
 }
 
-// out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. tpg: tiles per group (a
-// power of two dividing kWarps).
+// out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
+// two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
-__global__ void __launch_bounds__(warpsFor<MR>() * 32 + dev::kCallWarpThreads, 1)
+__global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int tpg, uint32_t sig) {
-  constexpr int kWarps = warpsFor<MR>(), kData = kWarps * 32;
+                        int K, int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
-  extern __shared__ Pack own[];  // this CTA's rounded partials, [group of the CTA][tile][row]
+  extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
-  const int S = kWarps / tpg;  // warps per tile
-  const int tiles = N / E, groups = (tiles + tpg - 1) / tpg, kPacks = K / E;
+  const int slots = kWarps / S, tiles = N / E, kPacks = K / E, stride = int(gridDim.x) * slots;
   // Programmatic dependent launch: A (the previous kernel's output, typically) and the
   // Lamport state are read only after the previous grid has completed.
   dev::waitForPreviousGrid();
@@ -97,83 +99,93 @@ __global__ void __launch_bounds__(warpsFor<MR>() * 32 + dev::kCallWarpThreads, 1
   }
   uint32_t before = 0;
   if (threadIdx.x == 0) before = run.arrive();
-  const int tileOfWarp = warp / S, kSplit = warp % S;
+  // Slot `slot` (S warps) takes tiles blockIdx.x * slots + slot + n * stride, each warp
+  // of it every S-th pack of K; slots go at their own pace (no barrier but the slot's).
+  const int slot = warp / S, kSplit = warp % S;
   const Pack* a = reinterpret_cast<const Pack*>(A);
-  int ownGroups = 0;
-  for (int g = int(blockIdx.x); g < groups; g += int(gridDim.x), ++ownGroups) {
-    const int tile = g * tpg + tileOfWarp;
+  int n = 0;
+  for (int tile = int(blockIdx.x) * slots + slot; tile < tiles; tile += stride, ++n) {
     float acc[MR][E];
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
       for (int c = 0; c < E; ++c) acc[m][c] = 0.f;
-    if (tile < tiles) {
-      const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
-#pragma unroll 2
-      for (int kp = kSplit * 32 + lane; kp < kPacks; kp += S * 32) {
-        Pack bp[E], ap[MR];
-        // B is read once: streamed past L1 (evict first); A's rows are shared by every
-        // tile and stay cached.
+    // B is read once: streamed past L1 (evict first), one iteration's packs loaded
+    // ahead; A's rows are shared by every tile and stay cached.
+    const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
+    int kp = kSplit * 32 + lane;
+    Pack cur[E];
+    if (kp < kPacks) {
 #pragma unroll
-        for (int c = 0; c < E; ++c) {
-          const int4 v = __ldcs(reinterpret_cast<const int4*>(b + size_t(c) * kPacks + kp));
-          bp[c] = Pack{uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
-        }
-#pragma unroll
-        for (int m = 0; m < MR; ++m)
-          if (m < M) {
-            const int4 v = __ldg(reinterpret_cast<const int4*>(a + size_t(m) * kPacks + kp));
-            ap[m] = Pack{uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
-          }
-        fmaPacks<T, MR>(acc, ap, bp, M);
-      }
+      for (int c = 0; c < E; ++c) cur[c] = loadPack(b + size_t(c) * kPacks + kp, true);
     }
-    // The tile's sums: over the lanes of each warp, then over its S warps in order.
+    while (kp < kPacks) {
+      const int next = kp + S * 32;
+      Pack ahead[E], ap[MR];
+      if (next < kPacks) {
+#pragma unroll
+        for (int c = 0; c < E; ++c) ahead[c] = loadPack(b + size_t(c) * kPacks + next, true);
+      }
+#pragma unroll
+      for (int m = 0; m < MR; ++m)
+        if (m < M) ap[m] = loadPack(a + size_t(m) * kPacks + kp, false);
+      fmaPacks<T, MR>(acc, ap, cur, M);
+      if (next < kPacks) {
+#pragma unroll
+        for (int c = 0; c < E; ++c) cur[c] = ahead[c];
+      }
+      kp = next;
+    }
+    // The tile's sums: over the lanes of each warp (every lane gets them), then over the
+    // slot's S warps in order.
 #pragma unroll
     for (int m = 0; m < MR; ++m)
 #pragma unroll
-      for (int c = 0; c < E; ++c) {
-        float v = acc[m][c];
+      for (int c = 0; c < E; ++c)
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0) red[warp][m * E + c] = v;
-      }
-    namedBarrier(kData);
-    const int t = int(threadIdx.x);
-    if (t < tpg * MR) {
-      const int tt = t / MR, m = t % MR, tl = g * tpg + tt;
-      if (tl < tiles && m < M) {
-        float s[E];
+        for (int o = 16; o > 0; o >>= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
+    if (S > 1) {
+      if (lane == 0)
 #pragma unroll
-        for (int c = 0; c < E; ++c) {
-          s[c] = 0.f;
-          for (int w = 0; w < S; ++w) s[c] += red[tt * S + w][m * E + c];
-        }
-        const Pack p = dev::toPack<T>(s);  // the rank's partial, rounded once
-        own[ownGroups * tpg * MR + t] = p;
-        // Into our slot of every peer's current buffer, now: the peers poll for it.
-        const Pack pushed = dev::notEmpty(p);
-        const size_t pk = size_t(m) * size_t(tiles) + size_t(tl);
-#pragma unroll 8
-        for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = pushed;
-      }
+        for (int m = 0; m < MR; ++m)
+#pragma unroll
+          for (int c = 0; c < E; ++c) red[warp][m * E + c] = acc[m][c];
+      namedBarrier(1 + slot, S * 32);
     }
-    namedBarrier(kData);  // red[] is rewritten by the next group
+    if (kSplit == 0 && lane < M) {
+      float s[E] = {};
+#pragma unroll
+      for (int m = 0; m < MR; ++m)
+        if (m == lane)
+#pragma unroll
+          for (int c = 0; c < E; ++c) {
+            s[c] = acc[m][c];
+            for (int w = 1; w < S; ++w) s[c] += red[warp + w][m * E + c];
+          }
+      const Pack p = dev::toPack<T>(s);  // the rank's partial, rounded once
+      own[(slot * perSlot + n) * MR + lane] = p;
+      // Into our slot of every peer's current buffer, now: the peers poll for it.
+      const Pack pushed = dev::notEmpty(p);
+      const size_t pk = size_t(lane) * size_t(tiles) + size_t(tile);
+#pragma unroll 8
+      for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = pushed;
+    }
+    if (S > 1) namedBarrier(1 + slot, S * 32);  // red[] is rewritten by the slot's next tile
   }
   // The next kernel may launch; it waits for this grid (griddepcontrol.wait).
   dev::allowDependentLaunch();
+  namedBarrier(kFinalBarrier, kData);  // own[] complete
   if (threadIdx.x == 0) run.advanceIfLast(before);
   // Every pack of this CTA's tiles: the peers' partials (polled), ours, summed in rank
   // order, stored. A wait that gives up has recorded the error: the thread stops.
-  for (int i = int(threadIdx.x); i < ownGroups * tpg * MR; i += kData) {
-    const int g = int(blockIdx.x) + (i / (tpg * MR)) * int(gridDim.x), tt = (i % (tpg * MR)) / MR, m = i % MR;
-    const int tl = g * tpg + tt;
-    if (tl >= tiles || m >= M) continue;
-    const size_t pk = size_t(m) * size_t(tiles) + size_t(tl);
+  for (int i = int(threadIdx.x); i < slots * perSlot * MR; i += kData) {
+    const int m = i % MR, sn = i / MR, sl = sn / perSlot, tile = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
+    if (tile >= tiles || m >= M) continue;
+    const size_t pk = size_t(m) * size_t(tiles) + size_t(tile);
     float acc[E];
     if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, own[i], acc)) return;
     run.clearRead(pk);
-    const size_t at = size_t(m) * size_t(N) + size_t(tl) * E;
+    const size_t at = size_t(m) * size_t(N) + size_t(tile) * E;
     if (fp32Out) {
       float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
       o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -184,36 +196,39 @@ __global__ void __launch_bounds__(warpsFor<MR>() * 32 + dev::kCallWarpThreads, 1
   }
 }
 
-// The launch of a call: rows of the instantiation (MR), tiles per group (K split over as
-// many warps as give every lane at least one pack), grid, and the partials' shared
-// memory.
+// The launch of a call: rows of the instantiation (MR), warps per tile S, grid, tiles
+// per slot and the partials' shared memory. S: as many warps per tile as keep every
+// warp of the grid busy, each with at least kMinIterations loads of B per lane (fewer
+// leave its loads no time to overlap).
+constexpr int kMinIterations = 4;
 struct Shape {
-  int rows, warps, tpg;
+  int rows, S, perSlot;
   size_t grid, smem;
 };
 Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   Shape s{};
-  s.rows = g.M <= 1 ? 1 : g.M <= 2 ? 2 : g.M <= 4 ? 4 : 8;
-  s.warps = s.rows <= 2 ? warpsFor<2>() : warpsFor<8>();
-  int S = s.warps;
-  while (S > 1 && size_t(S) * 32 * E > g.K) S /= 2;
-  s.tpg = s.warps / S;
-  const size_t tiles = g.N / E, groups = (tiles + size_t(s.tpg) - 1) / size_t(s.tpg);
-  s.grid = groups < size_t(dc.maxCtas) ? groups : size_t(dc.maxCtas);
-  s.smem = (groups + s.grid - 1) / s.grid * size_t(s.tpg) * size_t(s.rows) * sizeof(Pack);
+  s.rows = g.M <= 1 ? 1 : g.M <= 2 ? 2 : 4;
+  const size_t tiles = g.N / E, kPacks = g.K / E;
+  s.grid = std::min<size_t>(size_t(dc.maxCtas), std::max<size_t>(1, tiles));
+  s.S = 1;
+  while (s.S < kWarps && tiles * size_t(s.S) * 2 <= s.grid * kWarps && kPacks >= size_t(s.S) * 2 * 32 * kMinIterations)
+    s.S *= 2;
+  const size_t slots = size_t(kWarps / s.S), stride = s.grid * slots;
+  s.perSlot = int((tiles + stride - 1) / stride);
+  s.smem = slots * size_t(s.perSlot) * size_t(s.rows) * sizeof(Pack);
   return s;
 }
 
 template <typename T, int MR>
 fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, const Shape& s, uint32_t sig,
                       bool pdl, cudaStream_t stream) {
-  static_assert(warpsFor<MR>() * 32 + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
+  static_assert(kData + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
   return byWorldSize(dc.nranks, [&](auto nr) {
     constexpr int NR = decltype(nr)::value;
     return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, dim3(unsigned(s.grid)),
-                              dim3(unsigned(s.warps * 32 + dev::kCallWarpThreads)), s.smem, stream, pdl, dc, channel,
+                              dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem, stream, pdl, dc, channel,
                               static_cast<const T*>(g.A), static_cast<const T*>(g.B), g.out, g.fp32Out, int(g.M),
-                              int(g.N), int(g.K), s.tpg, sig);
+                              int(g.N), int(g.K), s.S, s.perSlot, sig);
   });
 }
 
@@ -242,8 +257,7 @@ fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllR
       const Shape s = shapeOf(dc, g);
       return s.rows == 1   ? launchRows<T, 1>(dc, channel, g, s, sig, pdl, stream)
              : s.rows == 2 ? launchRows<T, 2>(dc, channel, g, s, sig, pdl, stream)
-             : s.rows == 4 ? launchRows<T, 4>(dc, channel, g, s, sig, pdl, stream)
-                           : launchRows<T, 8>(dc, channel, g, s, sig, pdl, stream);
+                           : launchRows<T, 4>(dc, channel, g, s, sig, pdl, stream);
     }
   });
 }
