@@ -35,7 +35,7 @@ from .ops import _stream
 _TORCH_AG = _symm._fused_all_gather_matmul
 _TORCH_RS = _symm._fused_matmul_reduce_scatter
 _ACTIVE = {}  # group name -> (Communicator, world size)
-_LIB = None  # the registration; destroying it restores torch's kernels
+_LIB = None  # the registration (kept: a group not enabled runs torch's kernels through it)
 _DTYPES = {torch.bfloat16: BFLOAT16, torch.float16: FLOAT16}
 
 
@@ -84,16 +84,27 @@ def _matmul_reduce_scatter(A, B, reduce_op, scatter_dim, group_name, **kwargs):
     return out.view((A.shape[0] // world,) + tuple(A.shape[1:-1]) + (n,))
 
 
+def _impl(lib, name, fn):
+    """Register fn as the CUDA kernel of symm_mem::name over torch's. torch 2.11 registers
+    its own from Python too, and its Library.impl refuses a second Python kernel for the
+    same key unless told it may override (allow_override, default True from 2.12 on)."""
+    try:
+        lib.impl(name, fn, "CUDA", allow_override=True)
+    except TypeError:  # a torch whose impl has no allow_override
+        torch.library._impls.discard("symm_mem/%s/CUDA" % name)
+        lib.impl(name, fn, "CUDA")
+
+
 def _sync_registration():
+    """Ours stay registered once made (a group that is not enabled falls back to torch's
+    implementation inside them): unregistering and registering again, as enable() /
+    disable() would, is refused by torch's Python-kernel bookkeeping."""
     global _LIB
     if _ACTIVE and _LIB is None:
         lib = torch.library.Library("symm_mem", "IMPL")
-        lib.impl("fused_all_gather_matmul", _all_gather_matmul, "CUDA")
-        lib.impl("fused_matmul_reduce_scatter", _matmul_reduce_scatter, "CUDA")
+        _impl(lib, "fused_all_gather_matmul", _all_gather_matmul)
+        _impl(lib, "fused_matmul_reduce_scatter", _matmul_reduce_scatter)
         _LIB = lib
-    elif not _ACTIVE and _LIB is not None:
-        _LIB._destroy()
-        _LIB = None
 
 
 class AsyncTP:

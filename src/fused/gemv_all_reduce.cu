@@ -44,8 +44,8 @@ __device__ __forceinline__ void namedBarrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ Pack loadPack(const Pack* p, bool stream) {
-  const int4 v = stream ? __ldcs(reinterpret_cast<const int4*>(p)) : __ldg(reinterpret_cast<const int4*>(p));
+__device__ __forceinline__ Pack loadPack(const Pack* p) {
+  const int4 v = __ldg(reinterpret_cast<const int4*>(p));
   return Pack{uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
 }
 
@@ -110,25 +110,26 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     for (int m = 0; m < MR; ++m)
 #pragma unroll
       for (int c = 0; c < E; ++c) acc[m][c] = 0.f;
-    // B is read once: streamed past L1 (evict first), one iteration's packs loaded
-    // ahead; A's rows are shared by every tile and stay cached.
+    // B is read once, one iteration's packs loaded ahead (with the default cache policy,
+    // as cuBLAS reads it: a weight that fits L2 stays there across calls); A's rows are
+    // shared by every tile and stay cached.
     const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
     int kp = kSplit * 32 + lane;
     Pack cur[E];
     if (kp < kPacks) {
 #pragma unroll
-      for (int c = 0; c < E; ++c) cur[c] = loadPack(b + size_t(c) * kPacks + kp, true);
+      for (int c = 0; c < E; ++c) cur[c] = loadPack(b + size_t(c) * kPacks + kp);
     }
     while (kp < kPacks) {
       const int next = kp + S * 32;
       Pack ahead[E], ap[MR];
       if (next < kPacks) {
 #pragma unroll
-        for (int c = 0; c < E; ++c) ahead[c] = loadPack(b + size_t(c) * kPacks + next, true);
+        for (int c = 0; c < E; ++c) ahead[c] = loadPack(b + size_t(c) * kPacks + next);
       }
 #pragma unroll
       for (int m = 0; m < MR; ++m)
-        if (m < M) ap[m] = loadPack(a + size_t(m) * kPacks + kp, false);
+        if (m < M) ap[m] = loadPack(a + size_t(m) * kPacks + kp);
       fmaPacks<T, MR>(acc, ap, cur, M);
       if (next < kPacks) {
 #pragma unroll
@@ -197,9 +198,12 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 }
 
 // The launch of a call: rows of the instantiation (MR), warps per tile S, grid, tiles
-// per slot and the partials' shared memory. S: as many warps per tile as keep every
-// warp of the grid busy, each with at least kMinIterations loads of B per lane (fewer
-// leave its loads no time to overlap).
+// per slot and the partials' shared memory. S: the one that gives the slots the least
+// work, perSlot tiles of K / S each (ties: fewer warps per tile), among those that
+// leave each warp at least kMinIterations loads of B per lane (fewer leave its loads
+// no time to overlap). On 2 H100s, S = 1 everywhere kept 640 of a 128-CTA grid's
+// 1024 warps busy at N = 5120 and took 60.1 us where cuBLAS alone took 53.4 at K =
+// 13824 (docs/perf-log.md, 2026-11-26).
 constexpr int kMinIterations = 4;
 struct Shape {
   int rows, S, perSlot;
@@ -210,11 +214,12 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.rows = g.M <= 1 ? 1 : g.M <= 2 ? 2 : 4;
   const size_t tiles = g.N / E, kPacks = g.K / E;
   s.grid = std::min<size_t>(size_t(dc.maxCtas), std::max<size_t>(1, tiles));
+  auto perSlot = [&](int S) { return (tiles + s.grid * size_t(kWarps / S) - 1) / (s.grid * size_t(kWarps / S)); };
   s.S = 1;
-  while (s.S < kWarps && tiles * size_t(s.S) * 2 <= s.grid * kWarps && kPacks >= size_t(s.S) * 2 * 32 * kMinIterations)
-    s.S *= 2;
-  const size_t slots = size_t(kWarps / s.S), stride = s.grid * slots;
-  s.perSlot = int((tiles + stride - 1) / stride);
+  for (int S = 2; S <= kWarps && kPacks >= size_t(S) * 32 * kMinIterations; S *= 2)
+    if (perSlot(S) * size_t(s.S) < perSlot(s.S) * size_t(S)) s.S = S;  // perSlot / S smaller
+  s.perSlot = int(perSlot(s.S));
+  const size_t slots = size_t(kWarps / s.S);
   s.smem = slots * size_t(s.perSlot) * size_t(s.rows) * sizeof(Pack);
   return s;
 }

@@ -7,11 +7,13 @@ namespace fc {
 // Not measured yet on 2 GPUs: every shape takes the GEMM and then fcAllReduce's
 // algorithm (exactly what the op must never be slower than) until fc-bench mmar has
 // timed the reduce-scatter + all-gather path beside it (FC_MMAR_ALGO=fused forces it).
-// Every shape it takes (up to kGemvAllReduceMaxRows rows): not yet timed beside cuBLAS +
-// the Lamport all-reduce on 2 GPUs (fc-bench mmar with FC_MMAR_ALGO=unfused does).
+// One row: on 2 H100s (fc-bench mmar, 2026-11-26) the kernel took 7.05 / 24.67 us at
+// 1 x 4096 x 2048 / 7168 where cuBLAS + the Lamport all-reduce took 8.83 / 27.08 (the
+// GEMM alone 6.15 / 24.56). From 2 rows its CUDA-core FMAs fall behind cuBLAS's tensor
+// cores (2 x 4096 x 2048: 8.72 against 8.08; 4 rows 11.99 against 8.02).
 bool matmulAllReduceGemvPays(int nranks, size_t M, size_t N, size_t K) {
-  (void)nranks, (void)M, (void)N, (void)K;
-  return true;
+  (void)nranks, (void)N, (void)K;
+  return M == 1;
 }
 
 bool matmulAllReduceSplitsRows(int nranks, size_t M, size_t N, size_t K, int smCount) {
