@@ -72,7 +72,7 @@ MarPath choosePath(const MarCall& m, int channel) {
     case FusedAlgo::Unfused: return MarPath::AllReduce;
     default:
       if (gemv && matmulAllReduceGemvPays(W, m.M, m.N, m.K)) return MarPath::Gemv;
-      return splits && matmulAllReduceSplitsRows(W, m.M, m.N, m.K, engineSms(comm))
+      return splits && m.norm == nullptr && matmulAllReduceSplitsRows(W, m.M, m.N, m.K, engineSms(comm))
                  ? MarPath::ReduceScatterAllGather
                  : MarPath::AllReduce;
   }
