@@ -20,6 +20,12 @@ const char* const kOneNodeAdvice =
 
 namespace {
 
+// The first n - 1 bytes of src into a zeroed dst of n bytes (NUL-terminated).
+template <size_t n>
+void copyName(char (&dst)[n], const char* src) {
+  memcpy(dst, src, strnlen(src, n - 1));
+}
+
 // "rank 2", "ranks 0-1", "ranks 0,2-3".
 std::string rankRanges(const std::vector<int>& ranks) {
   std::string s;
@@ -41,12 +47,12 @@ HostId thisHost() {
   std::string key;
   const char* override = getenv("FC_HOST_ID");
   if (override != nullptr && *override != '\0') {
-    snprintf(h.name, sizeof h.name, "%s", override);
+    copyName(h.name, override);
     key = std::string("FC_HOST_ID=") + override;
   } else {
     char name[256] = {0};
     gethostname(name, sizeof name - 1);
-    snprintf(h.name, sizeof h.name, "%s", name);
+    copyName(h.name, name);
     if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
       if (fgets(h.bootId, int(sizeof h.bootId), f) == nullptr) h.bootId[0] = '\0';
       fclose(f);

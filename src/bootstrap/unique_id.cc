@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 
 #include "bootstrap/host.h"
@@ -54,7 +53,7 @@ fcResult_t makeUniqueId(fcUniqueId* id) {
   b.checksum = checksumOf(b);
   const HostId host = thisHost();
   b.hostMagic = UniqueIdBody::kHostMagic;
-  snprintf(b.hostName, sizeof b.hostName, "%s", host.name);
+  memcpy(b.hostName, host.name, sizeof b.hostName - 1);  // NUL-padded: cut, still terminated
   b.hostHash = host.hash;
   b.hostChecksum = hostChecksumOf(b);
   memset(id, 0, sizeof *id);
