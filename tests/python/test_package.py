@@ -165,14 +165,16 @@ def host(name, boot="0123456789abcdef"):
 
 
 class MultiNodeTest(unittest.TestCase):
-    def dist(self, me, hosts):
-        """Patch `import torch.distributed` to a FakeDist; returns it."""
-        fake = FakeDist(me, hosts, fusedcomm.library().unique_id().hex())
+    def dist(self, me, names):
+        """Rank `me` of a world whose ranks run on hosts `names` (FC_HOST_ID, set here for
+        this rank): patches `import torch.distributed` to a FakeDist and returns it."""
+        fake = FakeDist(me, [host(n, None) for n in names], fusedcomm.library().unique_id().hex())
         torch = types.ModuleType("torch")
         torch.distributed = fake
-        patcher = mock.patch.dict(sys.modules, {"torch": torch, "torch.distributed": fake})
-        patcher.start()
-        self.addCleanup(patcher.stop)
+        for patcher in (mock.patch.dict(sys.modules, {"torch": torch, "torch.distributed": fake}),
+                        mock.patch.dict(os.environ, {"FC_HOST_ID": names[me]})):
+            patcher.start()
+            self.addCleanup(patcher.stop)
         return fake
 
     def test_this_host(self):
@@ -201,14 +203,15 @@ class MultiNodeTest(unittest.TestCase):
         source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "bootstrap", "host.cc")
         if not os.path.exists(source):
             self.skipTest("no source tree beside this test")
-        text = open(source).read()
+        with open(source) as f:
+            text = f.read()
         literal = re.search(r"kOneNodeAdvice =\s*((?:\s*\"(?:[^\"\\]|\\.)*\")+);", text).group(1)
         c_advice = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', literal)).replace('\\"', '"')
         self.assertEqual(c_advice, fusedcomm._core.ONE_NODE_ADVICE)
 
     def test_from_process_group_refuses_a_group_across_hosts(self):
         for me in range(4):
-            self.dist(me, [host("node-a"), host("node-a"), host("node-b"), host("node-b")])
+            self.dist(me, ["node-a", "node-a", "node-b", "node-b"])
             lib = FakeInitLibrary()
             with self.assertRaises(fusedcomm.FcError) as cm:
                 fusedcomm.Communicator.from_process_group(lib=lib)
@@ -217,15 +220,14 @@ class MultiNodeTest(unittest.TestCase):
             self.assertIn("Communicator.for_node", cm.exception.message)
             self.assertEqual(lib.inits, [])  # refused before any init
         # One host: the id of the group's first rank, on every rank.
-        fake = self.dist(1, [host("node-a")] * 2)
+        fake = self.dist(1, ["node-a"] * 2)
         lib = FakeInitLibrary()
         fusedcomm.Communicator.from_process_group(lib=lib).destroy()
         self.assertEqual(lib.inits, [(2, 1, fake.id_hex)])
 
     def test_for_node_in_the_world(self):
-        hosts = [host("node-a", None), host("node-b", None), host("node-a", None), host("node-b", None)]
         for me in range(4):
-            fake = self.dist(me, hosts)
+            fake = self.dist(me, ["node-a", "node-b", "node-a", "node-b"])
             lib = FakeInitLibrary()
             with fusedcomm.Communicator.for_node(lib=lib) as comm:
                 # Every rank makes every node's group, in the same order.
@@ -239,8 +241,7 @@ class MultiNodeTest(unittest.TestCase):
 
     def test_for_node_in_a_subgroup(self):
         # Global ranks 1-3 of a world of 4, on hosts a, b, b: each node makes its own group.
-        hosts = [host("node-z"), host("node-a"), host("node-b"), host("node-b")]
-        fake = self.dist(3, hosts)
+        fake = self.dist(3, ["node-z", "node-a", "node-b", "node-b"])
         lib = FakeInitLibrary()
         with fusedcomm.Communicator.for_node(FakeGroup([1, 2, 3]), lib=lib) as comm:
             self.assertEqual(comm.nodes, [[1], [2, 3]])
