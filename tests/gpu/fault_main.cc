@@ -508,7 +508,7 @@ int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
             "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|kill-mmrs|abort|mismatch|mismatch-count|mismatch-dtype|"
-            "mismatch-kind|mismatch-mmrs|mismatch-norm|cycles|hosts|initall (under fcrun)\n");
+            "mismatch-kind|mismatch-mmrs|cycles|initall (under fcrun)\n");
     return 2;
   }
   g_scenario = argv[1];
