@@ -16,6 +16,11 @@
  * other's memory ("symmetric memory"); kernels synchronise through signal pads in
  * that memory.
  *
+ * Beyond one node: a communicator's ranks must all run on one host. A job on several
+ * nodes makes one communicator per node, of that node's ranks (tensor parallelism
+ * inside the node), and communicates across nodes through NCCL (data or pipeline
+ * parallelism); init over ranks of several hosts is refused (fcCommInitRank).
+ *
  * ABI rules: this header compiles as C99 and as C++. Result codes and enum values
  * are only ever appended. Every exported symbol starts with "fc".
  *
@@ -155,8 +160,9 @@ const char* fcGetLastError(fcComm_t comm);
 fcResult_t fcGetVersion(int* version);
 
 /* Make a new unique id: a magic, a format version, a 128-bit random secret (from
- * getrandom) and a random rendezvous name. Call once, on one process, and give the
- * same id to every rank of the communicator. Needs no GPU.
+ * getrandom), a random rendezvous name and this host's name and identity (see
+ * fcCommInitRank). Call once, on one process, and give the same id to every rank of
+ * the communicator; normally on rank 0's host. Needs no GPU.
  * Errors: fcInvalidArgument (uniqueId NULL), fcSystemError (no entropy source). */
 fcResult_t fcGetUniqueId(fcUniqueId* uniqueId);
 
@@ -166,13 +172,26 @@ fcResult_t fcGetUniqueId(fcUniqueId* uniqueId);
  * The GPU is the calling thread's current CUDA device (cudaSetDevice first).
  * Blocks until every rank has joined, or until the timeout (FC_TIMEOUT_MS, default
  * 120000 ms) expires; then returns fcTimeout and fcGetLastError names the missing ranks.
+ * One host: ranks tell hosts apart by hostname and boot id
+ * (/proc/sys/kernel/random/boot_id), or by FC_HOST_ID where it is set (the whole
+ * identity: tests fake several hosts on one machine with it; containers of one machine
+ * with different hostnames may set it alike). Ranks that meet but run on several hosts
+ * all get fcInvalidUsage right after the rendezvous, before any GPU memory is made,
+ * the message naming the hosts with their ranks and what to do; nothing is left
+ * allocated or open. A rank on another host than rank 0 cannot reach it at all (the
+ * rendezvous is a Unix socket of the node): at the timeout it gets fcInvalidUsage
+ * naming its host and the id's maker's where they differ (else fcTimeout), and the
+ * ranks that did join get fcTimeout naming it as missing.
  * Environment: FC_TIMEOUT_MS (bootstrap and device spin-wait deadline, ms),
  * FC_WORKSPACE_BYTES (symmetric workspace per rank, default 130 MiB, rounded up to
- * the allocation granularity), FC_DEBUG=WARN|INFO|TRACE, FC_DEBUG_FILE.
+ * the allocation granularity), FC_HOST_ID (this process's host, above),
+ * FC_DEBUG=WARN|INFO|TRACE, FC_DEBUG_FILE.
  * Errors: fcInvalidArgument (comm NULL, nranks < 1 or > 16, rank out of range, an id
  * not made by fcGetUniqueId), fcUnhandledCudaError (no driver, no GPU, a CUDA call
- * failed), fcNotSupported (the GPU lacks VMM / POSIX-fd handles), fcSystemError,
- * fcRemoteError (a peer disagreed on nranks, or sent a bad message), fcTimeout. */
+ * failed), fcNotSupported (the GPU lacks VMM / POSIX-fd handles), fcInvalidUsage
+ * (ranks on several hosts, two ranks on one GPU, options that differ between ranks),
+ * fcSystemError, fcRemoteError (a peer disagreed on nranks, or sent a bad message),
+ * fcTimeout. */
 fcResult_t fcCommInitRank(fcComm_t* comm, int nranks, fcUniqueId id, int rank);
 
 /* Communicator options. Always start from FC_CONFIG_INITIALIZER: it records the size

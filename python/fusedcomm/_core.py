@@ -16,6 +16,7 @@ semantics.
 import ctypes
 import itertools
 import os
+import socket
 
 # fcResult_t
 SUCCESS, UNHANDLED_CUDA_ERROR, SYSTEM_ERROR, INTERNAL_ERROR, INVALID_ARGUMENT = 0, 1, 2, 3, 4
@@ -153,6 +154,80 @@ class Config(ctypes.Structure):
             setattr(self, name, value)
 
 
+# The end of every refusal of ranks on several hosts: the C library's words (src/bootstrap/host.cc).
+ONE_NODE_ADVICE = ("a communicator covers the GPUs of one node: make one per node, of that node's ranks "
+                   "(Python: fusedcomm.Communicator.for_node), and communicate across nodes through NCCL or "
+                   "torch.distributed (docs/api.md, \"Across nodes\"); hosts are told apart by hostname and "
+                   "boot id, or by FC_HOST_ID where it is set")
+
+
+def this_host():
+    """(key, name, boot id) of this host as libfusedcomm tells hosts apart: FC_HOST_ID
+    where set and not empty (the whole identity; tests fake several hosts on one
+    machine with it), else the hostname and /proc/sys/kernel/random/boot_id."""
+    override = os.environ.get("FC_HOST_ID")
+    if override:
+        return "FC_HOST_ID=" + override, override, ""
+    name = socket.gethostname()
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return name + "\n" + boot, name, boot
+
+
+def _by_host(hosts):
+    """Indices of `hosts` (this_host() tuples, one per rank) grouped by host, the hosts
+    in order of their lowest index."""
+    groups = {}
+    for i, h in enumerate(hosts):
+        groups.setdefault(h[0], []).append(i)
+    return list(groups.values())
+
+
+def _rank_ranges(ranks):
+    """"rank 2", "ranks 0-1", "ranks 0,2-3" (as the C library writes them)."""
+    parts, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        parts.append(str(ranks[i]) if j == i else "%d-%d" % (ranks[i], ranks[j]))
+        i = j + 1
+    return ("rank " if len(ranks) == 1 else "ranks ") + ",".join(parts)
+
+
+def spanning_hosts_message(hosts):
+    """None when `hosts` (this_host() of each rank, in rank order) are one host, else
+    the library's refusal: the hosts with their ranks, and what to do."""
+    groups = _by_host(hosts)
+    if len(groups) <= 1:
+        return None
+    names = [hosts[g[0]][1] for g in groups]
+    listed = []
+    for k, g in enumerate(groups[:4]):
+        _, name, boot = hosts[g[0]]
+        label = "'%s'" % name
+        if names.count(name) > 1 and boot:
+            label += " (boot id %s)" % boot[:8]
+        listed.append("%s on %s" % (_rank_ranges(g), label))
+    more = ", and %d more hosts" % (len(groups) - 4) if len(groups) > 4 else ""
+    return "the ranks are on %d hosts (%s%s): %s" % (len(groups), ", ".join(listed), more, ONE_NODE_ADVICE)
+
+
+def node_ranks(group=None):
+    """The global ranks of a torch.distributed group (default: the world) node by node:
+    one sorted list per host, the hosts in order of their lowest rank. Collective: every
+    rank of the group calls it."""
+    import torch.distributed as dist
+
+    hosts = [None] * dist.get_world_size(group)
+    dist.all_gather_object(hosts, this_host(), group=group)
+    world = group is None or group is dist.group.WORLD
+    return [[r if world else dist.get_global_rank(group, r) for r in g] for g in _by_host(hosts)]
+
+
 _IDS = itertools.count(1)
 _LIVE = {}  # Communicator.id -> Communicator
 
@@ -188,16 +263,53 @@ class Communicator:
 
     @classmethod
     def from_process_group(cls, group=None, lib=None, config=None):
-        """The ranks of a torch.distributed process group (default: the world): its
-        first rank makes the unique id and broadcasts it through the group. Every rank
-        of the group calls this; each uses its current CUDA device."""
+        """The ranks of a torch.distributed process group (default: the world), which
+        must all run on one node: its first rank makes the unique id, and one
+        all_gather_object through the group hands it out with every rank's host. A
+        group that spans hosts raises FcError (INVALID_USAGE) on every rank with the
+        library's message, before any rank starts the init (which could not reach
+        the ranks of another host): use for_node there. Every rank of the group calls
+        this; each uses its current CUDA device."""
         import torch.distributed as dist
 
         lib = lib or library()
         rank, world = dist.get_rank(group), dist.get_world_size(group)
-        ids = [lib.unique_id().hex() if rank == 0 else None]
-        dist.broadcast_object_list(ids, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
-        return cls(lib, world, UniqueId.from_hex(ids[0]), rank, config)
+        everyone = [None] * world
+        dist.all_gather_object(everyone, (this_host(), lib.unique_id().hex() if rank == 0 else None), group=group)
+        refusal = spanning_hosts_message([h for h, _ in everyone])
+        if refusal is not None:
+            raise FcError(INVALID_USAGE, lib.error_string(INVALID_USAGE), refusal, "Communicator.from_process_group")
+        return cls(lib, world, UniqueId.from_hex(everyone[0][1]), rank, config)
+
+    @classmethod
+    def for_node(cls, group=None, lib=None, config=None):
+        """This rank's communicator over the ranks of its node, in a torch.distributed
+        world that may span nodes (tensor parallelism inside the node through our
+        ops; data or pipeline parallelism across nodes through NCCL). Collective over
+        `group` (default: the world): its ranks are split by host (node_ranks), a
+        process group is made per node, as torch.distributed.new_subgroups makes them,
+        and each node's ranks build one communicator. With the world, every rank calls
+        new_group for every node in the same order (torch's rule); with another group,
+        each node's ranks alone make theirs (new_group's use_local_synchronization,
+        torch >= 2.1). The result carries .node_group (the node's process group) and
+        .nodes (node_ranks: every node's global ranks)."""
+        import torch.distributed as dist
+
+        nodes = node_ranks(group)
+        me = dist.get_rank()
+        node_group = None
+        for ranks in nodes:
+            if group is None or group is dist.group.WORLD:
+                made = dist.new_group(ranks)  # every rank, every node, in order
+            elif me in ranks:
+                made = dist.new_group(ranks, use_local_synchronization=True)
+            else:
+                continue
+            if me in ranks:
+                node_group = made
+        comm = cls.from_process_group(node_group, lib, config)
+        comm.node_group, comm.nodes = node_group, nodes
+        return comm
 
     def _check(self, code, call):
         self.lib.check(code, call, self.handle)

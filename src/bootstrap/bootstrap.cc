@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "bootstrap/host.h"
 #include "bootstrap/socket.h"
 #include "core/log.h"
 #include "core/result.h"
@@ -79,6 +81,10 @@ const char* rejectText(uint32_t reason) {
   }
 }
 
+// Ends the timeouts of the rendezvous: a rank started on another host never arrives.
+constexpr const char* kOtherHostHint =
+    " (a rank on another host can never join: a communicator covers the GPUs of one node)";
+
 bool secretEqual(const uint8_t* a, const uint8_t* b) {
   uint8_t diff = 0;  // constant time: no early exit that leaks a prefix length
   for (int i = 0; i < 16; ++i) diff |= uint8_t(a[i] ^ b[i]);
@@ -102,6 +108,15 @@ fcResult_t Bootstrap::create(const UniqueIdBody& id, int rank, int nranks, uint6
     return setError(fcInvalidArgument, "bootstrap: rank %d of nranks %d is invalid", rank, nranks);
   std::unique_ptr<Bootstrap> b(new Bootstrap(rank, nranks, timeoutMs));
   fcResult_t res = rank == 0 ? b->rendezvousRoot(id) : b->rendezvousPeer(id);
+  // Every rank gets every rank's host and refuses several with the same message.
+  // A refusal closes our connections as `b` goes (the listening socket is closed
+  // at the end of the rendezvous already).
+  if (res == fcSuccess && nranks > 1) {
+    const HostId mine = thisHost();
+    std::vector<HostId> hosts(static_cast<size_t>(nranks));
+    res = b->allGather(&mine, hosts.data(), sizeof mine);
+    if (res == fcSuccess) res = checkOneHost(hosts);
+  }
   if (res != fcSuccess) return addContext(res, "bootstrap rank %d/%d", rank, nranks);
   *out = std::move(b);
   return fcSuccess;
@@ -132,9 +147,9 @@ fcResult_t Bootstrap::rendezvousRoot(const UniqueIdBody& id) {
           sendMsg(peers_[size_t(r)], kAbort, 0, &mask, sizeof mask, Deadline::afterMs(1000));
       res = setError(fcTimeout,
                      "timed out after %llu ms waiting for rank(s) %s of %d to join "
-                     "(joined: %s); set FC_TIMEOUT_MS to wait longer",
+                     "(joined: %s); set FC_TIMEOUT_MS to wait longer%s",
                      (unsigned long long)timeoutMs_, miss.c_str(), nranks_,
-                     rankList(present, true).c_str());
+                     rankList(present, true).c_str(), kOtherHostHint);
       break;
     }
     if (res != fcSuccess) break;
@@ -179,6 +194,20 @@ fcResult_t Bootstrap::rendezvousPeer(const UniqueIdBody& id) {
   Deadline deadline = Deadline::afterMs(timeoutMs_);
   const std::string name = rendezvousName(id);
   fcResult_t res = net::connectAbstract(name, deadline, &rootFd_);
+  if (res == fcTimeout && id.hasCreatorHost()) {
+    // Rank 0 normally runs where the id was made; from another host it is out of reach.
+    const HostId here = thisHost();
+    HostId creator{};
+    creator.hash = id.hostHash;
+    snprintf(creator.name, sizeof creator.name, "%s", id.hostName);
+    if (creator.hash != here.hash)
+      return setError(fcInvalidUsage,
+                      "timed out after %llu ms: this rank runs on host %s, its unique id was made on "
+                      "host %s, and no rank 0 opened the rendezvous on this host (the ranks meet "
+                      "through a Unix socket of the node: a rank 0 on another host is out of reach): %s",
+                      (unsigned long long)timeoutMs_, hostLabel(here).c_str(), hostLabel(creator).c_str(),
+                      kOneNodeAdvice);
+  }
   if (res == fcTimeout)
     return setError(fcTimeout,
                     "timed out after %llu ms: rank 0 never opened the rendezvous, or it had "
@@ -214,8 +243,9 @@ fcResult_t Bootstrap::rendezvousPeer(const UniqueIdBody& id) {
     FC_CHECK(net::recvAll(rootFd_, &mask, sizeof mask, Deadline::afterMs(1000)));
     std::vector<bool> present(static_cast<size_t>(nranks_));
     for (int r = 0; r < nranks_; ++r) present[size_t(r)] = !((mask >> r) & 1);
-    return setError(fcTimeout, "timed out after %llu ms: rank(s) %s of %d never joined",
-                    (unsigned long long)timeoutMs_, rankList(present, false).c_str(), nranks_);
+    return setError(fcTimeout, "timed out after %llu ms: rank(s) %s of %d never joined%s",
+                    (unsigned long long)timeoutMs_, rankList(present, false).c_str(), nranks_,
+                    kOtherHostHint);
   }
   return setError(fcRemoteError, "unexpected message type %u from rank 0", h.type);
 }

@@ -6,7 +6,8 @@
 // has not seen, with the same nranks; it rejects anything else and keeps waiting.
 // When all ranks are in, rank 0 answers WELCOME; if the deadline passes first it
 // sends ABORT naming the missing ranks to those that did arrive, so every rank
-// fails with the same, clear message.
+// fails with the same, clear message. Then every rank all-gathers every rank's host
+// (host.h): ranks on several hosts all fail with fcInvalidUsage naming them.
 //
 // After the rendezvous the connections stay open for small collectives
 // (all-gather of blobs, fd exchange with SCM_RIGHTS relayed by rank 0, barrier).
@@ -29,7 +30,9 @@ class Bootstrap {
   static constexpr int kMaxRanks = 64;
 
   // Join the rendezvous of `id` as `rank` of `nranks`; blocks until all ranks have
-  // joined or timeoutMs passed (fcTimeout naming the missing ranks).
+  // joined or timeoutMs passed (fcTimeout naming the missing ranks; fcInvalidUsage
+  // for a rank of another host than the id's creator that never reached a rank 0).
+  // Ranks on several hosts: fcInvalidUsage on every rank, naming the hosts.
   static fcResult_t create(const UniqueIdBody& id, int rank, int nranks, uint64_t timeoutMs,
                            std::unique_ptr<Bootstrap>* out);
   ~Bootstrap();

@@ -7,19 +7,17 @@
 #include <cstddef>
 #include <cstring>
 
+#include "bootstrap/host.h"
 #include "core/result.h"
 
 namespace fc {
 namespace {
 
-uint64_t fnv1a(const void* data, size_t n) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 uint64_t checksumOf(const UniqueIdBody& b) { return fnv1a(&b, offsetof(UniqueIdBody, checksum)); }
+
+uint64_t hostChecksumOf(const UniqueIdBody& b) {
+  return fnv1a(&b.hostMagic, offsetof(UniqueIdBody, hostChecksum) - offsetof(UniqueIdBody, hostMagic));
+}
 
 fcResult_t fillRandom(void* buf, size_t n) {
   uint8_t* p = static_cast<uint8_t*>(buf);
@@ -37,6 +35,13 @@ fcResult_t fillRandom(void* buf, size_t n) {
 
 }  // namespace
 
+uint64_t fnv1a(const void* data, size_t n) {
+  const uint8_t* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 fcResult_t makeUniqueId(fcUniqueId* id) {
   UniqueIdBody b;
   memset(&b, 0, sizeof b);
@@ -46,6 +51,11 @@ fcResult_t makeUniqueId(fcUniqueId* id) {
   FC_CHECK(fillRandom(b.secret, sizeof b.secret));
   b.creatorPid = int32_t(getpid());
   b.checksum = checksumOf(b);
+  const HostId host = thisHost();
+  b.hostMagic = UniqueIdBody::kHostMagic;
+  memcpy(b.hostName, host.name, sizeof b.hostName - 1);  // NUL-padded: cut, still terminated
+  b.hostHash = host.hash;
+  b.hostChecksum = hostChecksumOf(b);
   memset(id, 0, sizeof *id);
   memcpy(id->internal, &b, sizeof b);
   return fcSuccess;
@@ -61,6 +71,9 @@ fcResult_t parseUniqueId(const fcUniqueId& id, UniqueIdBody* body) {
                     body->version, UniqueIdBody::kVersion);
   if (body->checksum != checksumOf(*body))
     return setError(fcInvalidArgument, "unique id: checksum mismatch (corrupted in transit?)");
+  if (body->hasCreatorHost() &&
+      (body->hostChecksum != hostChecksumOf(*body) || memchr(body->hostName, 0, sizeof body->hostName) == nullptr))
+    body->hostMagic = 0;
   return fcSuccess;
 }
 

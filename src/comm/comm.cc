@@ -21,7 +21,6 @@ namespace {
 struct RankInfo {
   int32_t pid;
   int32_t cudaDev;
-  uint64_t hostHash;   // hostname + boot id: all ranks must be on this node
   uint64_t workspaceBytes;
   uint64_t timeoutMs;
   int32_t maxCtas;
@@ -29,19 +28,6 @@ struct RankInfo {
   int32_t shareGpu;    // FC_SHARE_GPU: ranks may share a GPU (tests on one GPU)
   char busId[32];      // PCI bus id of the GPU: two ranks must not share one
 };
-
-uint64_t hostHash() {
-  char buf[256] = {0};
-  gethostname(buf, 128);
-  if (FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r")) {
-    size_t n = strlen(buf);
-    if (fgets(buf + n, int(sizeof buf - n), f) == nullptr) buf[n] = '\0';
-    fclose(f);
-  }
-  uint64_t h = 1469598103934665603ull;
-  for (const char* p = buf; *p; ++p) h = (h ^ uint8_t(*p)) * 1099511628211ull;
-  return h;
-}
 
 const char* opName(uint32_t op) {
   switch (Op(op)) {
@@ -78,8 +64,6 @@ fcResult_t validateRanks(const std::vector<RankInfo>& all, int rank) {
   const RankInfo& me = all[size_t(rank)];
   for (size_t r = 0; r < all.size(); ++r) {
     const RankInfo& o = all[r];
-    if (o.hostHash != me.hostHash)
-      return setError(fcInvalidUsage, "rank %zu runs on another node: libfusedcomm is intra-node only", r);
     if (o.workspaceBytes != me.workspaceBytes)
       return setError(fcInvalidUsage,
                       "rank %zu uses a workspace of %llu bytes, this rank %llu: set FC_WORKSPACE_BYTES "
@@ -135,12 +119,12 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   FC_CHECK(preloadKernels());
   FC_CUDA_CHECK(cudaDeviceGetAttribute(&comm->smCount, cudaDevAttrMultiProcessorCount, comm->cudaDev));
 
+  // The rendezvous, and the refusal of ranks on several hosts (before any cuMem work).
   FC_CHECK(Bootstrap::create(id, rank, nranks, params.timeoutMs, &comm->bootstrap));
 
   RankInfo mine{};
   mine.pid = int32_t(getpid());
   mine.cudaDev = comm->cudaDev;
-  mine.hostHash = hostHash();
   mine.workspaceBytes = params.workspaceBytes;
   mine.timeoutMs = params.timeoutMs;
   mine.maxCtas = params.maxCtas;

@@ -260,8 +260,9 @@ TEST_CASE("fcCommInitRank rejects ids not made by fcGetUniqueId", "[api][init][u
   }
   SECTION("a valid id with one byte flipped") {
     const fcUniqueId good = goodId();
-    // The 64 bytes an id carries today (header, name, secret, pid, checksum): any
-    // single corrupted byte among them must be caught, not sent to a rendezvous.
+    // The first 64 bytes (header, name, secret, pid, checksum): any single corrupted
+    // byte among them must be caught, not sent to a rendezvous. (The last 64, the
+    // maker's host, only serve a message: a damaged record is ignored, test_bootstrap.cc.)
     for (size_t pos = 0; pos < 64; ++pos) {
       for (unsigned char mask : {0x01, 0x80, 0xff}) {
         fcUniqueId id = good;

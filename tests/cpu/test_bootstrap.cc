@@ -1,6 +1,6 @@
 // The Unix-socket bootstrap across real processes: rendezvous, all-gather, fd
 // exchange, and the failure paths (wrong secret, missing rank, dead peer, duplicate
-// rank). Every rank is a forked child that runs the bootstrap and reports an exit
+// rank, ranks on several hosts: "hosts" faked with FC_HOST_ID). Every rank is a forked child that runs the bootstrap and reports an exit
 // code (the fcResult_t, or kCheckFailed) plus a message and a duration through a
 // pipe; the parent asserts. Children never use Catch2 and leave with _exit. The
 // parent reaps with a deadline and SIGKILLs stragglers, so a hang is a failure, not
@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/host.h"
 #include "bootstrap/unique_id.h"
 #include "core/result.h"
 
@@ -369,6 +371,24 @@ TEST_CASE("unique id: make, parse, rendezvous name", "[bootstrap][uniqueid]") {
   CHECK(std::regex_match(na, std::regex("fusedcomm\\.[0-9a-f]{32}")));
   CHECK(na != fc::rendezvousName(bb));
 
+  // The id records the host that made it (the last 64 bytes, appended in 0.2.x).
+  const fc::HostId here = fc::thisHost();
+  CHECK(ba.hasCreatorHost());
+  CHECK(ba.hostHash == here.hash);
+  CHECK(std::string(ba.hostName) == std::string(here.name).substr(0, sizeof ba.hostName - 1));
+  // An id of an older library (zeros there) parses, without a host record; so does
+  // one whose record does not check out (it is informational only).
+  for (int damage : {0, 1}) {
+    fcUniqueId old = a;
+    if (damage == 0) memset(old.internal + 64, 0, 64);
+    else old.internal[offsetof(UniqueIdBody, hostName)] ^= 1;
+    UniqueIdBody bo;
+    INFO((damage == 0 ? "zeroed" : "damaged") << " host record");
+    CHECK(fc::parseUniqueId(old, &bo) == fcSuccess);
+    CHECK_FALSE(bo.hasCreatorHost());
+    CHECK(fc::rendezvousName(bo) == na);
+  }
+
   // A changed secret without a recomputed checksum is rejected.
   fcUniqueId c = a;
   c.internal[offsetof(UniqueIdBody, secret)] ^= 1;
@@ -552,7 +572,8 @@ TEST_CASE("a rank with a different nranks is rejected", "[bootstrap][process]") 
   }
 }
 
-TEST_CASE("a missing rank makes the rendezvous time out, naming it", "[bootstrap][process][timeout]") {
+TEST_CASE("a missing rank makes the rendezvous time out, naming it; a rank of another host says so",
+          "[bootstrap][process][timeout][hosts]") {
   constexpr uint64_t kTimeout = 1000;
   SECTION("world 3, rank 2 never comes") {
     const UniqueIdBody id = freshId();
@@ -572,16 +593,31 @@ TEST_CASE("a missing rank makes the rendezvous time out, naming it", "[bootstrap
     }
   }
   SECTION("world 2, rank 0 never comes") {
+    // On the host that made the id: a timeout naming rank 0. On another host (faked
+    // with FC_HOST_ID), where no rank 0 is in reach of a Unix socket: invalid usage
+    // naming both hosts.
+    const bool elsewhere = GENERATE(false, true);
+    INFO((elsewhere ? "rank 1 on another host than the id's maker" : "rank 1 on the id maker's host"));
+    unsetenv("FC_HOST_ID");
     const UniqueIdBody id = freshId();
     Procs procs;
-    const size_t one = procs.spawn([&id](Report& r) { return joinAndGather(id, 1, 2, kTimeout, r); });
+    const size_t one = procs.spawn([&id, elsewhere](Report& r) {
+      if (elsewhere) setenv("FC_HOST_ID", "node-b", 1);
+      return joinAndGather(id, 1, 2, kTimeout, r);
+    });
     const Result& res = procs.wait(one, after(8000));
     INFO("rank 1: " << res.describe());
     CHECK(res.exited);
-    CHECK(res.code == fcTimeout);
+    CHECK(res.code == (elsewhere ? fcInvalidUsage : fcTimeout));
     CHECK(res.report.ms >= kTimeout * 0.9);
     CHECK(res.report.ms < 4000);
-    CHECK(namesRank(res.report.msg, "0"));
+    if (!elsewhere) {
+      CHECK(namesRank(res.report.msg, "0"));
+      return;
+    }
+    CHECK_THAT(res.report.msg, ContainsSubstring("runs on host 'node-b'"));
+    CHECK_THAT(res.report.msg, ContainsSubstring("made on host " + fc::hostLabel(fc::thisHost())));
+    CHECK_THAT(res.report.msg, ContainsSubstring("one per node"));
   }
 }
 
@@ -680,5 +716,153 @@ TEST_CASE("two processes claiming the same rank", "[bootstrap][process]") {
       CHECK(procs.result(i).exited);
       CHECK(procs.result(i).code == fcSuccess);
     }
+  }
+}
+
+namespace {
+
+fc::HostId fakeHost(uint64_t hash, const char* name, const char* bootId = "") {
+  fc::HostId h{};
+  h.hash = hash;
+  snprintf(h.name, sizeof h.name, "%s", name);
+  snprintf(h.bootId, sizeof h.bootId, "%s", bootId);
+  return h;
+}
+
+// Lines of /proc/net/unix naming the abstract socket `name` (the listening socket
+// and the connections it accepted carry it).
+int socketsNamed(const std::string& name) {
+  std::ifstream f("/proc/net/unix");
+  int n = 0;
+  for (std::string line; std::getline(f, line);)
+    if (line.size() > name.size() + 1 && line.compare(line.size() - name.size() - 1, std::string::npos,
+                                                      "@" + name) == 0)
+      ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("host identity: FC_HOST_ID, hostname and boot id", "[bootstrap][hosts]") {
+  Procs procs;
+  const size_t kid = procs.spawn([](Report& r) -> int {
+    unsetenv("FC_HOST_ID");
+    const fc::HostId real = fc::thisHost(), again = fc::thisHost();
+    char name[256] = {0};
+    gethostname(name, sizeof name - 1);
+    if (real.hash != again.hash || std::string(real.name) != std::string(name).substr(0, sizeof real.name - 1))
+      return checkFailed(r, "the real host's identity is not its hostname, or not stable");
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string bootId;
+    std::getline(boot, bootId);
+    if (std::string(real.bootId) != bootId.substr(0, sizeof real.bootId - 1))
+      return checkFailed(r, "boot id '" + std::string(real.bootId) + "', /proc says '" + bootId + "'");
+    setenv("FC_HOST_ID", "", 1);  // empty: not set
+    if (fc::thisHost().hash != real.hash) return checkFailed(r, "an empty FC_HOST_ID changed the identity");
+    setenv("FC_HOST_ID", "node-a", 1);
+    const fc::HostId a = fc::thisHost();
+    setenv("FC_HOST_ID", "node-b", 1);
+    const fc::HostId b = fc::thisHost();
+    if (std::string(a.name) != "node-a" || a.bootId[0] != '\0' || a.hash == b.hash || a.hash == real.hash)
+      return checkFailed(r, "FC_HOST_ID is not the whole identity");
+    setenv("FC_HOST_ID", std::string(100, 'x').c_str(), 1);  // longer than the name field
+    const fc::HostId x100 = fc::thisHost();
+    setenv("FC_HOST_ID", std::string(101, 'x').c_str(), 1);
+    if (x100.hash == fc::thisHost().hash) return checkFailed(r, "a long FC_HOST_ID is cut before hashing");
+    return fcSuccess;
+  });
+  const Result& res = procs.wait(kid, after(5000));
+  INFO(res.describe());
+  CHECK(res.exited);
+  CHECK(res.code == fcSuccess);
+}
+
+TEST_CASE("checkOneHost: one host passes; several are refused, named with their ranks", "[bootstrap][hosts]") {
+  const fc::HostId a = fakeHost(1, "node-a", "0123456789ab"), b = fakeHost(2, "node-b", "ba9876543210");
+  CHECK(fc::checkOneHost({a}) == fcSuccess);
+  CHECK(fc::checkOneHost({a, a, a}) == fcSuccess);
+
+  REQUIRE(fc::checkOneHost({a, a, b, b}) == fcInvalidUsage);
+  std::string msg = fc::lastError();
+  CHECK_THAT(msg, ContainsSubstring("2 hosts (ranks 0-1 on 'node-a', ranks 2-3 on 'node-b')"));
+  CHECK_THAT(msg, ContainsSubstring("one per node"));
+  CHECK_THAT(msg, ContainsSubstring("NCCL"));
+  CHECK_THAT(msg, ContainsSubstring("FC_HOST_ID"));
+  CHECK_THAT(msg, !ContainsSubstring("boot id 0123"));  // the names tell them apart
+
+  REQUIRE(fc::checkOneHost({b, a, b, a, a}) == fcInvalidUsage);
+  CHECK_THAT(std::string(fc::lastError()),
+             ContainsSubstring("(ranks 0,2 on 'node-b', ranks 1,3-4 on 'node-a')"));
+
+  // Two machines of one hostname: their boot ids tell them apart.
+  const fc::HostId twin = fakeHost(3, "node-a", "fedcba987654");
+  REQUIRE(fc::checkOneHost({a, twin}) == fcInvalidUsage);
+  msg = fc::lastError();
+  CHECK_THAT(msg, ContainsSubstring("rank 0 on 'node-a' (boot id 01234567), rank 1 on 'node-a' (boot id fedcba98)"));
+
+  // Many hosts: the first four listed, the message within fcGetLastError's buffer.
+  std::vector<fc::HostId> many;
+  for (int r = 0; r < 64; ++r) many.push_back(fakeHost(uint64_t(100 + r / 2), (std::string(60, 'h') + std::to_string(r / 2)).c_str()));
+  REQUIRE(fc::checkOneHost(many) == fcInvalidUsage);
+  msg = fc::lastError();
+  CHECK_THAT(msg, ContainsSubstring("32 hosts (ranks 0-1 on 'hhh"));
+  CHECK_THAT(msg, ContainsSubstring("and 28 more hosts"));
+  CHECK_THAT(msg, ContainsSubstring("FC_HOST_ID where it is set"));  // the end: nothing cut
+}
+
+TEST_CASE("ranks on several hosts: every rank refuses at once, names the hosts, leaves nothing open",
+          "[bootstrap][process][hosts]") {
+  // Each character: the fake host (FC_HOST_ID) of that rank.
+  const std::string layout = GENERATE("aabb", "abab", "aab", "ab");
+  INFO("hosts by rank: " << layout);
+  const int nranks = int(layout.size());
+  constexpr uint64_t kTimeout = 3000;
+  const UniqueIdBody id = freshId();
+  const std::string name = fc::rendezvousName(id);
+  Procs procs;
+  for (int rank = 0; rank < nranks; ++rank)
+    procs.spawn([&id, &name, &layout, rank, nranks](Report& r) -> int {
+      setenv("FC_HOST_ID", ("fake-host-" + layout.substr(size_t(rank), 1)).c_str(), 1);
+      const int fds = countOpenFds();
+      std::unique_ptr<Bootstrap> b;
+      const auto t0 = Clock::now();
+      const fcResult_t res = Bootstrap::create(id, rank, nranks, kTimeout, &b);
+      r.ms = msSince(t0);
+      r.msg = fc::lastError();
+      if (res == fcSuccess) return checkFailed(r, "joined a world of several hosts");
+      if (b != nullptr) return checkFailed(r, "a bootstrap was handed out: " + r.msg);
+      // Nothing left: every connection closed, and (rank 0) nobody holds the name.
+      const int left = countOpenFds();
+      if (left != fds)
+        return checkFailed(r, std::to_string(fds) + " descriptors open before, " + std::to_string(left) +
+                                  " after the refusal: " + r.msg);
+      if (rank == 0 && socketsNamed(name) != 0)
+        return checkFailed(r, "a socket named @" + name + " is still open after the refusal: " + r.msg);
+      return int(res);
+    });
+  procs.waitAll(after(int(kTimeout) + 5000));
+  for (int rank = 0; rank < nranks; ++rank) {
+    const Result& res = procs.result(size_t(rank));
+    INFO("rank " << rank << ": " << res.describe());
+    CHECK(res.exited);
+    CHECK(res.code == fcInvalidUsage);
+    CHECK(res.report.ms < double(kTimeout) / 2);  // at the all-gather after the rendezvous, not a deadline
+    CHECK_THAT(res.report.msg, ContainsSubstring("2 hosts ("));
+    CHECK_THAT(res.report.msg, ContainsSubstring("on 'fake-host-a'"));
+    CHECK_THAT(res.report.msg, ContainsSubstring("on 'fake-host-b'"));
+    CHECK_THAT(res.report.msg, ContainsSubstring("NCCL"));
+  }
+  // The same ranks, all declaring one host, then join with the same id: the refusal
+  // left its rendezvous name free (rank 0 could not listen on it otherwise).
+  Procs one;
+  for (int rank = 0; rank < nranks; ++rank)
+    one.spawn([&id, rank, nranks](Report& r) {
+      setenv("FC_HOST_ID", "fake-host-a", 1);
+      return joinAndGather(id, rank, nranks, kTimeout, r);
+    });
+  one.waitAll(after(int(kTimeout) + 5000));
+  for (int rank = 0; rank < nranks; ++rank) {
+    INFO("one host, rank " << rank << ": " << one.result(size_t(rank)).describe());
+    CHECK(one.result(size_t(rank)).code == fcSuccess);
   }
 }
