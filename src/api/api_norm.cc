@@ -74,23 +74,18 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   if (noop) return fcSuccess;
   if (n.outFp8 != nullptr && n.scale == nullptr) return setError(fcInvalidArgument, "%s: scale is NULL", fn);
   FC_CHECK(checkNormArgs(c, n));
-  // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
-  // push slot); above it, at up to 4 ranks, the two-shot kernel at any size (on 2 H200s,
-  // fc-bench arnorm 2026-11-24: faster than the all-reduce and then the norm kernel
-  // from 2 MiB on, 1.41x / 1.48x at 32 / 64 MiB); else (more ranks, rows longer than
-  // half a push slot) the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
-  // always; the baseline fc-bench arnorm measures against).
+  // One kernel, the two-shot kernel, or the all-reduce then the local norm
+  // (tuning::chooseAllReduceNorm).
   const size_t bytes = c.sendElems * c.elem;
-  const size_t lamportMax =
-      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : allReduceNormOneKernelMaxBytes(comm->nranks);
-  const FusedAlgo choice = comm->params.allReduceNormAlgo;
-  const bool small = choice == FusedAlgo::Fused     ? bytes <= lamportSlotBytes(comm->nranks)
-                     : choice == FusedAlgo::Unfused ? false
-                                                    : bytes <= lamportMax;
-  const bool twoShot = !small && choice != FusedAlgo::Unfused && lamportTwoShotAuto(comm->nranks) &&
-                       allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
-  ArAlgo algo = ArAlgo::OneShot;
-  if (!small && !twoShot) {
+  tuning::NormQuery q;
+  q.forced = comm->params.allReduceNormAlgo;
+  q.nranks = comm->nranks;
+  q.bytes = bytes;
+  q.maxOverride = comm->params.lamportMaxBytes;
+  q.twoShotFits = allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
+  const NormPath path = tuning::chooseAllReduceNorm(q);
+  AllReduceAlgo algo = AllReduceAlgo::OneShot;
+  if (path == NormPath::Unfused) {
     detectZeroCopy(c, true);
     FC_CHECK(chooseAllReduce(c, &algo));
   }
@@ -99,13 +94,13 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
                          {"residualOut", n.residualOut}, {c.recvName, c.recv}, {"scale", n.scale}}));
   FC_CHECK(commOpBegin(comm, fn, stream, &c.lane));
   const bool pdl = comm->params.pdl;
-  if (small) {
+  if (path == NormPath::OneKernel) {
     FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
     return commOpEnd(comm, c.lane, stream, launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl,
                                                                      comm->params.normClusterPacks,
                                                                      comm->params.normStages, stream));
   }
-  if (twoShot) {
+  if (path == NormPath::TwoShot) {
     FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
     return commOpEnd(comm, c.lane, stream, launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, stream));
   }

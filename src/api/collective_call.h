@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "collectives/collectives.h"
+#include "tuning/tuning.h"
 
 namespace fc::api {
 
@@ -38,12 +39,11 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop);
 // where it is.
 void detectZeroCopy(Call& c, bool extraAlignment);
 
-enum class ArAlgo { OneShot, TwoShot, LamportTwoShot, CopyEngine };
-
-// fcAllReduce's algorithm for c (the checks that come before the op is begun included).
-fcResult_t chooseAllReduce(const Call& c, ArAlgo* algo);
+// fcAllReduce's algorithm for c (tuning::chooseAllReduce; the checks that come before
+// the op is begun included).
+fcResult_t chooseAllReduce(const Call& c, fc::AllReduceAlgo* algo);
 
 // Enqueue the all-reduce of c (begun: c.lane set) with `algo`.
-fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream);
+fcResult_t launchAllReduce(const Call& c, fc::AllReduceAlgo algo, cudaStream_t stream);
 
 }  // namespace fc::api

@@ -29,12 +29,8 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
 
 // Lamport all-gather / reduce-scatter (lamport_move.cu: the one-shot's protocol and
 // buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).
-// fcReduceScatter takes the reduce-scatter wherever a block fits (measured on 2 GPUs:
-// comm.cc, chooseReduceScatter). fcAllGatherMatmul's unfused path takes the all-gather
-// for shards up to kLamportAllGatherAutoMaxBytes: with both ranks on one H100
-// (tools/probes/lamport-pair) the reduce-scatter, the same protocol, was ahead up to
-// 1 MiB blocks and behind at 4 MiB; the all-gather is not yet timed on 2 GPUs.
-constexpr size_t kLamportAllGatherAutoMaxBytes = size_t(1) << 20;
+// Who takes them: tuning::chooseReduceScatter (fcReduceScatter) and
+// tuning::allGatherMatmulGather (fcAllGatherMatmul's unfused path).
 fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                                   size_t sendcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
 // sig: the op signature the ranks' call headers compare (0: the reduce-scatter's own,

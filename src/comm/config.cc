@@ -42,12 +42,14 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
 // FC_REDUCE_SCATTER_ALGO also takes the Lamport kernel (where a block fits its slot).
 constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
-constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
-    {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused}};
-// The fused GEMM ops also take the persistent GEMM engine (src/gemm/engine).
+// FC_ARNORM_ALGO: "fused" is the one Lamport kernel.
+constexpr std::pair<const char*, NormAlgo> kNormAlgos[] = {
+    {"auto", NormAlgo::Auto}, {"fused", NormAlgo::OneKernel}, {"unfused", NormAlgo::Unfused}};
+// FC_AGMM_ALGO / FC_MMRS_ALGO: the cuBLASLt pipeline ("fused" is its old spelling, still
+// accepted), unfused, or the persistent GEMM engine (src/gemm/engine).
 constexpr std::pair<const char*, FusedAlgo> kGemmOpAlgos[] = {
-    {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused},
-    {"engine", FusedAlgo::Engine}};
+    {"auto", FusedAlgo::Auto}, {"pipeline", FusedAlgo::Pipeline}, {"fused", FusedAlgo::Pipeline},
+    {"unfused", FusedAlgo::Unfused}, {"engine", FusedAlgo::Engine}};
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
@@ -129,7 +131,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kGemmOpAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kGemmOpAlgos, &p->matmulReduceScatterAlgo));
-  FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kFusedAlgos, &p->allReduceNormAlgo));
+  FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kNormAlgos, &p->allReduceNormAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
