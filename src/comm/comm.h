@@ -27,7 +27,8 @@
 namespace fc {
 
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine path with a stage left out, for
-// timing it (fc-bench agmmstages); anything but Full computes wrong results.
+// timing it (fc-bench agmmstages); anything but Full computes wrong results, and only
+// the probe build takes it (comm/config.cc, checkMeasurementOnly).
 enum class EngineStages {
   Full,    // pulls, flags, the GEMM waiting on them
   NoWait,  // the GEMM does not wait for the flags: it runs beside the pulls
@@ -35,7 +36,7 @@ enum class EngineStages {
 };
 // FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine path's flow, or its sum
 // after the GEMM with a stage left out, for timing it (fc-bench mmrsstages); anything
-// but Full and EpilogueAdd computes wrong results.
+// but Full and EpilogueAdd computes wrong results, and only the probe build takes it.
 enum class MmrsEngineStages {
   Full,      // the GEMM signalling tiles, gates, pulls, the sum after it, the barrier
   NoGate,    // the pulls start without waiting for the peers' tiles
@@ -95,7 +96,8 @@ struct CommParams {
   // with programmatic dependent launch.
   bool pdl = true;
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
-  // anything but full only for timing them (fc-bench stages): wrong results.
+  // anything but full only for timing them (fc-bench stages): wrong results, the
+  // probe build only.
   uint32_t lamportStages = kLamportFull;
   // FC_ARNORM_CLUSTER_PACKS: the all-reduce + RMSNorm kernel spreads a row over a
   // thread block cluster of CTAs with this many 16-byte packs each (at most 8 CTAs;
@@ -103,7 +105,8 @@ struct CommParams {
   // while it holds the row, else 256 packs per CTA; device/norm_stages.h).
   uint32_t normClusterPacks = kNormClusterPacksAuto;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
-  // anything but full or no-prefetch only for timing them (fc-bench normstages).
+  // anything but full or no-prefetch only for timing them (fc-bench normstages), the
+  // probe build only.
   uint32_t normStages = kNormFull;
 };
 

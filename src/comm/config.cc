@@ -83,6 +83,36 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"allreduce-only", kNormPush | kNormSum | kNormReset},
     {"push-only", kNormPush},
     {"no-reset", kNormFull & ~uint32_t(kNormReset)}};
+
+// Measurement-only switches: a stage set that leaves stages out (FC_LAMPORT_STAGES,
+// FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES) computes wrong
+// results on purpose, to time what the rest costs. Only the probe variant (built with
+// FC_PROBES by meson -Dprobes=true, linked by fc-bench and tools/probes) honours them;
+// the shipped library refuses them at init, so that a production process that inherits
+// one fails loudly instead of returning wrong sums. The sets that compute right results
+// (full; FC_ARNORM_STAGES=no-prefetch; FC_MMRS_ENGINE_STAGES=epilogue-add) stay allowed.
+#ifdef FC_PROBES
+constexpr bool kProbeBuild = true;
+#else
+constexpr bool kProbeBuild = false;
+#endif
+
+fcResult_t refuseUnlessProbeBuild(const char* name, bool wrongResults) {
+  if (!wrongResults || kProbeBuild) return fcSuccess;
+  return setError(fcInvalidUsage,
+                  "%s=%s leaves stages out and computes wrong results: only the probe build honours it "
+                  "(meson setup -Dprobes=true; fc-bench and tools/probes link that variant)",
+                  name, getenv(name));
+}
+
+fcResult_t checkMeasurementOnly(const CommParams& p) {
+  FC_CHECK(refuseUnlessProbeBuild("FC_LAMPORT_STAGES", p.lamportStages != kLamportFull));
+  FC_CHECK(refuseUnlessProbeBuild("FC_ARNORM_STAGES",
+                                  p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch))));
+  FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_ENGINE_STAGES", p.agmmEngineStages != EngineStages::Full));
+  return refuseUnlessProbeBuild("FC_MMRS_ENGINE_STAGES", p.mmrsEngineStages != MmrsEngineStages::Full &&
+                                                             p.mmrsEngineStages != MmrsEngineStages::EpilogueAdd);
+}
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -140,6 +170,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
+  FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,
