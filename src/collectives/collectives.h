@@ -94,7 +94,7 @@ fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbu
                            size_t sendcount, fcDataType_t datatype, const SymSource* symmetricIn,
                            cudaStream_t stream);
 
-// Copy-engine reduce-scatter (seed 001): every rank pushes block d of its sendbuff
+// Copy-engine reduce-scatter (after Triton-distributed's intra-node one): every rank pushes block d of its sendbuff
 // into rank d's workspace with cudaMemcpyAsync on the channel's copy queue, a
 // barrier, then a local SM reduce; passes through the two workspace slots (ce::kSlots),
 // the pushes of a pass overlapping the reduce of the previous one. Any count.
@@ -102,7 +102,7 @@ fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& c
                                  const void* sendbuff, void* recvbuff, size_t recvcount,
                                  fcDataType_t datatype, cudaStream_t stream);
 
-// Copy-engine all-gather (seed 003): every rank stages its sendbuff in its
+// Copy-engine all-gather (torch symm_mem's progress all-gather): every rank stages its sendbuff in its
 // workspace (zero-copy: leaves it in its symmetric sendbuff), a barrier, then
 // pulls every peer's block into recvbuff with cudaMemcpyAsync on the copy queue,
 // rank-rotated; a departure barrier. Passes through the two workspace slots, the

@@ -1,4 +1,5 @@
-// fcMatmulReduceScatter (seed 002, with cuBLASLt GEMMs and copy-engine pulls).
+// fcMatmulReduceScatter (the pipeline after torch symm_mem's fused_matmul_reduce_scatter,
+// with cuBLASLt GEMMs and copy-engine pulls).
 //
 // Block d is rows [d*M/W, (d+1)*M/W) of a rank's partial product A x op(B). The
 // partials travel in the input type by default (each rounded once, as cuBLAS + NCCL
@@ -8,7 +9,7 @@
 //
 // Fused, on the caller's stream S and the channel's copy queue Q. At step
 // t = 1..W-1 every rank computes block rank+t (destination order, starting with
-// rank+1 as in seed 002), as a partial, into its workspace slot t % 2; the owner of that
+// rank+1 as torch's fused_matmul_reduce_scatter does), as a partial, into its workspace slot t % 2; the owner of that
 // block pulls it at step t. Our own block comes last.
 //
 //   S: GEMM block rank+1 -> slot 1
