@@ -1,28 +1,12 @@
-// fcAllGatherMatmul (seed 003): three paths, chosen per shape (autoPath below).
-//
-// Pipeline (cuBLASLt GEMMs), on the caller's stream S and the channel's copy queue Q:
-//   S: stage our shard into our workspace slot (skipped when A is symmetric)
-//   S: barrier (every rank staged; Q may now read the peers' slots)
-//   Q: pull shard rank+t, t = 1..W-1, into the gathered buffer, mark t after each
-//   Q: (Agathered) our own shard into its rows, mark W
-//   S: GEMM of our own rows, straight from A: runs while Q pulls
-//   S: for each group of the GEMM plan: wait for its last mark, GEMM its rows
-//   S: wait for Q, final barrier (no peer reads our slot any more)
-// Pulls in rotated order land in increasing row order (mod M), so shards t..t' form
-// one contiguous block of rows unless they wrap past the last rank: such runs are
-// merged into one GEMM when the cost model expects them all to have landed when the
-// GEMM before finishes. Fewer, larger GEMMs lose less to wave quantisation.
-//
-// Unfused (small shards, or shards larger than a workspace slot): all-gather
-// (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
-//
-// Engine: one persistent GEMM (src/gemm/engine) whose tile rows start with our own
-// shard, read in place from A, and wait for the others' flags; see that engine's
-// scheduler. The peers' rows come by copy engine: pushed by each peer straight from its
-// A into our workspace when A is a plain buffer (viaEnginePush: no staging copy),
-// else pulled as above, each piece followed by a flag.
-//
-// The gathered buffer is Agathered, or else the channel's scratch (comm/scratch.h).
+// fcAllGatherMatmul: C = allgather(A_shard) x op(B), by one of three paths - the
+// cuBLASLt pipeline (the copy engine pulls the peers' shards in rank-rotated order
+// while per-group GEMMs consume those that landed, after torch symm_mem's
+// fused_all_gather_matmul), the persistent GEMM engine (one CUTLASS GEMM whose tile
+// rows wait, bounded, for each shard's flag; shards pushed by the peers straight from
+// A where they can be), or unfused (all-gather, then one GEMM).
+// tuning::chooseAllGatherMatmul picks one, the same on every rank. The gathered rows
+// go to Agathered, else the channel's scratch (comm/scratch.h).
+// docs/design.md, "Fused all-gather + GEMM" (the flows step by step).
 #include <algorithm>
 #include <vector>
 

@@ -1,95 +1,13 @@
-// fcMatmulReduceScatter (the pipeline after torch symm_mem's fused_matmul_reduce_scatter,
-// with cuBLASLt GEMMs and copy-engine pulls).
-//
-// Block d is rows [d*M/W, (d+1)*M/W) of a rank's partial product A x op(B). The
-// partials travel in the input type by default (each rounded once, as cuBLAS + NCCL
-// compute it: half the bytes of fp32), or in fp32 (config.fp32Partials /
-// FC_MMRS_PARTIALS=fp32: the products unrounded until the end). Every path sums the W
-// partials of a block in fp32 and rounds once, at the end. "Partial" below is either.
-//
-// Fused, on the caller's stream S and the channel's copy queue Q. At step
-// t = 1..W-1 every rank computes block rank+t (destination order, starting with
-// rank+1 as torch's fused_matmul_reduce_scatter does), as a partial, into its workspace slot t % 2; the owner of that
-// block pulls it at step t. Our own block comes last.
-//
-//   S: GEMM block rank+1 -> slot 1
-//   for t = 1..W-1:
-//     S: wait for our pull of step t-1; barrier t (every rank's block of step t is
-//        in its slot, and every pull of step t-1 is done, so slot (t+1) % 2 is free
-//        everywhere)
-//     Q: pull block `rank` from rank-t's slot t % 2 into local buffer t-1
-//     S: GEMM the next block (rank+t+1 into slot (t+1) % 2), or at t = W-1 our own
-//        block into buffer W-1; with fp32 partials and W >= 3 it adds the pull of
-//        step 1 in its epilogue instead (D = A x op(B) + C, in place: one fewer block
-//        for the final sum to read)
-//   S: wait for Q; C = round(own + the pulled partials not yet added), fp32 sums
-//   S: final barrier (nobody reads our slots any more)
-// Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
-// A block whose partial is larger than a slot runs all of this over chunks of
-// rows (the same rows of every block), as few as fit a slot, one after the other.
-//
-// Lamport (small products, partials in the input type: every block within a Lamport
-// push slot, at most 4 ranks; auto takes it wherever it fits and neither the engine
-// nor the fused pipeline is chosen): one GEMM of every block's partial into our own
-// workspace, then the Lamport reduce-scatter (collectives/lamport_move.cu: each rank
-// pushes block d to rank d and polls its own; one round trip, no barrier) from there
-// into C. Exactly GEMM + fcReduceScatter, which the op must never be slower than,
-// without a scratch buffer: nobody reads our workspace until an op's entry (every op
-// that reads peers' workspaces ends with a barrier). It replaced the scatter path
-// there: on 2 H100s (fc-bench mmrs, 2026-11-25,
-// docs/results/2026-11-25-h200x2-7da2d49/small-m-h100) the scatter path took 56.3 /
-// 28.4 / 109.4 / 40.0 us at 512 x 4096 x 7168, 512 x 4096 x 2048, 512 x 5120 x 13824
-// and 512 x 5120 x 2560, this path 54.0 / 24.8 / 106.8 / 37.7, GEMM + fcReduceScatter
-// 53.3 / 24.8 / 105.9 / 36.6: the scatter path's GEMM stores its products over NVLink
-// at the pace of its math, and its two barriers cost more than the Lamport kernel's
-// round trip. With fp32 partials (twice the bytes, and a third kernel to round the
-// fp32 sum) it was not ahead of the scatter path (66.2 / 38.1 / 119.0 / 49.3 against
-// 65.9 / 34.7 / 118.1 / 49.7 us): those keep the scatter path.
-//
-// Scatter (small products beyond a Lamport slot or at more than 4 ranks, and fp32
-// partials): one batched GEMM (batch d = block d, B shared) writes block d, a
-// partial, straight into rank d's workspace at [rank * block] through the peer
-// mapping: every rank's heap lies at a fixed stride, which is the batch stride of D.
-// A barrier, then each rank sums the W blocks in its own workspace and rounds. Only
-// for small products: the epilogue's stores to peer memory do not overlap the GEMM's
-// math, so at large sizes the GEMM slows down by about the NVLink time of its output
-// (measured: docs/perf-log.md).
-//
-// Staged (the rest): one GEMM of partials into the channel's scratch, then
-// fcReduceScatter's algorithm on them (fp32 sums, one rounding; fp32 partials land in
-// an fp32 sum that is rounded after).
-//
-// Engine (partials in the input type; auto takes it at 2 ranks where measured ahead,
-// engineByDefault below; FC_MMRS_ALGO=engine forces it): one persistent CUTLASS GEMM
-// (src/gemm/engine) computes our partial product, tile rows from block rank+1 on and
-// ours last, into our workspace, and its tiles,
-// once stored, count on their owner's counter for us, one counter per piece of the
-// block (tile_signal_epilogue.cuh; a warp group adds its run of tiles at once).
-// Our copy queue pulls our block from rank r piece by piece, each once its gate (a
-// one-thread kernel with the library's deadline, tile_gate.cu) sees r's counter reach
-// the piece's tiles, rank-1's first (it computes our block first), while the GEMM goes
-// on; then the sum of our own partial and the pulled ones, and the final barrier, as
-// the fused pipeline's. One GEMM launch, its tail shared by all blocks.
-// Epilogue add (2 ranks; the engine's default there, FC_MMRS_ENGINE_STAGES=full sums
-// after the GEMM instead): the sum rides in the GEMM, and nothing runs beside it. The GEMM's own tiles, computed last, wait
-// until the peer's tiles of their piece have landed (the peer's counters, in our
-// memory), read the peer's partial in place from its workspace, add it in their
-// epilogue and store the rounded sum straight into C (own_block_epilogue.cuh): no
-// gates, no pulls, nothing after the GEMM but the counters' reset and the final
-// barrier. A wait inside a persistent GEMM for the *peer's* GEMM needs the tiles the
-// peer waits for to be computed by CTAs that run: the GEMM then hands its tiles out
-// dynamically, in order (scatter_scheduler.cuh), so that a cluster that cannot start
-// (its SMs held by other work: another stream's kernels) owes nobody anything; and
-// the partial is not pulled behind a gate kernel, which would itself need an SM (both
-// found with both ranks' GEMMs on one GPU, tools/probes/engine-pair, grids larger
-// than fit together: each rank waited for the other until the deadline). Faster than
-// the sum after the GEMM at every shape measured on one GPU (engine-pair); on two,
-// fc-bench mmrsstages times both. Ranks sharing a GPU in separate processes
-// (FC_SHARE_GPU) time-slice it and never take it (a GEMM waiting inside for another
-// context's stalls); ranks of one process may.
-//
-// The fused path's pulled partials live in the channel's scratch too
-// (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
+// fcMatmulReduceScatter: C_shard = reduce_scatter(A x op(B)), by one of five paths -
+// the cuBLASLt pipeline (per-block GEMMs in destination order, each block pulled by
+// its owner's copy engine under the next GEMM, after torch symm_mem's
+// fused_matmul_reduce_scatter), the persistent GEMM engine (one CUTLASS GEMM whose
+// tiles signal their owner; at 2 ranks the owner's tiles add the peer's partial in
+// their epilogue), and three unfused forms for small products (GEMM + the Lamport
+// reduce-scatter, the scatter GEMM into the owners' workspaces, GEMM + fcReduceScatter's
+// kernel). tuning::chooseMatmulReduceScatter picks one; planOf sizes its scratch.
+// Partials in the input type (default) or fp32, summed in fp32, rounded once.
+// docs/design.md, "Fused matmul + reduce-scatter" (the flows step by step).
 #include <algorithm>
 
 #include "collectives/collectives.h"
