@@ -134,9 +134,8 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // Whether the engine path gathers A in the channel's workspace itself: our shard staged
 // in its own rows there is at once what the peers pull and what our GEMM reads, one
 // copy instead of two (the staging copy and the copy into our rows of the gathered
-// buffer). Measured on 2 H200s (fc-bench agmmstages, 2026-11-24): the engine's fixed
-// costs in front of its GEMM, those two copies and a barrier, were 21-49 us. Not for
-// a caller's Agathered (the rows must end up there) nor a symmetric A (nothing staged).
+// buffer), which with a barrier were most of the engine's fixed cost in front of its
+// GEMM (perf-log.md, the ninth session's agmmstages). Not for a caller's Agathered (the rows must end up there) nor a symmetric A (nothing staged).
 bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
   return symA == nullptr && a.Agathered == nullptr && a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes;
 }
@@ -148,7 +147,7 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
   return gatheredInWorkspace(dc, a, symA) && ownRowsInPlace(dc, a);
 }
 
-// The engine path without a staging copy (2026-11-25). On the caller's stream S:
+// The engine path without a staging copy. On the caller's stream S:
 //   S: the op's barrier: every rank's earlier work is done, so every workspace is free
 //      (and every push flag zero: each call clears its own before it returns); it
 //      lets the GEMM start at once (letNextStart)
