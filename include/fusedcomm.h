@@ -286,7 +286,7 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  *   count: 0 is a no-op; count * sizeof(datatype) must not exceed the communicator's
  *     workspace (FC_WORKSPACE_BYTES), else fcInvalidArgument with the limit.
  * Every rank receives every peer's whole input in one exchange and sums it (how, and
- * up to which size without barriers: docs/api.md, "Algorithms").
+ * up to which size without barriers: docs/api.md, this function's section).
  * One kernel on stream; capturable; no host synchronisation. Kernels may be launched
  * with programmatic dependent launch (FC_PDL=0: never), so that their launch overlaps
  * the end of the previous kernel on stream, in graphs too.
@@ -302,7 +302,7 @@ fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count
  * all-gather of the reduced slices). FC_ALLREDUCE_ALGO=oneshot | twoshot |
  * twoshot-lamport | ce | auto (default) forces one for communicators created afterwards
  * (ce falls back to twoshot when count is not a multiple of nranks). The algorithms and
- * the thresholds of the automatic choice: docs/api.md, "Algorithms".
+ * the thresholds of the automatic choice: docs/api.md, this function's section.
  * Arguments, dtypes, accumulation (fp32, one rounding), in-place use, stream and
  * graph semantics as fcAllReduceOneShot; any count (sizes beyond the workspace are
  * processed in passes). Same errors, except that the two-shot has no workspace
@@ -332,7 +332,7 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  * Paths, by size (the same on every rank): one kernel for small calls, a two-shot
  * kernel or the all-reduce then a local norm beyond; FC_ARNORM_ALGO=fused (the one
  * kernel where the call fits its buffers) | unfused | auto (default). Which path runs
- * where: docs/api.md, "Algorithms".
+ * where: docs/api.md, this function's section.
  * With FC_PDL=1 (the default) the kernels are launched with programmatic dependent
  * launch, so that their launch overlaps the end of the previous kernel on stream (also
  * inside CUDA graphs). Asynchronous on stream; capturable; no host synchronisation.
@@ -375,7 +375,8 @@ fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* resid
  * beyond the workspace). The algorithm (a Lamport push kernel, an SM pull kernel or
  * copy-engine transfers) is chosen by size and world size, the same on every rank;
  * FC_REDUCE_SCATTER_ALGO=lamport | sm | ce | auto (default) forces one (lamport only
- * where a block fits its buffer). Which runs where: docs/api.md, "Algorithms".
+ * where a block fits its buffer). Which runs where: docs/api.md, this function's
+ * section.
  * Asynchronous on stream; capturable (the copy-engine variant forks an internal
  * stream and joins it back before returning). Errors as fcAllReduce. */
 fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -387,7 +388,8 @@ fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
  * rank*sendcount; other overlap is refused. Any sendcount (passes beyond the
  * workspace). Exact copies (every bit kept). The algorithm (an SM kernel or
  * copy-engine transfers) is chosen by output size, the same on every rank;
- * FC_ALLGATHER_ALGO=sm | ce | auto (default) forces one. docs/api.md, "Algorithms".
+ * FC_ALLGATHER_ALGO=sm | ce | auto (default) forces one. Which runs where:
+ * docs/api.md, this function's section.
  * Asynchronous on stream; capturable (the copy-engine variant forks an internal
  * stream and joins it back). Errors as fcAllReduce (no op argument). */
 fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -434,7 +436,8 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * GEMM) are chosen per shape, world size and SM count, the same on every rank;
  * FC_AGMM_ALGO=pipeline (old spelling: fused) | engine | unfused | auto (default)
  * forces one for communicators created afterwards (a forced engine that cannot take
- * the shape runs the pipeline). The paths and the choice: docs/api.md, "Algorithms".
+ * the shape runs the pipeline). The paths and the choice: docs/api.md, this
+ * function's section.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
  * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.
@@ -471,7 +474,8 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * the same on every rank; FC_MMRS_ALGO=pipeline (old spelling: fused) | engine |
  * unfused | auto (default) forces one (where it cannot run, the next of engine,
  * pipeline, unfused). The partials live in the communicator's scratch or its symmetric
- * workspace (how much each path needs: docs/api.md, "Algorithms"; config.scratchBytes),
+ * workspace (how much each path needs: docs/api.md, this function's section;
+ * config.scratchBytes),
  * grown as for fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe
  * back to back; ordered with the communicator's other ops. Collective (same M, N, K, transB,
  * datatype and partials type on every rank).
