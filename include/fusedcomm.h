@@ -304,40 +304,24 @@ fcResult_t fcCommCuDevice(const fcComm_t comm, int* device);
  *   op: fcSum.
  *   count: 0 is a no-op; count * sizeof(datatype) must not exceed the communicator's
  *     workspace (FC_WORKSPACE_BYTES), else fcInvalidArgument with the limit.
- * Algorithm (seed 004: PyTorch symmetric memory's one-shot all-reduce, Helion example
- * "One-Shot All-Reduce"), in two protocols:
- *   - up to its push slot, 4 MiB per rank at 2 ranks and 1 MiB at 3-4 (256 KiB
- *     beyond; FC_LAMPORT_MAX_BYTES lowers it), a Lamport protocol after
- *     TensorRT-LLM's: every rank pushes its input into every peer's push buffer and
- *     polls the data itself (no flags, no barriers);
- *   - larger (or FC_ALLREDUCE_ALGO=oneshot): each rank copies its input into its
- *     symmetric workspace (skipped for an fcMemAlloc sendbuff), all ranks meet at a
- *     barrier of signal pads, each rank reads every peer's copy with 16-byte loads in
- *     rank-rotated order and sums, then a departure barrier lets the workspace be
- *     reused.
- * One kernel on stream; capturable; no host synchronisation. The Lamport kernels are
- * launched with programmatic dependent launch (FC_PDL=0: without), so that their
- * launch overlaps the end of the previous kernel on stream, in graphs too.
+ * Every rank receives every peer's whole input in one exchange and sums it (how, and
+ * up to which size without barriers: docs/api.md, this function's section).
+ * One kernel on stream; capturable; no host synchronisation. Kernels may be launched
+ * with programmatic dependent launch (FC_PDL=0: never), so that their launch overlaps
+ * the end of the previous kernel on stream, in graphs too.
  * Errors: fcInvalidArgument (NULL comm or buffers, a buffer that is not memory of
  * comm's GPU (see "Buffers" above), bad datatype/op, count too large), fcInvalidUsage (the current device is not comm's), fcUnhandledCudaError (launch). */
 fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_t count,
                               fcDataType_t datatype, fcRedOp_t op, fcComm_t comm,
                               cudaStream_t stream);
 
-/* All-reduce with the algorithm chosen by size and world size: the one-shot above for
- * small buffers (up to 4 MiB at 2 ranks, 256 KiB at 4, 512 KiB at 8; a symmetric
- * input always fits), otherwise a two-shot: every rank reduces 1/nranks of the buffer
- * from all ranks (a reduce-scatter) and the reduced slices are then gathered by
- * everybody (an all-gather), moving 2(n-1)/n of the buffer per rank over NVLink
- * instead of n-1 times it. At up to 4 ranks the two-shot is a Lamport protocol (every
- * rank pushes its slices into the owners' push buffers, the owners push the reduced
- * slices back; readers poll the data itself: no flags, no barriers), in passes of
- * nranks MiB. At more ranks it runs as one SM kernel with barriers, or from 64 MiB on,
- * when count is a multiple of nranks, as fcReduceScatter then fcAllGather by copy
- * engine (below). FC_ALLREDUCE_ALGO=oneshot (the barrier one-shot) | twoshot (the SM
- * two-shot) | twoshot-lamport | ce | auto (default) forces a choice for communicators
- * created afterwards (ce falls back to twoshot when count is not a multiple of
- * nranks).
+/* All-reduce: recvbuff = the sum over ranks of sendbuff (count elements), on every rank,
+ * with the algorithm chosen by size and world size (the same on every rank): the
+ * one-shot above for small buffers, else a two-shot (a reduce-scatter, then an
+ * all-gather of the reduced slices). FC_ALLREDUCE_ALGO=oneshot | twoshot |
+ * twoshot-lamport | ce | auto (default) forces one for communicators created afterwards
+ * (ce falls back to twoshot when count is not a multiple of nranks). The algorithms and
+ * the thresholds of the automatic choice: docs/api.md, this function's section.
  * Arguments, dtypes, accumulation (fp32, one rounding), in-place use, stream and
  * graph semantics as fcAllReduceOneShot; any count (sizes beyond the workspace are
  * processed in passes). Same errors, except that the two-shot has no workspace
@@ -359,28 +343,15 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  *   multiple of 16 bytes (hidden a multiple of 8 for 16-bit types, 4 for fp32).
  *   tokens: 0 is a no-op. eps: finite, >= 0 (1e-5 or 1e-6 in Llama and Qwen).
  *   datatype: fcBfloat16, fcFloat16 or fcFloat32, for every buffer.
- * Precision: on the one-kernel path below, the rank sum and the residual are added in
- * fp32 and rounded once to residualOut; beyond it the all-reduce's sum is rounded
- * first (as a separate all-reduce then add would). The mean square is taken in
+ * Precision: on the one-kernel path (small calls) the rank sum and the residual are
+ * added in fp32 and rounded once to residualOut; on the other paths the all-reduce's
+ * sum is rounded first (as a separate all-reduce then add would). The mean square is taken in
  * fp32 over the rounded residualOut, as a separate RMSNorm of it would; normOut is
  * rounded once. Every rank gets the same bits.
- * Algorithm, by size (bytes = tokens * hidden * sizeof(datatype)):
- *   - bytes up to 1 MiB at <= 4 ranks (256 KiB beyond; FC_LAMPORT_MAX_BYTES; with
- *     FC_ARNORM_ALGO=fused up to the push slot, 4 MiB at 2 ranks): one kernel,
- *     TensorRT-LLM's fused Lamport all-reduce + RMSNorm idea (as FlashInfer ships it):
- *     every rank pushes its rows into every peer's Lamport buffer; the thread block
- *     cluster that owns a row (one CTA for rows of up to 512 packs of 16 bytes, e.g.
- *     hidden 4096 in bf16, else up to 8 CTAs of 256 packs; FC_ARNORM_CLUSTER_PACKS=N:
- *     N packs per CTA, 0: one CTA) polls the peers' data, sums it in rank order, adds the residual, reduces
- *     the row's sum of squares and writes both outputs. No flags, no barriers, no extra
- *     round trip.
- *   - larger, at <= 4 ranks: one two-shot kernel on the same buffers: each rank sums
- *     its block of the rows, rounds the sums once and pushes them to every peer; every
- *     rank adds its residual and normalises every row as its sums arrive.
- *   - more ranks, larger calls, rows longer than half a push slot, or
- *     FC_ARNORM_ALGO=unfused:
- *     fcAllReduce's algorithm into normOut, then a local kernel adds the residual and
- *     normalises in place.
+ * Paths, by size (the same on every rank): one kernel for small calls, a two-shot
+ * kernel or the all-reduce then a local norm beyond; FC_ARNORM_ALGO=fused (the one
+ * kernel where the call fits its buffers) | unfused | auto (default). Which path runs
+ * where: docs/api.md, this function's section.
  * With FC_PDL=1 (the default) the kernels are launched with programmatic dependent
  * launch, so that their launch overlaps the end of the previous kernel on stream (also
  * inside CUDA graphs). Asynchronous on stream; capturable; no host synchronisation.
@@ -420,19 +391,11 @@ fcResult_t fcAllReduceResidualRMSNormFp8(const void* sendbuff, const void* resid
  * elements [r*recvcount, (r+1)*recvcount) of their sendbuff (nranks*recvcount
  * elements). In place when recvbuff == sendbuff + rank*recvcount (NCCL's convention);
  * other overlap is refused. fp32 accumulation, one rounding. Any recvcount (passes
- * beyond the workspace). Algorithms, chosen by size (FC_REDUCE_SCATTER_ALGO=lamport |
- * sm | ce | auto):
- *   - blocks up to the Lamport push slot (4 MiB at 2 ranks, 1 MiB at 3-4), at up to
- *     4 ranks: every rank pushes block d into rank d's push buffer and polls its own
- *     for the peers' pieces (the Lamport all-reduce's protocol: no flags, no
- *     barriers); fp32 sums in rank order, one rounding;
- *   - (Triton-distributed's intra-node reduce-scatter, seed 001) below 32 MiB of
- *     input, SM pull: every rank stages its blocks in its symmetric
- *     workspace (skipped for an fcMemAlloc sendbuff whose blocks are 16-byte
- *     aligned), then one kernel reduces block r from all ranks, rank-rotated;
- *   - from 32 MiB, copy engine: every rank pushes block d into rank d's workspace
- *     with cudaMemcpyAsync (at step t to rank+t, so that every rank sends to a
- *     different one), then reduces locally starting at rank+1. No SMs move data.
+ * beyond the workspace). The algorithm (a Lamport push kernel, an SM pull kernel or
+ * copy-engine transfers) is chosen by size and world size, the same on every rank;
+ * FC_REDUCE_SCATTER_ALGO=lamport | sm | ce | auto (default) forces one (lamport only
+ * where a block fits its buffer). Which runs where: docs/api.md, this function's
+ * section.
  * Asynchronous on stream; capturable (the copy-engine variant forks an internal
  * stream and joins it back before returning). Errors as fcAllReduce. */
 fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -442,11 +405,10 @@ fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcoun
 /* All-gather: recvbuff (nranks*sendcount elements) = every rank's sendbuff (sendcount
  * elements), in rank order, on every rank. In place when sendbuff == recvbuff +
  * rank*sendcount; other overlap is refused. Any sendcount (passes beyond the
- * workspace). Every rank stages its sendbuff in its symmetric workspace (skipped for
- * an fcMemAlloc sendbuff), then, chosen by output size (FC_ALLGATHER_ALGO=sm | ce |
- * auto): below 64 MiB one kernel copies every rank's block, rank-rotated, with 16-byte
- * loads issued for all ranks before the first store; from 64 MiB the copy engine
- * pulls them with cudaMemcpyAsync, rank-rotated (seed 003's copy-engine gather).
+ * workspace). Exact copies (every bit kept). The algorithm (an SM kernel or
+ * copy-engine transfers) is chosen by output size, the same on every rank;
+ * FC_ALLGATHER_ALGO=sm | ce | auto (default) forces one. Which runs where:
+ * docs/api.md, this function's section.
  * Asynchronous on stream; capturable (the copy-engine variant forks an internal
  * stream and joins it back). Errors as fcAllReduce (no op argument). */
 fcResult_t fcAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -489,25 +451,12 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  *   M: the global row count, a multiple of nranks; M, N, K > 0. datatype: fcBfloat16
  *   or fcFloat16 (inputs and output), fp32 accumulation. Pointers aligned
  *   to the element size (16 bytes or more is faster).
- * Algorithm (seed 003), three paths chosen per shape, the same on every rank. The
- * copy engine pulls the peers' shards in rank-rotated order (rank+1, rank+2, ...) on
- * an internal stream; peers read A where it is when it lies in fcMemAlloc memory,
- * else from a staging copy in the workspace. Pipeline (each shard's GEMM fills two
- * waves of 128x128 tiles and spans >= 512 rows): cuBLASLt GEMMs, the local shard's
- * first, each later one covering the shards a cost model expects to have landed,
- * merged when their rows are contiguous. Engine (at 2 ranks for shards of >= 1024
- * rows with N and K at most 8192, ahead of the pipeline there; bf16/fp16, K and N
- * multiples of 8, 16-byte aligned buffers): one
- * persistent CUTLASS sm90 GEMM (TMA + WGMMA) whose tile rows start with the local shard
- * and wait, bounded, for the copy engine's flag of each piece of the other shards;
- * without Agathered the rows are gathered in the workspace itself, and where the
- * shards are whole 128-row tiles the local shard is read in place from A and each rank
- * pushes its shard straight from A into the peers' workspaces (no staging copy; the
- * GEMM starts while the entry barrier waits, with programmatic dependent launch unless
- * FC_PDL=0). Unfused (otherwise, or a shard larger than half the workspace):
- * all-gather, then one GEMM. FC_AGMM_ALGO=fused (the pipeline) | engine | unfused |
- * auto (default) forces a path for communicators created afterwards (a forced engine
- * that cannot take the shape runs the pipeline). Measured choice: docs/perf-log.md.
+ * Paths (the cuBLASLt pipeline, the persistent GEMM engine, or all-gather then one
+ * GEMM) are chosen per shape, world size and SM count, the same on every rank;
+ * FC_AGMM_ALGO=pipeline (old spelling: fused) | engine | unfused | auto (default)
+ * forces one for communicators created afterwards (a forced engine that cannot take
+ * the shape runs the pipeline). The paths and the choice: docs/api.md, this
+ * function's section.
  * Without Agathered the peers' shards land in the communicator's scratch (M*K
  * elements; config.scratchBytes): an eager call grows it once if it is smaller, a
  * captured call then fails with fcInvalidUsage (nothing enqueued) naming the size.
@@ -539,32 +488,13 @@ fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathe
  * once: |C - exact| is at most nranks/2 units in the last place (in datatype) of the
  * largest partial, plus the final rounding. config.fp32Partials = 1 (env FC_MMRS_PARTIALS=fp32) keeps the partials in
  * fp32 instead: only the final rounding (at twice the bytes moved).
- * Algorithm (seed 002, with cuBLASLt GEMMs): at step t = 1..nranks-1 every rank
- * computes the row block of rank+t (destination order, starting with rank+1) into its
- * symmetric workspace, and every rank's copy engine pulls the block computed for it
- * at that step while the next GEMM runs; the local block last (with fp32 partials its
- * GEMM adds the first pulled block in its epilogue); then one SM pass sums the rest
- * and rounds. Blocks larger than half the workspace (M/nranks * N partials) run this
- * over chunks of their rows, as few as fit. Blocks (or chunks) too small to fill 1.25
- * GEMM waves (165 tiles of 128 x 128 on 132 SMs) take an unfused path: with partials
- * in the input type, one GEMM of every block's partial into the symmetric workspace,
- * then fcReduceScatter's Lamport reduce-scatter from there (blocks within its push
- * slot, 4 MiB at 2 ranks, 1 MiB at 3-4; not where FC_REDUCE_SCATTER_ALGO names another
- * algorithm); else, when all partials fit 32 MiB, one batched GEMM writes each block
- * straight into its owner's workspace and the owner sums them; else one GEMM and a
- * reduce-scatter. FC_MMRS_ALGO=fused | unfused | auto overrides; FC_MMRS_ALGO=engine
- * (since 0.2; auto takes it at 2 ranks for blocks of >= 1024 rows with K <= 2048,
- * where it was measured ahead) runs one persistent
- * CUTLASS GEMM whose tiles signal their owner once stored, each owner pulling its
- * block from a peer piece by piece as soon as a piece's tiles are in, then summing;
- * at 2 ranks the GEMM's own tiles, computed last, instead read the peer's partial of
- * them in place once it has landed and add it in their epilogue (bf16/fp16, partials
- * in the input type, blocks of whole 128-row tiles, M x N partials within the
- * workspace; else the fused path). The partials live in the
- * communicator's scratch (config.scratchBytes; the fused path needs nranks blocks or
- * chunks of rows x N partials, the engine nranks-1 blocks (none where its epilogue
- * adds them), the unfused path none in the workspace's forms above, else M x N, plus
- * M/nranks x N fp32 with fp32 partials),
+ * Paths (the cuBLASLt pipeline, the persistent GEMM engine, or unfused forms: GEMM
+ * then a reduce-scatter of the partials) are chosen per shape, world size and SM count,
+ * the same on every rank; FC_MMRS_ALGO=pipeline (old spelling: fused) | engine |
+ * unfused | auto (default) forces one (where it cannot run, the next of engine,
+ * pipeline, unfused). The partials live in the communicator's scratch or its symmetric
+ * workspace (how much each path needs: docs/api.md, this function's section;
+ * config.scratchBytes),
  * grown as for fcAllGatherMatmul. Asynchronous on stream; CUDA-graph capturable; safe
  * back to back; ordered with the communicator's other ops. Collective (same M, N, K, transB,
  * datatype and partials type on every rank).

@@ -92,24 +92,12 @@ const void* inPlaceAddress(const void* recvbuff, int sign, size_t offset) {
 
 const fc::SymSource* zeroCopySource(const Call& c) { return c.zeroCopy ? &c.src : nullptr; }
 
-// Reduce-scatter and all-gather: copy engine when forced, or from `minBytes` on.
-bool useCopyEngine(const fcComm* comm, fc::MoveAlgo algo, size_t bytes, size_t minBytes) {
-  if (comm->nranks < 2) return false;
-  return algo == fc::MoveAlgo::CopyEngine || (algo == fc::MoveAlgo::Auto && bytes >= minBytes);
-}
-
 // The one-shot: Lamport (push + poll, no barriers) when the input fits a push slot,
 // unless FC_ALLREDUCE_ALGO=oneshot forces the barrier variant; otherwise the barrier
 // one-shot (staged or zero-copy).
-bool oneShotIsLamport(const Call& c) {
-  const size_t bytes = c.sendElems * c.elem;
-  const size_t lamportMax = c.comm->params.lamportMaxBytes ? c.comm->params.lamportMaxBytes
-                                                           : fc::lamportMaxBytes(c.comm->nranks);
-  return bytes <= lamportMax && c.comm->params.allReduceAlgo != fc::AllReduceAlgo::OneShot;
-}
-
 fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
-  if (oneShotIsLamport(c))
+  if (fc::tuning::oneShotIsLamport(c.comm->nranks, c.sendElems * c.elem, c.comm->params.lamportMaxBytes,
+                                   c.comm->params.allReduceAlgo))
     return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                       c.comm->params.pdl, stream, c.comm->params.lamportStages, c.sig);
   return fc::launchAllReduceOneShot(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
@@ -139,44 +127,33 @@ FC_API fcResult_t fcAllReduceOneShot(const void* sendbuff, void* recvbuff, size_
 namespace fc::api {
 
 // fcAllReduce's algorithm for c (checks that come before beginOp included).
-fcResult_t chooseAllReduce(const Call& c, ArAlgo* algo) {
+fcResult_t chooseAllReduce(const Call& c, fc::AllReduceAlgo* algo) {
   const fcComm* comm = c.comm;
   const size_t bytes = c.sendElems * c.elem;
-  const int W = comm->nranks;
-  // The copy-engine all-reduce splits the buffer into W equal slices.
-  const bool ceFits = W > 1 && c.sendElems % size_t(W) == 0;
-  switch (comm->params.allReduceAlgo) {
-    case fc::AllReduceAlgo::OneShot:
-      *algo = ArAlgo::OneShot;
-      return checkOneShotFits(c);
-    case fc::AllReduceAlgo::TwoShot: *algo = ArAlgo::TwoShot; break;
-    case fc::AllReduceAlgo::LamportTwoShot: *algo = ArAlgo::LamportTwoShot; break;
-    case fc::AllReduceAlgo::CopyEngine: *algo = ceFits ? ArAlgo::CopyEngine : ArAlgo::TwoShot; break;
-    default:
-      *algo = bytes <= fc::oneShotMaxBytes(W) &&
-                      (c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes)
-                  ? ArAlgo::OneShot
-              : fc::lamportTwoShotAuto(W)                     ? ArAlgo::LamportTwoShot
-              : ceFits && bytes >= fc::ceAllReduceMinBytes(W) ? ArAlgo::CopyEngine
-                                                              : ArAlgo::TwoShot;
-  }
-  return fcSuccess;
+  fc::tuning::AllReduceQuery q;
+  q.forced = comm->params.allReduceAlgo;
+  q.nranks = comm->nranks;
+  q.count = c.sendElems;
+  q.bytes = bytes;
+  q.oneShotFits = c.zeroCopy || fc::allReduceOneShotWorkspace(bytes) <= comm->params.workspaceBytes;
+  *algo = fc::tuning::chooseAllReduce(q);
+  return q.forced == fc::AllReduceAlgo::OneShot ? checkOneShotFits(c) : fcSuccess;
 }
 
-fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
+fcResult_t launchAllReduce(const Call& c, fc::AllReduceAlgo algo, cudaStream_t stream) {
   fcComm* comm = c.comm;
   FC_TRACE("%s: all-reduce of %zu bytes, %s%s", c.fn, c.sendElems * c.elem,
-           algo == ArAlgo::OneShot          ? "one-shot"
-           : algo == ArAlgo::TwoShot        ? "two-shot"
-           : algo == ArAlgo::LamportTwoShot ? "Lamport two-shot"
+           algo == fc::AllReduceAlgo::OneShot          ? "one-shot"
+           : algo == fc::AllReduceAlgo::TwoShot        ? "two-shot"
+           : algo == fc::AllReduceAlgo::LamportTwoShot ? "Lamport two-shot"
                                             : "copy engine",
            c.zeroCopy ? ", zero-copy" : "");
   switch (algo) {
-    case ArAlgo::OneShot: return launchOneShot(c, stream);
-    case ArAlgo::LamportTwoShot:
+    case fc::AllReduceAlgo::OneShot: return launchOneShot(c, stream);
+    case fc::AllReduceAlgo::LamportTwoShot:
       return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                                comm->params.pdl, stream, c.sig);
-    case ArAlgo::CopyEngine:
+    case fc::AllReduceAlgo::CopyEngine:
       return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send,
                                    c.recv, c.sendElems, c.dtype, stream);
     default:
@@ -185,14 +162,17 @@ fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream) {
   }
 }
 
-bool allReduceIsLamport(const Call& c, ArAlgo algo) {
-  return algo == ArAlgo::LamportTwoShot || (algo == ArAlgo::OneShot && oneShotIsLamport(c));
+bool allReduceIsLamport(const Call& c, fc::AllReduceAlgo algo) {
+  return algo == fc::AllReduceAlgo::LamportTwoShot ||
+         (algo == fc::AllReduceAlgo::OneShot &&
+          fc::tuning::oneShotIsLamport(c.comm->nranks, c.sendElems * c.elem, c.comm->params.lamportMaxBytes,
+                                       c.comm->params.allReduceAlgo));
 }
 
 fcResult_t launchAllGather(const Call& c, cudaStream_t stream) {
   const fcComm* comm = c.comm;
   const size_t bytes = c.recvElems * c.elem;
-  if (useCopyEngine(comm, comm->params.allGatherAlgo, bytes, fc::ceAllGatherMinBytes(comm->nranks))) {
+  if (fc::tuning::chooseAllGather(comm->nranks, comm->params.allGatherAlgo, bytes) == fc::MoveAlgo::CopyEngine) {
     FC_TRACE("%s: all-gather of %zu bytes out, copy engine%s", c.fn, bytes, c.zeroCopy ? ", zero-copy" : "");
     return fc::launchAllGatherCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send, c.recv,
                                  c.sendElems, c.dtype, zeroCopySource(c), stream);
@@ -211,7 +191,7 @@ FC_API fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count
   FC_CHECK(checkArgs(c, op, true, &noop));
   if (noop) return fcSuccess;
   detectZeroCopy(c, true);
-  ArAlgo algo;
+  fc::AllReduceAlgo algo;
   FC_CHECK(chooseAllReduce(c, &algo));
   FC_CHECK(checkOverlap(c));
   FC_CHECK(beginOp(c, stream));
@@ -238,7 +218,7 @@ FC_API fcResult_t fcReduceScatter(const void* sendbuff, void* recvbuff, size_t r
   detectZeroCopy(c, recvcount * c.elem % 16 == 0);  // every block's start must be 16-byte aligned
   FC_CHECK(beginOp(c, stream));
   fcResult_t res;
-  switch (fc::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, recvcount * c.elem,
+  switch (fc::tuning::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, recvcount * c.elem,
                                   W * recvcount * c.elem)) {
     case fc::MoveAlgo::Lamport:
       FC_TRACE("fcReduceScatter: %zu bytes in, Lamport", W * recvcount * c.elem);

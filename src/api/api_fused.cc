@@ -4,6 +4,7 @@
 
 #include "api/gemm_call.h"
 #include "comm/pointers.h"
+#include "tuning/tuning.h"
 
 namespace fc::api {
 
@@ -54,38 +55,41 @@ fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N,
   return fcSuccess;
 }
 
-fc::FusedChoice fusedChoice(fc::FusedAlgo a) {
-  return a == fc::FusedAlgo::Fused     ? fc::FusedChoice::Fused
-         : a == fc::FusedAlgo::Unfused ? fc::FusedChoice::Unfused
-         : a == fc::FusedAlgo::Engine  ? fc::FusedChoice::Engine
-                                       : fc::FusedChoice::Auto;
-}
-
 fc::MatmulReduceScatterArgs matmulReduceScatterArgs(const fcComm* comm, const void* A, const void* B, void* C,
                                                     size_t M, size_t N, size_t K, fcOperation_t transB,
                                                     fcDataType_t datatype) {
   const size_t W = size_t(comm->nranks), cBytes = M / W * N * fc::dataTypeSize(datatype);
   const fc::MmrsEngineStages stages = comm->params.mmrsEngineStages;
-  const bool gates = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
+  fc::MatmulReduceScatterArgs args;
+  args.A = A;
+  args.B = B;
+  args.C = C;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.transB = transB;
+  args.datatype = datatype;
+  args.fp32Partials = comm->params.mmrsFp32Partials;
+  args.smCount = engineSms(comm);
+  args.gpuSms = comm->smCount;
+  args.engineGates = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
                      stages == fc::MmrsEngineStages::NoPull;
-  const bool pulls = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
+  args.enginePulls = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
                      stages == fc::MmrsEngineStages::NoGate;
-  return fc::MatmulReduceScatterArgs{A, B, C, M, N, K, transB, datatype, nullptr, comm->params.mmrsFp32Partials,
-                                     engineSms(comm),
-                                     gates, pulls,
-                                     stages == fc::MmrsEngineStages::EpilogueAdd &&
-                                         (!comm->params.shareGpu || comm->params.engineSms > 0),
-                                     comm->params.mmrsEnginePieces,
-                                     // C's bytes: one block of partials in the input type
-                                     fc::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
-                                                             W * cBytes) == fc::MoveAlgo::Lamport,
-                                     comm->params.pdl};
+  args.engineEpilogueAdd =
+      stages == fc::MmrsEngineStages::EpilogueAdd && (!comm->params.shareGpu || comm->params.engineSms > 0);
+  args.enginePieces = comm->params.mmrsEnginePieces;
+  // C's bytes: one block of partials in the input type.
+  args.lamportReduceScatter = fc::tuning::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
+                                                              W * cBytes) == fc::MoveAlgo::Lamport;
+  args.pdl = comm->params.pdl;
+  return args;
 }
 
 }  // namespace fc::api
 
 using fc::api::checkGemmArgs;
-using fc::api::fusedChoice;
+using fc::api::engineSms;
 using fc::api::overlaps;
 
 FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void* Agathered, size_t M, size_t N,
@@ -110,11 +114,24 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
   fc::SymSource src{};
   const bool zeroCopy = A != inPlaceA && fc::commSymmetricSource(comm, A, aBytes, &src) && src.offset % 16 == 0;
-  const fc::FusedChoice choice = fusedChoice(comm->params.allGatherMatmulAlgo);
-  fc::AllGatherMatmulArgs args{A, B, C, Agathered, M, N, K, transB, datatype, nullptr, fc::api::engineSms(comm),
-                               comm->params.shareGpu, comm->params.pdl, comm->params.agmmEnginePieces,
-                               comm->params.agmmEngineStages != fc::EngineStages::NoWait,
-                               comm->params.agmmEngineStages != fc::EngineStages::NoPull};
+  const fc::FusedAlgo choice = comm->params.allGatherMatmulAlgo;
+  fc::AllGatherMatmulArgs args;
+  args.A = A;
+  args.B = B;
+  args.C = C;
+  args.Agathered = Agathered;
+  args.M = M;
+  args.N = N;
+  args.K = K;
+  args.transB = transB;
+  args.datatype = datatype;
+  args.smCount = engineSms(comm);
+  args.gpuSms = comm->smCount;
+  args.engineAfterPulls = comm->params.shareGpu;
+  args.pdl = comm->params.pdl;
+  args.enginePieces = comm->params.agmmEnginePieces;
+  args.engineWaits = comm->params.agmmEngineStages != fc::EngineStages::NoWait;
+  args.enginePulls = comm->params.agmmEngineStages != fc::EngineStages::NoPull;
   fcResult_t res = fc::commScratch(comm, fn, lane, fc::allGatherMatmulScratch(comm->dev, args), &args.scratch);
   const size_t c = size_t(lane.channel);
   if (res == fcSuccess)
@@ -137,7 +154,7 @@ FC_API fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, s
   FC_CHECK(fc::checkBuffers(comm, fn, {{"A", A}, {"B", B}, {"C", C}}));
   fc::OpLane lane;
   FC_CHECK(fc::commOpBegin(comm, fn, stream, &lane));
-  const fc::FusedChoice choice = fusedChoice(comm->params.matmulReduceScatterAlgo);
+  const fc::FusedAlgo choice = comm->params.matmulReduceScatterAlgo;
   fc::MatmulReduceScatterArgs args = fc::api::matmulReduceScatterArgs(comm, A, B, C, M, N, K, transB, datatype);
   fcResult_t res =
       fc::commScratch(comm, fn, lane, fc::matmulReduceScatterScratch(comm->dev, args, choice), &args.scratch);

@@ -22,11 +22,12 @@
 #include "api/gemm_call.h"
 #include "collectives/copy_engine.h"
 #include "comm/pointers.h"
+#include "tuning/tuning.h"
 
 namespace fc::api {
 namespace {
 
-enum class MarPath { Gemv, AllReduce, ReduceScatterAllGather };
+using MarPath = MatmulAllReducePath;
 
 // One call of any of the three entry points.
 struct MarCall {
@@ -55,27 +56,19 @@ bool gemvFits(const MarCall& m, int channel) {
          gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
 }
 
-// The path, the same on every rank: FC_MMAR_ALGO where the shape allows it, else the
-// tuning rule (a function of the shape, the world size and the SM count). The
+// The path, the same on every rank (tuning::chooseMatmulAllReduce: FC_MMAR_ALGO where
+// the shape allows it, else a function of the shape and the world size). The
 // reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
 // which only its all-reduce path has without more scratch.
 MarPath choosePath(const MarCall& m, int channel) {
-  const fcComm* comm = m.comm;
-  const int W = comm->nranks;
-  if (W < 2) return MarPath::AllReduce;
-  const bool gemv = gemvFits(m, channel);
-  const bool splits = m.M % size_t(W) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
-  switch (comm->params.matmulAllReduceAlgo) {
-    case FusedAlgo::Fused:
-      return gemv ? MarPath::Gemv : splits ? MarPath::ReduceScatterAllGather : MarPath::AllReduce;
-    case FusedAlgo::Engine: return splits ? MarPath::ReduceScatterAllGather : MarPath::AllReduce;
-    case FusedAlgo::Unfused: return MarPath::AllReduce;
-    default:
-      if (gemv && matmulAllReduceGemvPays(W, m.M, m.N, m.K)) return MarPath::Gemv;
-      return splits && m.norm == nullptr && matmulAllReduceSplitsRows(W, m.M, m.N, m.K, engineSms(comm))
-                 ? MarPath::ReduceScatterAllGather
-                 : MarPath::AllReduce;
-  }
+  tuning::MatmulAllReduceQuery q;
+  q.forced = m.comm->params.matmulAllReduceAlgo;
+  q.nranks = m.comm->nranks;
+  q.M = m.M, q.N = m.N, q.K = m.K;
+  q.oneKernelFits = gemvFits(m, channel);
+  q.rowsSplit = m.M % size_t(q.nranks) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
+  q.norm = m.norm != nullptr;
+  return tuning::chooseMatmulAllReduce(q);
 }
 
 // The decode path: one kernel, then (norm forms) the residual + RMSNorm on its fp32 sums.
@@ -112,7 +105,7 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
   Gemm& gemm = *comm->gemms[size_t(c.lane.channel)];
   c.sig = sig;
   if (m.norm == nullptr) {
-    ArAlgo algo;
+    AllReduceAlgo algo;
     FC_CHECK(chooseAllReduce(c, &algo));
     // Ranks with another K (the same M x N) meet a different signature: in the Lamport
     // kernels' call headers, else at a barrier first.
@@ -125,13 +118,13 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
   NormPlan plan;
   FC_CHECK(chooseNorm(c, n, &plan));
   void* product = nullptr;
-  if (plan.kind == NormPlan::Kind::Unfused && n.out != nullptr)
+  if (plan.path == NormPath::Unfused && n.out != nullptr)
     product = n.out;
-  else if (plan.kind != NormPlan::Kind::Unfused && bytes <= ce::slotBytes(comm->dev))
+  else if (plan.path != NormPath::Unfused && bytes <= ce::slotBytes(comm->dev))
     product = ce::slot(comm->dev, comm->rank, c.lane.channel, 0);
   else
     FC_CHECK(commScratch(comm, m.fn, c.lane, bytes, &product));
-  if (plan.kind == NormPlan::Kind::Unfused && !allReduceIsLamport(c, plan.algo))
+  if (plan.path == NormPath::Unfused && !allReduceIsLamport(c, plan.algo))
     FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulAllReduce, sig, stream));
   FC_CHECK(gemm.matmul(m.A, m.M, m.B, product, m.N, m.K, m.transB, m.datatype, stream));
   n.in = product;
@@ -147,8 +140,8 @@ fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   const size_t W = size_t(comm->nranks), es = dataTypeSize(m.datatype);
   const size_t blockElems = m.M / W * m.N, blockBytes = blockElems * es;
   const size_t ch = size_t(c.lane.channel);
-  const FusedChoice choice =
-      comm->params.matmulAllReduceAlgo == FusedAlgo::Engine ? FusedChoice::Engine : FusedChoice::Auto;
+  const FusedAlgo choice =
+      comm->params.matmulAllReduceAlgo == MatmulAllReduceAlgo::Engine ? FusedAlgo::Engine : FusedAlgo::Auto;
   MatmulReduceScatterArgs args =
       matmulReduceScatterArgs(comm, m.A, m.B, nullptr, m.M, m.N, m.K, m.transB, m.datatype);
   char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
@@ -207,10 +200,10 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
   const uint32_t sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
                                    shapeKey(m.M, m.N, m.K, uint32_t(m.transB) | (m.norm ? 2u : 0u)));
   FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
-           path == MarPath::Gemv        ? "GEMV + all-reduce kernel"
+           path == MarPath::OneKernel        ? "GEMV + all-reduce kernel"
            : path == MarPath::AllReduce ? "GEMM, then the all-reduce"
                                         : "reduce-scatter from the GEMM, all-gather");
-  const fcResult_t res = path == MarPath::Gemv        ? viaGemv(m, c, sig, stream)
+  const fcResult_t res = path == MarPath::OneKernel        ? viaGemv(m, c, sig, stream)
                          : path == MarPath::AllReduce ? viaAllReduce(m, c, sig, stream)
                                                       : viaReduceScatter(m, c, stream);
   return commOpEnd(comm, c.lane, stream, res);

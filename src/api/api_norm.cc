@@ -87,7 +87,7 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
   // channel's scratch).
   void* sum = n.out;
   fcResult_t res = fcSuccess;
-  if (plan.kind == NormPlan::Kind::Unfused && n.outFp8 != nullptr)
+  if (plan.path == NormPath::Unfused && n.outFp8 != nullptr)
     res = commScratch(comm, fn, c.lane, c.sendElems * c.elem, &sum);
   if (res == fcSuccess) res = launchNorm(c, n, plan, sum, stream);
   return commOpEnd(comm, c.lane, stream, res);
@@ -97,24 +97,17 @@ fcResult_t allReduceNorm(Call& c, NormCall& n, cudaStream_t stream) {
 
 fcResult_t chooseNorm(Call& c, const NormCall& n, NormPlan* plan) {
   const fcComm* comm = c.comm;
-  // One kernel up to the Lamport one-shot's limit (FC_ARNORM_ALGO=fused: up to the
-  // push slot); above it, at up to 4 ranks, the two-shot kernel at any size (on 2 H200s,
-  // fc-bench arnorm 2026-11-24: faster than the all-reduce and then the norm kernel
-  // from 2 MiB on, 1.41x / 1.48x at 32 / 64 MiB); else (more ranks, rows longer than
-  // half a push slot) the all-reduce and then the local norm (FC_ARNORM_ALGO=unfused:
-  // always; the baseline fc-bench arnorm measures against).
-  const size_t bytes = c.sendElems * c.elem;
-  const size_t lamportMax =
-      comm->params.lamportMaxBytes ? comm->params.lamportMaxBytes : allReduceNormOneKernelMaxBytes(comm->nranks);
-  const FusedAlgo choice = comm->params.allReduceNormAlgo;
-  const bool small = choice == FusedAlgo::Fused     ? bytes <= lamportSlotBytes(comm->nranks)
-                     : choice == FusedAlgo::Unfused ? false
-                                                    : bytes <= lamportMax;
-  const bool twoShot = !small && choice != FusedAlgo::Unfused && lamportTwoShotAuto(comm->nranks) &&
-                       allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
-  plan->kind = small ? NormPlan::Kind::Lamport : twoShot ? NormPlan::Kind::TwoShot : NormPlan::Kind::Unfused;
-  plan->algo = ArAlgo::OneShot;
-  if (plan->kind == NormPlan::Kind::Unfused) {
+  // One kernel, the two-shot kernel, or the all-reduce then the local norm
+  // (tuning::chooseAllReduceNorm).
+  tuning::NormQuery q;
+  q.forced = comm->params.allReduceNormAlgo;
+  q.nranks = comm->nranks;
+  q.bytes = c.sendElems * c.elem;
+  q.maxOverride = comm->params.lamportMaxBytes;
+  q.twoShotFits = allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
+  plan->path = tuning::chooseAllReduceNorm(q);
+  plan->algo = AllReduceAlgo::OneShot;
+  if (plan->path == NormPath::Unfused) {
     detectZeroCopy(c, true);
     FC_CHECK(chooseAllReduce(c, &plan->algo));
   }
@@ -124,12 +117,12 @@ fcResult_t chooseNorm(Call& c, const NormCall& n, NormPlan* plan) {
 fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* sum, cudaStream_t stream) {
   const fcComm* comm = c.comm;
   const bool pdl = comm->params.pdl;
-  switch (plan.kind) {
-    case NormPlan::Kind::Lamport:
+  switch (plan.path) {
+    case NormPath::OneKernel:
       FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
       return launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, comm->params.normClusterPacks,
                                         comm->params.normStages, stream, c.sig);
-    case NormPlan::Kind::TwoShot:
+    case NormPath::TwoShot:
       FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
       return launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, stream, c.sig);
     default:

@@ -5,6 +5,7 @@
 
 #include "api/api.h"
 #include "collectives/collectives.h"
+#include "tuning/tuning.h"
 
 namespace fc::api {
 
@@ -41,17 +42,16 @@ fcResult_t checkArgs(Call& c, fcRedOp_t op, bool reduces, bool* noop);
 // where it is.
 void detectZeroCopy(Call& c, bool extraAlignment);
 
-enum class ArAlgo { OneShot, TwoShot, LamportTwoShot, CopyEngine };
-
-// fcAllReduce's algorithm for c (the checks that come before the op is begun included).
-fcResult_t chooseAllReduce(const Call& c, ArAlgo* algo);
+// fcAllReduce's algorithm for c (tuning::chooseAllReduce; the checks that come before
+// the op is begun included).
+fcResult_t chooseAllReduce(const Call& c, fc::AllReduceAlgo* algo);
 
 // Whether the all-reduce of c with `algo` runs a Lamport kernel (whose call headers
 // compare c.sig) rather than one with barriers.
-bool allReduceIsLamport(const Call& c, ArAlgo algo);
+bool allReduceIsLamport(const Call& c, fc::AllReduceAlgo algo);
 
 // Enqueue the all-reduce of c (begun: c.lane set) with `algo`.
-fcResult_t launchAllReduce(const Call& c, ArAlgo algo, cudaStream_t stream);
+fcResult_t launchAllReduce(const Call& c, fc::AllReduceAlgo algo, cudaStream_t stream);
 
 // Enqueue fcAllGather's algorithm for c (begun: c.lane set; c.send and c.recv as
 // fcAllGather's sendbuff and recvbuff, the in-place form included).
@@ -62,11 +62,12 @@ fcResult_t launchAllGather(const Call& c, cudaStream_t stream);
 // may be NULL (fcMatmulAllReduce's forms: the product's buffer is theirs to choose).
 fcResult_t checkNormArgs(const Call& c, const NormCall& n);
 
-// fcAllReduceResidualRMSNorm's paths: one Lamport kernel, one two-shot kernel, or the
-// all-reduce (algo) and then the local residual + RMSNorm kernel.
+// fcAllReduceResidualRMSNorm's path (tuning::chooseAllReduceNorm: one Lamport kernel,
+// one two-shot kernel, or the all-reduce (algo) and then the local residual + RMSNorm
+// kernel).
 struct NormPlan {
-  enum class Kind { Lamport, TwoShot, Unfused } kind;
-  ArAlgo algo;  // Unfused: the all-reduce's
+  fc::NormPath path;
+  fc::AllReduceAlgo algo;  // Unfused: the all-reduce's
 };
 
 // The path for the checked call (c: the all-reduce half, c.send = n.in; the checks

@@ -20,9 +20,6 @@ fcResult_t checkGemmArgs(const char* fn, const fcComm* comm, size_t M, size_t N,
 // The GEMM engine's SMs: the GPU's, or fewer (FC_ENGINE_SMS).
 int engineSms(const fcComm* comm);
 
-// The path a FusedAlgo (FC_*_ALGO) forces.
-fc::FusedChoice fusedChoice(fc::FusedAlgo a);
-
 // fcMatmulReduceScatter's arguments for this communicator's settings (C: the [M/W, N]
 // block; no scratch yet).
 fc::MatmulReduceScatterArgs matmulReduceScatterArgs(const fcComm* comm, const void* A, const void* B, void* C,

@@ -1,4 +1,4 @@
-// Copy-engine all-gather (seed 003's copy-engine gather). Per pass p of up to
+// Copy-engine all-gather (the copy-engine gather of torch symm_mem's fused_all_gather_matmul). Per pass p of up to
 // passElems elements per rank, in workspace slot p % S (S = ce::kSlots):
 //
 //   stage(p):  on the caller's stream, our block of the pass into our slot p

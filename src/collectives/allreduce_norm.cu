@@ -39,6 +39,7 @@
 #include "collectives/norm_rows.cuh"
 #include "core/preload.h"
 #include "core/result.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
@@ -191,7 +192,7 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     // one CTA per row.
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
     if (clusterPacks == kNormClusterPacksAuto)
-      clusterPacks = rowPacks <= size_t(dev::kThreads) ? 0u : kNormAutoClusterPacks;
+      clusterPacks = tuning::normClusterPacks(rowPacks, size_t(dev::kThreads));
     size_t ctas = clusterPacks ? (rowPacks + clusterPacks - 1) / clusterPacks : 1;
     ctas = ctas < 1 ? 1 : ctas > ClusterRowSum::kMaxCtas ? ClusterRowSum::kMaxCtas : ctas;
     while (ctas > 1 && c.tokens * ctas > size_t(dc.maxCtas)) ctas = (ctas + 1) / 2;

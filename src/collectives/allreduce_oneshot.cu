@@ -1,4 +1,4 @@
-// One-shot all-reduce (seed 004; PyTorch symmetric memory's one_shot_all_reduce).
+// One-shot all-reduce (PyTorch symmetric memory's one_shot_all_reduce).
 //
 //   1. copy-in: each CTA copies its chunks of sendbuff into this rank's workspace
 //      (skipped when sendbuff is itself symmetric memory: peers then read it there);

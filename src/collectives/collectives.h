@@ -32,12 +32,8 @@ fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void*
 
 // Lamport all-gather / reduce-scatter (lamport_move.cu: the one-shot's protocol and
 // buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).
-// fcReduceScatter takes the reduce-scatter wherever a block fits (measured on 2 GPUs:
-// comm.cc, chooseReduceScatter). fcAllGatherMatmul's unfused path takes the all-gather
-// for shards up to kLamportAllGatherAutoMaxBytes: with both ranks on one H100
-// (tools/probes/lamport-pair) the reduce-scatter, the same protocol, was ahead up to
-// 1 MiB blocks and behind at 4 MiB; the all-gather is not yet timed on 2 GPUs.
-constexpr size_t kLamportAllGatherAutoMaxBytes = size_t(1) << 20;
+// Who takes them: tuning::chooseReduceScatter (fcReduceScatter) and
+// tuning::allGatherMatmulGather (fcAllGatherMatmul's unfused path).
 fcResult_t launchAllGatherLamport(const DeviceComm& dc, int channel, const void* sendbuff, void* recvbuff,
                                   size_t sendcount, fcDataType_t datatype, bool pdl, cudaStream_t stream);
 // sig: the op signature the ranks' call headers compare (0: the reduce-scatter's own,
@@ -105,7 +101,7 @@ fcResult_t launchAllGather(const DeviceComm& dc, int channel, const void* sendbu
                            size_t sendcount, fcDataType_t datatype, const SymSource* symmetricIn,
                            cudaStream_t stream);
 
-// Copy-engine reduce-scatter (seed 001): every rank pushes block d of its sendbuff
+// Copy-engine reduce-scatter (after Triton-distributed's intra-node one): every rank pushes block d of its sendbuff
 // into rank d's workspace with cudaMemcpyAsync on the channel's copy queue, a
 // barrier, then a local SM reduce; passes through the two workspace slots (ce::kSlots),
 // the pushes of a pass overlapping the reduce of the previous one. Any count.
@@ -113,7 +109,7 @@ fcResult_t launchReduceScatterCe(const DeviceComm& dc, int channel, CopyQueue& c
                                  const void* sendbuff, void* recvbuff, size_t recvcount,
                                  fcDataType_t datatype, cudaStream_t stream);
 
-// Copy-engine all-gather (seed 003): every rank stages its sendbuff in its
+// Copy-engine all-gather (torch symm_mem's progress all-gather): every rank stages its sendbuff in its
 // workspace (zero-copy: leaves it in its symmetric sendbuff), a barrier, then
 // pulls every peer's block into recvbuff with cudaMemcpyAsync on the copy queue,
 // rank-rotated; a departure barrier. Passes through the two workspace slots, the

@@ -10,9 +10,9 @@
 //   reduce-scatter: every rank pushes block s of its input into its slot of rank s's
 //     buffer; then polls for every peer's piece of its own block and adds them to its
 //     own in rank order (fp32, one rounding: the same bits as the barrier kernels).
-// The SM kernels with barriers pull after a staging copy and two barrier round trips
-// (an all-gather of 1 MiB took 8.0 us on 2 H200s, fc-bench 2026-11-23); here each rank
-// waits only for data already on its way, one round trip.
+// The SM kernels with barriers pull after a staging copy and two barrier round trips;
+// here each rank waits only for data already on its way, one round trip (perf-log.md,
+// Tuning table: chooseReduceScatter).
 //
 // An all-ones 32-bit word cannot be pushed (it marks "not written"): like the
 // all-reduce, the all-gather turns it into another NaN (0x7fffffff), so a block holding

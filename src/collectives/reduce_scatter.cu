@@ -1,7 +1,7 @@
 // Reduce-scatter: rank r gets the sum over ranks of block r (recvcount elements)
 // of every rank's sendbuff. Pull variant: every rank stages its W blocks into W
 // workspace regions (or, zero-copy, leaves them in its symmetric sendbuff), then
-// reads block r from every rank in rank-rotated order - the order of seed 001's
+// reads block r from every rank in rank-rotated order - the order of Triton-distributed's intra-node reduce-scatter's
 // reduction, which starts at offset rank+1 - and sums in fp32. Per pass:
 //   copy-in -> barrier e+1 -> reduce -> barrier e+2 (departure)
 #include "collectives/chunks.cuh"

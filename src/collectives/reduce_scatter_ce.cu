@@ -1,13 +1,13 @@
-// Copy-engine reduce-scatter (seed 001). Per pass p of up to passElems elements per
+// Copy-engine reduce-scatter (after Triton-distributed's intra-node reduce-scatter). Per pass p of up to passElems elements per
 // block, in workspace slot p % S (S = ce::kSlots):
 //
 //   pushes(p): on the copy queue, at time t = 1..W-1 rank r sends its block d = r+t
-//              (seed 001's swizzle: at each time every rank sends to a different
+//              (Triton-distributed's swizzle: at each time every rank sends to a different
 //              rank) into slot p of rank d, at index (r - d - 1) mod W, so that
 //              index k of a slot holds the block from rank d+1+k;
 //   barrier p: on the caller's stream, after waiting for our pushes(p): every
 //              rank's pushes(p) have landed, so every slot p is full;
-//   reduce(p): local SM kernel, indices 0..W-2 then our own block (seed 001's order:
+//   reduce(p): local SM kernel, indices 0..W-2 then our own block (Triton-distributed's order:
 //              rank+1, rank+2, ...), summed in fp32, rounded once.
 //
 // The copy queue runs S-1 passes ahead: pushes(p+S-1) wait only for barrier p. They

@@ -207,11 +207,12 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
           : params.allReduceAlgo == AllReduceAlgo::LamportTwoShot ? "forced Lamport two-shot"
           : params.allReduceAlgo == AllReduceAlgo::CopyEngine ? "forced copy engine"
                                                               : "auto",
-          oneShotMaxBytes(nranks),
-          lamportTwoShotAuto(nranks) ? ", then the Lamport two-shot"
+          tuning::oneShotMaxBytes(nranks),
+          tuning::lamportTwoShotAuto(nranks) ? ", then the Lamport two-shot"
                    : " or the workspace, then the SM two-shot; copy engine from 64 MiB when count % nranks == 0",
           moveName(params.reduceScatterAlgo), lamportSlotBytes(nranks),
-          ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo), ceAllGatherMinBytes(nranks));
+          tuning::ceReduceScatterMinBytes(nranks), moveName(params.allGatherAlgo),
+          tuning::ceAllGatherMinBytes(nranks));
   if (params.shareGpu)
     log(LogLevel::Warn, "FC_SHARE_GPU=1: ranks may share a GPU; their kernels time-slice, so "
         "cross-rank waits are slow: use this for functional tests only, never to measure");
@@ -356,61 +357,6 @@ bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSou
       return true;
     }
   return false;
-}
-
-bool lamportTwoShotAuto(int nranks) {
-  // Measured on H200 at 2 and 4 ranks (docs/perf-log.md): above the one-shot it beat the
-  // SM two-shot, the barrier one-shot, the copy engine and NCCL at every size to
-  // 256 MiB. More than 4 ranks are unmeasured: there the older choices stay.
-  return nranks <= 4;
-}
-
-size_t lamportMaxBytes(int nranks) {
-  // Measured on H200 (docs/perf-log.md): with backed-off polling the Lamport one-shot is
-  // the fastest one-shot up to its 1 MiB slots at 2 and 4 ranks (6.3 / 12.9 us at
-  // 1 MiB); at 2 ranks its slot is 4 MiB (device_comm.h). Larger worlds push (W-1)
-  // copies per rank: unmeasured yet, so kept at 256 KiB.
-  return nranks <= 4 ? lamportSlotBytes(nranks) : (256u << 10);
-}
-
-size_t allReduceNormOneKernelMaxBytes(int nranks) {
-  // The all-reduce + RMSNorm kernel has been measured up to 1 MiB (docs/perf-log.md).
-  const size_t measured = size_t(1) << 20, lamport = lamportMaxBytes(nranks);
-  return lamport < measured ? lamport : measured;
-}
-
-MoveAlgo chooseReduceScatter(int nranks, MoveAlgo algo, size_t block, size_t total) {
-  if (nranks < 2) return MoveAlgo::Sm;  // a copy
-  const bool fits = block <= lamportSlotBytes(nranks);
-  if (algo == MoveAlgo::Lamport) return fits ? MoveAlgo::Lamport : MoveAlgo::Sm;
-  if (algo != MoveAlgo::Auto) return algo;
-  // The Lamport kernel waits one round trip for data on its way, where the SM kernel
-  // stages, meets at two barriers and pulls (1 MiB of input on 2 H200s: 8.9 us,
-  // fc-bench 2026-11-23; the Lamport one-shot all-reduce moves that much per rank in
-  // 6.0 us). On 2 H200s (fc-bench reducescatter, 2026-11-24) it beat the SM kernel at
-  // every block up to the 4 MiB slot: 2.4 / 4.2 / 19.9 us against 6.8 / 9.0 / 22.5 at
-  // 16 KiB / 1 MiB / 8 MiB of input. More than 4 ranks are unmeasured: the older
-  // choice stays.
-  if (nranks <= 4 && fits) return MoveAlgo::Lamport;
-  return total >= ceReduceScatterMinBytes(nranks) ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
-}
-
-// Crossovers measured on 4 x H200 with a 128 MiB workspace (docs/perf-log.md):
-// below them the SM pull kernels win (no per-transfer start-up, fewer barriers).
-// Other world sizes are unmeasured and use the same byte sizes.
-size_t ceAllReduceMinBytes(int) { return 64u << 20; }  // where no Lamport two-shot runs
-size_t ceReduceScatterMinBytes(int) { return 32u << 20; }
-size_t ceAllGatherMinBytes(int) { return 64u << 20; }
-
-size_t oneShotMaxBytes(int nranks) {
-  // Crossovers with the Lamport two-shot measured on H200 (docs/perf-log.md): 4 ranks,
-  // 256 KiB 6.3 vs 7.5 us, 512 KiB 8.5 vs 8.0; 2 ranks (fc-bench stages, three runs
-  // of 2026-11-23), 1 MiB 5.99 vs 7.02-7.08, and (2026-11-24) 2 MiB 10.39 vs 11.45, 4 MiB
-  // 18.06 vs 18.69: at 2 ranks the one-shot sends the same bytes as the two-shot with
-  // one round trip instead of two, so it takes everything its 4 MiB push slot holds. At
-  // 8 ranks (unmeasured, no Lamport two-shot) the one-shot reads W-1 remote copies, the
-  // SM two-shot 2(W-1)/W of the data with two more barriers.
-  return nranks <= 2 ? lamportSlotBytes(2) : nranks <= 4 ? (256u << 10) : (512u << 10);
 }
 
 }  // namespace fc

@@ -21,19 +21,14 @@
 #include "device/norm_stages.h"
 #include "fusedcomm.h"
 #include "memory/symmetric_heap.h"
+#include "tuning/algos.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 
-// All-reduce: the one-shot (FC_ALLREDUCE_ALGO=oneshot forces its barrier variant),
-// the SM two-shot with barriers, the Lamport two-shot, the copy-engine two-shot.
-enum class AllReduceAlgo { Auto, OneShot, TwoShot, LamportTwoShot, CopyEngine };
-// Reduce-scatter and all-gather: SM pull kernels or copy-engine transfers.
-enum class MoveAlgo { Auto, Sm, CopyEngine, Lamport };  // Lamport: fcReduceScatter only
-// Fused GEMM ops: overlapped (host-orchestrated pipeline), communication then GEMM,
-// or (fcAllGatherMatmul) the persistent GEMM engine.
-enum class FusedAlgo { Auto, Fused, Unfused, Engine };
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine path with a stage left out, for
-// timing it (fc-bench agmmstages); anything but Full computes wrong results.
+// timing it (fc-bench agmmstages); anything but Full computes wrong results, and only
+// the probe build takes it (comm/config.cc, checkMeasurementOnly).
 enum class EngineStages {
   Full,    // pulls, flags, the GEMM waiting on them
   NoWait,  // the GEMM does not wait for the flags: it runs beside the pulls
@@ -41,7 +36,7 @@ enum class EngineStages {
 };
 // FC_MMRS_ENGINE_STAGES: the GEMM + reduce-scatter engine path's flow, or its sum
 // after the GEMM with a stage left out, for timing it (fc-bench mmrsstages); anything
-// but Full and EpilogueAdd computes wrong results.
+// but Full and EpilogueAdd computes wrong results, and only the probe build takes it.
 enum class MmrsEngineStages {
   Full,      // the GEMM signalling tiles, gates, pulls, the sum after it, the barrier
   NoGate,    // the pulls start without waiting for the peers' tiles
@@ -66,7 +61,7 @@ struct CommParams {
   uint64_t scratchBytes = 0;  // FC_SCRATCH_BYTES: initial scratch per channel
   bool blocking = true;
   AllReduceAlgo allReduceAlgo = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
-  uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: lamportMaxBytes(nranks))
+  uint64_t lamportMaxBytes = 0;  // FC_LAMPORT_MAX_BYTES (0: tuning::lamportMaxBytes(nranks))
   // FC_LAMPORT_SPINS: a Lamport kernel's data polls that run back to back before each
   // round backs off with __nanosleep (collectives/lamport.cuh, pollPacks).
   uint32_t lamportSpins = 0;
@@ -75,19 +70,16 @@ struct CommParams {
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)
   // FC_AGMM_ENGINE_PIECES: the all-gather + GEMM engine pulls each shard in this many
   // pieces of whole tile rows, each flagged, so that tiles wait for their rows only.
-  // 1 so far: 2 pieces measured as fast or faster in both fc-bench agmmstages runs on
-  // 2 H200s (2026-11-24; 2048 x 3072 x 4096: 88.0 / 94.0 us against 93.8 / 98.6), to
-  // become the default once the GPU suite has run with it on 2 GPUs.
-  int agmmEnginePieces = 1;
+  int agmmEnginePieces = tuning::kAgmmEnginePieces;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),
-  // each of at least 2 MiB (fused/matmul_reduce_scatter.cc); 4 until timed on 2 GPUs.
-  int mmrsEnginePieces = 4;
+  // none smaller than the tuning table's minimum (tuning::matmulReduceScatterEnginePieces).
+  int mmrsEnginePieces = tuning::kMmrsEnginePieces;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
-  FusedAlgo allReduceNormAlgo = FusedAlgo::Auto;  // FC_ARNORM_ALGO
-  FusedAlgo matmulAllReduceAlgo = FusedAlgo::Auto;  // FC_MMAR_ALGO (engine allowed)
+  NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO
+  MatmulAllReduceAlgo matmulAllReduceAlgo = MatmulAllReduceAlgo::Auto;  // FC_MMAR_ALGO
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
   // FC_SHARE_GPU=1: ranks may share a GPU. Their contexts then time-slice (no MPS), so
@@ -105,7 +97,8 @@ struct CommParams {
   // with programmatic dependent launch.
   bool pdl = true;
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
-  // anything but full only for timing them (fc-bench stages): wrong results.
+  // anything but full only for timing them (fc-bench stages): wrong results, the
+  // probe build only.
   uint32_t lamportStages = kLamportFull;
   // FC_ARNORM_CLUSTER_PACKS: the all-reduce + RMSNorm kernel spreads a row over a
   // thread block cluster of CTAs with this many 16-byte packs each (at most 8 CTAs;
@@ -113,7 +106,8 @@ struct CommParams {
   // while it holds the row, else 256 packs per CTA; device/norm_stages.h).
   uint32_t normClusterPacks = kNormClusterPacksAuto;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
-  // anything but full or no-prefetch only for timing them (fc-bench normstages).
+  // anything but full or no-prefetch only for timing them (fc-bench normstages), the
+  // probe build only.
   uint32_t normStages = kNormFull;
 };
 
@@ -198,32 +192,6 @@ fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcRe
 // *p = scratch of at least `bytes` for an op of `lane` (fcInvalidUsage naming the
 // setting when it would have to grow during capture).
 fcResult_t commScratch(fcComm* comm, const char* fn, const OpLane& lane, size_t bytes, void** p);
-
-// fcAllReduce's auto choice: one-shot up to this many bytes, two-shot beyond.
-size_t oneShotMaxBytes(int nranks);
-
-// The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
-size_t lamportMaxBytes(int nranks);
-// fcAllReduceResidualRMSNorm runs as one Lamport kernel up to this many bytes (auto),
-// and above it as the two-shot kernel (<= 4 ranks).
-size_t allReduceNormOneKernelMaxBytes(int nranks);
-
-// Whether the auto choice takes the Lamport two-shot for everything above the one-shot.
-bool lamportTwoShotAuto(int nranks);
-
-// fcReduceScatter's kernel for a call of `block` bytes of output per rank (`total` bytes
-// of input): `algo` where forced (the Lamport kernel only where the block fits its push
-// slot, else the SM kernel), else by size: the Lamport kernel up to its push slot at
-// 2-4 ranks, the copy engine from ceReduceScatterMinBytes, the SM kernel between.
-// (fcAllGather takes no Lamport kernel: a copy must keep every bit, and the Lamport
-// protocol turns all-ones words into other NaNs; collectives/lamport_move.cu.)
-MoveAlgo chooseReduceScatter(int nranks, MoveAlgo algo, size_t block, size_t total);
-
-// The auto choice moves data by copy engine from these sizes on (bytes of the
-// all-reduce buffer, the reduce-scatter input, the all-gather output).
-size_t ceAllReduceMinBytes(int nranks);
-size_t ceReduceScatterMinBytes(int nranks);
-size_t ceAllGatherMinBytes(int nranks);
 
 // Collective fcMemAlloc / local fcMemFree.
 fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr);

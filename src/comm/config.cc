@@ -42,12 +42,19 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
 // FC_REDUCE_SCATTER_ALGO also takes the Lamport kernel (where a block fits its slot).
 constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
-constexpr std::pair<const char*, FusedAlgo> kFusedAlgos[] = {
-    {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused}};
-// The fused GEMM ops also take the persistent GEMM engine (src/gemm/engine).
+// FC_ARNORM_ALGO: "fused" is the one Lamport kernel.
+constexpr std::pair<const char*, NormAlgo> kNormAlgos[] = {
+    {"auto", NormAlgo::Auto}, {"fused", NormAlgo::OneKernel}, {"unfused", NormAlgo::Unfused}};
+// FC_AGMM_ALGO / FC_MMRS_ALGO: the cuBLASLt pipeline ("fused" is its old spelling, still
+// accepted), unfused, or the persistent GEMM engine (src/gemm/engine).
 constexpr std::pair<const char*, FusedAlgo> kGemmOpAlgos[] = {
-    {"auto", FusedAlgo::Auto}, {"fused", FusedAlgo::Fused}, {"unfused", FusedAlgo::Unfused},
-    {"engine", FusedAlgo::Engine}};
+    {"auto", FusedAlgo::Auto}, {"pipeline", FusedAlgo::Pipeline}, {"fused", FusedAlgo::Pipeline},
+    {"unfused", FusedAlgo::Unfused}, {"engine", FusedAlgo::Engine}};
+// FC_MMAR_ALGO: fcMatmulAllReduce's fused paths, the GEMM then the all-reduce, or the
+// reduce-scatter on fcMatmulReduceScatter's engine (tuning/algos.h).
+constexpr std::pair<const char*, MatmulAllReduceAlgo> kMatmulAllReduceAlgos[] = {
+    {"auto", MatmulAllReduceAlgo::Auto}, {"fused", MatmulAllReduceAlgo::Fused},
+    {"unfused", MatmulAllReduceAlgo::Unfused}, {"engine", MatmulAllReduceAlgo::Engine}};
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
@@ -81,6 +88,36 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"allreduce-only", kNormPush | kNormSum | kNormReset},
     {"push-only", kNormPush},
     {"no-reset", kNormFull & ~uint32_t(kNormReset)}};
+
+// Measurement-only switches: a stage set that leaves stages out (FC_LAMPORT_STAGES,
+// FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES) computes wrong
+// results on purpose, to time what the rest costs. Only the probe variant (built with
+// FC_PROBES by meson -Dprobes=true, linked by fc-bench and tools/probes) honours them;
+// the shipped library refuses them at init, so that a production process that inherits
+// one fails loudly instead of returning wrong sums. The sets that compute right results
+// (full; FC_ARNORM_STAGES=no-prefetch; FC_MMRS_ENGINE_STAGES=epilogue-add) stay allowed.
+#ifdef FC_PROBES
+constexpr bool kProbeBuild = true;
+#else
+constexpr bool kProbeBuild = false;
+#endif
+
+fcResult_t refuseUnlessProbeBuild(const char* name, bool wrongResults) {
+  if (!wrongResults || kProbeBuild) return fcSuccess;
+  return setError(fcInvalidUsage,
+                  "%s=%s leaves stages out and computes wrong results: only the probe build honours it "
+                  "(meson setup -Dprobes=true; fc-bench and tools/probes link that variant)",
+                  name, getenv(name));
+}
+
+fcResult_t checkMeasurementOnly(const CommParams& p) {
+  FC_CHECK(refuseUnlessProbeBuild("FC_LAMPORT_STAGES", p.lamportStages != kLamportFull));
+  FC_CHECK(refuseUnlessProbeBuild("FC_ARNORM_STAGES",
+                                  p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch))));
+  FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_ENGINE_STAGES", p.agmmEngineStages != EngineStages::Full));
+  return refuseUnlessProbeBuild("FC_MMRS_ENGINE_STAGES", p.mmrsEngineStages != MmrsEngineStages::Full &&
+                                                             p.mmrsEngineStages != MmrsEngineStages::EpilogueAdd);
+}
 }  // namespace
 
 fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
@@ -129,8 +166,8 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ALLGATHER_ALGO", kMoveAlgos, &p->allGatherAlgo));
   FC_CHECK(choiceFromEnv("FC_AGMM_ALGO", kGemmOpAlgos, &p->allGatherMatmulAlgo));
   FC_CHECK(choiceFromEnv("FC_MMRS_ALGO", kGemmOpAlgos, &p->matmulReduceScatterAlgo));
-  FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kFusedAlgos, &p->allReduceNormAlgo));
-  FC_CHECK(choiceFromEnv("FC_MMAR_ALGO", kGemmOpAlgos, &p->matmulAllReduceAlgo));
+  FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kNormAlgos, &p->allReduceNormAlgo));
+  FC_CHECK(choiceFromEnv("FC_MMAR_ALGO", kMatmulAllReduceAlgos, &p->matmulAllReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
@@ -139,6 +176,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
+  FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)
       return setError(fcInvalidArgument,

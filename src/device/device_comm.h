@@ -47,7 +47,7 @@ constexpr size_t kLamportStateWords = 24;  // per (channel, CTA): 8 per Lamport 
 constexpr size_t kLamportStateBytes = size_t(kMaxChannels) * kMaxBlocks * kLamportStateWords * sizeof(uint32_t);
 // The all-gather + GEMM engine's shard flags, [channel][rank], this rank's only
 // (written by its copy engine, read by its GEMM): entry s counts the pieces of shard s
-// pulled (gemm/engine/allgather_scheduler.cuh). Each op leaves them zero.
+// pulled (gemm/engine/readiness_scheduler.cuh). Each op leaves them zero.
 constexpr size_t kShardFlagsOffset = kLamportStateOffset + kLamportStateBytes;
 constexpr size_t kShardFlagsBytes = size_t(kMaxChannels) * kMaxRanks * sizeof(uint32_t);
 // All-gather + GEMM's flags when the peers push their shards, [channel][rank]: entry r

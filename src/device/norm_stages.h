@@ -20,14 +20,8 @@ enum NormStage : uint32_t {
   kNormFull = kNormPush | kNormSum | kNormResidual | kNormNorm | kNormReset | kNormPrefetch,
 };
 
-// FC_ARNORM_CLUSTER_PACKS' default (collectives/allreduce_norm.cu): a row that one CTA's
-// data threads take one pack each (up to 512 packs: hidden 4096 in bf16) in one CTA, a
-// longer one over a cluster of CTAs of kNormAutoClusterPacks packs each. Measured on
-// 2 H200s (fc-bench normstages, 2026-11-24): at hidden 4096 one CTA per row took
-// 4.12-6.42 us at 1-64 tokens against 4.58-6.84 with clusters of 128 packs and
-// 4.61-6.84 with 256; at 8192, clusters of 256 packs 5.29-8.73 against 5.43-8.70 (128)
-// and 5.54-10.01 (one CTA: two packs per thread).
+// FC_ARNORM_CLUSTER_PACKS unset: the default, tuning::normClusterPacks (one CTA while
+// its data threads hold the row one pack each, else clusters of the table's packs).
 constexpr uint32_t kNormClusterPacksAuto = 0xffffffffu;
-constexpr uint32_t kNormAutoClusterPacks = 256;
 
 }  // namespace fc

@@ -1,28 +1,12 @@
-// fcAllGatherMatmul (seed 003): three paths, chosen per shape (autoPath below).
-//
-// Pipeline (cuBLASLt GEMMs), on the caller's stream S and the channel's copy queue Q:
-//   S: stage our shard into our workspace slot (skipped when A is symmetric)
-//   S: barrier (every rank staged; Q may now read the peers' slots)
-//   Q: pull shard rank+t, t = 1..W-1, into the gathered buffer, mark t after each
-//   Q: (Agathered) our own shard into its rows, mark W
-//   S: GEMM of our own rows, straight from A: runs while Q pulls
-//   S: for each group of the GEMM plan: wait for its last mark, GEMM its rows
-//   S: wait for Q, final barrier (no peer reads our slot any more)
-// Pulls in rotated order land in increasing row order (mod M), so shards t..t' form
-// one contiguous block of rows unless they wrap past the last rank: such runs are
-// merged into one GEMM when the cost model expects them all to have landed when the
-// GEMM before finishes. Fewer, larger GEMMs lose less to wave quantisation.
-//
-// Unfused (small shards, or shards larger than a workspace slot): all-gather
-// (fcAllGather's algorithm) into the gathered buffer, then one GEMM.
-//
-// Engine: one persistent GEMM (src/gemm/engine) whose tile rows start with our own
-// shard, read in place from A, and wait for the others' flags; see that engine's
-// scheduler. The peers' rows come by copy engine: pushed by each peer straight from its
-// A into our workspace when A is a plain buffer (viaEnginePush: no staging copy),
-// else pulled as above, each piece followed by a flag.
-//
-// The gathered buffer is Agathered, or else the channel's scratch (comm/scratch.h).
+// fcAllGatherMatmul: C = allgather(A_shard) x op(B), by one of three paths - the
+// cuBLASLt pipeline (the copy engine pulls the peers' shards in rank-rotated order
+// while per-group GEMMs consume those that landed, after torch symm_mem's
+// fused_all_gather_matmul), the persistent GEMM engine (one CUTLASS GEMM whose tile
+// rows wait, bounded, for each shard's flag; shards pushed by the peers straight from
+// A where they can be), or unfused (all-gather, then one GEMM).
+// tuning::chooseAllGatherMatmul picks one, the same on every rank. The gathered rows
+// go to Agathered, else the channel's scratch (comm/scratch.h).
+// docs/design.md, "Fused all-gather + GEMM" (the flows step by step).
 #include <algorithm>
 #include <vector>
 
@@ -33,32 +17,28 @@
 #include "core/result.h"
 #include "fused/fused.h"
 #include "gemm/engine/engine.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
-
-// Cost model of the plan (4 x H200, shared/baselines.md and docs/perf-log.md): a copy
-// engine pull at ~350 GB/s plus ~8 us per transfer; a bf16 GEMM at ~600 TFLOP/s
-// plus ~5 us.
-double pullSeconds(size_t bytes) { return double(bytes) / 350e9 + 8e-6; }
-double gemmSeconds(size_t rows, size_t N, size_t K) { return 2.0 * double(rows) * N * K / 600e12 + 5e-6; }
 
 struct Group {
   int first, last;  // pull steps t (1..W-1), inclusive
 };
 
 // Greedy plan over the pull steps: each GEMM takes the next shard (waiting for it if
-// needed) and every following one that has landed by then and continues its rows.
+// needed) and every following one that has landed by then and continues its rows. The
+// cost model is the tuning table's (tuning::pipelinePullSeconds / pipelineGemmSeconds).
 std::vector<Group> planGroups(int W, int rank, size_t shardRows, size_t N, size_t K, size_t shardBytes) {
   std::vector<Group> groups;
-  const double tc = pullSeconds(shardBytes);
-  double now = gemmSeconds(shardRows, N, K);  // our own rows first
+  const double tc = tuning::pipelinePullSeconds(shardBytes);
+  double now = tuning::pipelineGemmSeconds(shardRows, N, K);  // our own rows first
   for (int next = 1; next < W;) {
     now = std::max(now, tc * next);
     int last = next;
     while (last + 1 < W && tc * (last + 1) <= now && (rank + last) % W != W - 1) ++last;
     groups.push_back({next, last});
-    now += gemmSeconds(size_t(last - next + 1) * shardRows, N, K);
+    now += tuning::pipelineGemmSeconds(size_t(last - next + 1) * shardRows, N, K);
     next = last + 1;
   }
   return groups;
@@ -68,17 +48,19 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
                    const AllGatherMatmulArgs& a, const SymSource* symA, char* gathered, cudaStream_t stream) {
   const size_t W = size_t(dc.nranks), es = dataTypeSize(a.datatype);
   const size_t shardElems = a.M / W * a.K;
-  // Into the scratch (no Agathered), at 2-4 ranks, shards that fit a push slot take the
-  // Lamport all-gather (one round trip, no barriers: collectives/lamport_move.cu); it
-  // may turn NaNs whose bits are all ones into other NaNs, which the GEMM cannot tell
-  // apart but a caller's Agathered could. Else fcAllGather's choice: the SM pull below
-  // 64 MiB of output, the copy engine from there.
-  if (a.Agathered == nullptr && W >= 2 && W <= 4 && shardElems * es <= kLamportAllGatherAutoMaxBytes)
-    FC_CHECK(launchAllGatherLamport(dc, channel, a.A, gathered, shardElems, a.datatype, a.pdl, stream));
-  else if (W * shardElems * es >= (64u << 20))
-    FC_CHECK(launchAllGatherCe(dc, channel, copies, a.A, gathered, shardElems, a.datatype, symA, stream));
-  else
-    FC_CHECK(launchAllGather(dc, channel, a.A, gathered, shardElems, a.datatype, symA, stream));
+  // tuning::allGatherMatmulGather: the Lamport all-gather (one round trip, no barriers:
+  // collectives/lamport_move.cu) only into the scratch: it may turn NaNs whose bits are
+  // all ones into other NaNs, which the GEMM cannot tell apart but a caller's Agathered
+  // could. Else fcAllGather's rule (not its FC_ALLGATHER_ALGO).
+  switch (tuning::allGatherMatmulGather(int(W), shardElems * es, a.Agathered != nullptr)) {
+    case MoveAlgo::Lamport:
+      FC_CHECK(launchAllGatherLamport(dc, channel, a.A, gathered, shardElems, a.datatype, a.pdl, stream));
+      break;
+    case MoveAlgo::CopyEngine:
+      FC_CHECK(launchAllGatherCe(dc, channel, copies, a.A, gathered, shardElems, a.datatype, symA, stream));
+      break;
+    default: FC_CHECK(launchAllGather(dc, channel, a.A, gathered, shardElems, a.datatype, symA, stream));
+  }
   return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 }
 
@@ -152,9 +134,8 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // Whether the engine path gathers A in the channel's workspace itself: our shard staged
 // in its own rows there is at once what the peers pull and what our GEMM reads, one
 // copy instead of two (the staging copy and the copy into our rows of the gathered
-// buffer). Measured on 2 H200s (fc-bench agmmstages, 2026-11-24): the engine's fixed
-// costs in front of its GEMM, those two copies and a barrier, were 21-49 us. Not for
-// a caller's Agathered (the rows must end up there) nor a symmetric A (nothing staged).
+// buffer), which with a barrier were most of the engine's fixed cost in front of its
+// GEMM (perf-log.md, the ninth session's agmmstages). Not for a caller's Agathered (the rows must end up there) nor a symmetric A (nothing staged).
 bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
   return symA == nullptr && a.Agathered == nullptr && a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes;
 }
@@ -166,7 +147,7 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
   return gatheredInWorkspace(dc, a, symA) && ownRowsInPlace(dc, a);
 }
 
-// The engine path without a staging copy (2026-11-25). On the caller's stream S:
+// The engine path without a staging copy. On the caller's stream S:
 //   S: the op's barrier: every rank's earlier work is done, so every workspace is free
 //      (and every push flag zero: each call clears its own before it returns); it
 //      lets the GEMM start at once (letNextStart)
@@ -279,45 +260,9 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
 
 namespace {
 
-enum class Path { Unfused, Pipeline, Engine };
-
-// The auto choice among the three paths, the same on every rank: a function of the
-// shape, the world size and the SM count only. Measured at 2 ranks on 2 H100s
-// (2026-11-25, tools/bench-torch-agmm.py and fc-bench agmm / agmmstages, graph-replayed,
-// docs/results/2026-11-25-h100x2-c143f00):
-// - the engine when each shard spans at least 1024 rows (8 tile rows), N and K are at
-//   most 8192 and the GEMM fills a wave of 128 x 256 tiles: one full-size GEMM whose
-//   first tiles need no remote data, within 4 % of its CUTLASS kernel alone
-//   (8192 x 3072 x 4096: engine 278.9, kernel alone 268.6 us, fc-bench agmmstages).
-//   It beats the cuBLASLt pipeline there (from PyTorch, 8192 x 3072 x 4096: 315.5
-//   against 345.5 us; 8192 x 3584 x 5120: 451.4 against 521.8; fc-bench, 8192 x 8192
-//   x 8192: 1429 against 1484; 4096 x 7168 x 8192: 626 against 731) and the unfused
-//   path (2048 x 3584 x 5120: 119.1 against 145.1 for torch's fused op);
-// - else the cuBLASLt pipeline when each shard's GEMM fills two waves of 128 x 128
-//   tiles (overlapPays) and spans at least 512 rows: past N or K of 8192 its per-shard
-//   GEMMs at cuBLAS's speed beat the engine's kernel (8192 x 27648 x 5120: 3580
-//   against 4319 us; 8192 x 14336 x 4096: 1484 against 1503; 4096 x 6656 x 16384:
-//   1277-1322 against 1362). Not below 512 rows: a GEMM of m << N, K rows does about
-//   m flops per byte of B, under the ~300 flops per byte an H100 needs from HBM to
-//   stay compute-bound, so each shard's GEMM is bound by reading all of B, and W of
-//   them read it W times (512 x 27648 x 5120, shards of 256 rows: pipeline 253.6,
-//   unfused 209.9, the GEMM alone 184.4 us; fc-bench agmm);
-// - else unfused: with smaller shards (512 rows gathered) the engine's fixed costs
-//   (the pushes' latency before the first remote tile, the flags: 9.4 us at 512 x
-//   3072 x 4096, fc-bench agmmstages) and its waits for the remote rows (10.8 us; the
-//   GEMM is one wave, so no local tile is left to hide them) exceed what the overlap
-//   hides (unfused 35.1, engine 44.1 us).
-// Other world sizes keep the pipeline or the unfused path until measured. (At 2 ranks
-// sharing one GPU, FC_SHARE_GPU, the GEMM starts after the pulls: engineAfterPulls.)
-Path autoPath(size_t M, size_t N, size_t K, int W, int smCount) {
-  const size_t shardRows = M / size_t(W);
-  const size_t tiles = (M + 127) / 128 * ((N + 255) / 256);
-  if (W == 2 && shardRows >= 1024 && N <= 8192 && K <= 8192 && tiles >= size_t(smCount)) return Path::Engine;
-  if (shardRows >= 512 && overlapPays(shardRows, N)) return Path::Pipeline;
-  return Path::Unfused;
+const char* pathName(FusedAlgo p) {
+  return p == FusedAlgo::Engine ? "engine" : p == FusedAlgo::Pipeline ? "pipeline" : "unfused";
 }
-
-const char* pathName(Path p) { return p == Path::Engine ? "engine" : p == Path::Pipeline ? "pipeline" : "unfused"; }
 
 }  // namespace
 
@@ -325,12 +270,8 @@ size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a
   return a.Agathered == nullptr && dc.nranks > 1 ? a.M * a.K * dataTypeSize(a.datatype) : 0;
 }
 
-bool overlapPays(size_t shardRows, size_t N) {
-  return tiles128(shardRows, N) >= 2 * 132;
-}
-
 fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
-                                 const AllGatherMatmulArgs& a, const SymSource* symA, FusedChoice choice,
+                                 const AllGatherMatmulArgs& a, const SymSource* symA, FusedAlgo choice,
                                  cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t es = dataTypeSize(a.datatype);
@@ -345,31 +286,33 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (W == 1) {
     if (a.Agathered != nullptr && a.Agathered != a.A) FC_CHECK(ce::copy(a.Agathered, A, shardBytes, stream));
     // The engine alone (every row is ours: nothing to wait for), as benchmarks compare it.
-    if (choice == FusedChoice::Engine) {
+    if (choice == FusedAlgo::Engine) {
       const engine::EngineGemm solo = engineGemm(dc, channel, a, A, a.M, a.M, nullptr);
       if (engine::engineSupports(solo)) return engine::launchAllGatherGemm(solo, stream);
     }
     return gemm.matmul(A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
   }
   const bool zeroCopy = symA != nullptr;
-  const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
-  Path path = choice == FusedChoice::Engine    ? Path::Engine
-              : choice == FusedChoice::Fused   ? Path::Pipeline
-              : choice == FusedChoice::Unfused ? Path::Unfused
-                                               : autoPath(a.M, a.N, a.K, W, a.smCount);
   // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
-  // engine takes bf16 / fp16 with TMA-aligned rows only. A forced engine falls back
-  // to the pipeline, the auto one to what auto takes without it.
-  const bool engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows, nullptr));
-  if (path == Path::Engine && !engineTakes)
-    path = choice == FusedChoice::Engine ? Path::Pipeline : Path::Unfused;
-  if (path == Path::Pipeline && !fits) path = Path::Unfused;
-  const bool push = path == Path::Engine && pushesShards(dc, a, symA);
+  // engine takes bf16 / fp16 with TMA-aligned rows only.
+  const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
+  tuning::AllGatherMatmulQuery q;
+  q.forced = choice;
+  q.nranks = W;
+  q.gpuSms = a.gpuSms;
+  q.engineSms = a.smCount;
+  q.M = a.M;
+  q.N = a.N;
+  q.K = a.K;
+  q.engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows, nullptr));
+  q.pipelineFits = fits;
+  const FusedAlgo path = tuning::chooseAllGatherMatmul(q);
+  const bool push = path == FusedAlgo::Engine && pushesShards(dc, a, symA);
   FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s%s", a.M, a.N, a.K, pathName(path),
            zeroCopy ? ", zero-copy" : "", push ? ", shards pushed" : "");
   if (push) return viaEnginePush(dc, channel, copies, a, stream);
-  if (path == Path::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
-  if (path == Path::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
+  if (path == FusedAlgo::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
+  if (path == FusedAlgo::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
 
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, stream,
                         [&](int t, int, size_t) { return copies.mark(size_t(t)); }));

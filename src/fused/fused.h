@@ -1,6 +1,10 @@
-// Fused compute + communication ops: orchestration of the copy engine
-// (src/collectives), the barrier kernels and cuBLASLt GEMMs (src/gemm) on the
-// caller's stream and the channel's copy queue. Arguments are validated by src/api.
+// The fused GEMM + communication ops (fcAllGatherMatmul, fcMatmulReduceScatter): their
+// paths orchestrate the copy engine and the collectives' kernels (src/collectives), the
+// barrier kernels, cuBLASLt GEMMs (src/gemm) and the persistent GEMM engine of both ops
+// (src/gemm/engine) on the caller's stream and the channel's copy queue. Which path
+// runs is tuning::chooseAllGatherMatmul / chooseMatmulReduceScatter's answer (src/tuning).
+// Arguments are validated by src/api. docs/design.md, "Fused all-gather + GEMM" and
+// "Fused matmul + reduce-scatter".
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -11,22 +15,22 @@
 #include "device/device_comm.h"
 #include "fusedcomm.h"
 #include "gemm/gemm.h"
+#include "tuning/algos.h"
 
 namespace fc {
 
-// Engine: the persistent GEMM engine (fcAllGatherMatmul only, src/gemm/engine).
-enum class FusedChoice { Auto, Fused, Unfused, Engine };
-
+// Filled by name (src/api/api_fused.cc).
 struct AllGatherMatmulArgs {
-  const void* A;    // [M/W, K] shard
-  const void* B;    // [K, N] (fcOpN) or [N, K] (fcOpT)
-  void* C;          // [M, N]
-  void* Agathered;  // [M, K] or NULL
-  size_t M, N, K;
-  fcOperation_t transB;
-  fcDataType_t datatype;
-  void* scratch;    // allGatherMatmulScratch bytes of the channel's scratch
-  int smCount;      // SMs of the device (the engine's persistent grid)
+  const void* A = nullptr;          // [M/W, K] shard
+  const void* B = nullptr;          // [K, N] (fcOpN) or [N, K] (fcOpT)
+  void* C = nullptr;                // [M, N]
+  void* Agathered = nullptr;        // [M, K] or NULL
+  size_t M = 0, N = 0, K = 0;
+  fcOperation_t transB = fcOpN;
+  fcDataType_t datatype = fcBfloat16;
+  void* scratch = nullptr;  // allGatherMatmulScratch bytes of the channel's scratch
+  int smCount = 0;          // SMs the engine's persistent grid takes (FC_ENGINE_SMS, else gpuSms)
+  int gpuSms = 0;           // SMs of the device (the pipeline's cuBLASLt GEMMs take them all)
   // The engine's GEMM starts only once every pull has landed (ranks sharing a GPU,
   // FC_SHARE_GPU: measured there, the pulls stall while the ranks' persistent GEMMs
   // spin on the time-sliced GPU; its waits then pass at once).
@@ -41,15 +45,6 @@ struct AllGatherMatmulArgs {
 };
 
 
-// Tiles of 128 x 128 in a rows x N product.
-inline size_t tiles128(size_t rows, size_t N) { return (rows + 127) / 128 * ((N + 127) / 128); }
-
-// Overlapping communication with per-block GEMMs pays when every block's GEMM
-// (shardRows x N) fills at least two waves of 128x128 tiles on a 132-SM GPU; below
-// that the per-block GEMMs run partly empty and the unfused path is faster
-// (measured: docs/perf-log.md).
-bool overlapPays(size_t shardRows, size_t N);
-
 // Bytes of scratch launchAllGatherMatmul needs: the gathered A when no Agathered is given.
 size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a);
 
@@ -57,18 +52,20 @@ size_t allGatherMatmulScratch(const DeviceComm& dc, const AllGatherMatmulArgs& a
 // lies in symmetric memory (zero-copy), or NULL.
 fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                  const AllGatherMatmulArgs& a, const SymSource* symmetricA,
-                                 FusedChoice choice, cudaStream_t stream);
+                                 FusedAlgo choice, cudaStream_t stream);
 
+// Filled by name (src/api/api_fused.cc).
 struct MatmulReduceScatterArgs {
-  const void* A;  // [M, K]
-  const void* B;  // [K, N] (fcOpN) or [N, K] (fcOpT)
-  void* C;        // [M/W, N]
-  size_t M, N, K;
-  fcOperation_t transB;
-  fcDataType_t datatype;
-  void* scratch;  // matmulReduceScatterScratch bytes of the channel's scratch
+  const void* A = nullptr;  // [M, K]
+  const void* B = nullptr;  // [K, N] (fcOpN) or [N, K] (fcOpT)
+  void* C = nullptr;        // [M/W, N]
+  size_t M = 0, N = 0, K = 0;
+  fcOperation_t transB = fcOpN;
+  fcDataType_t datatype = fcBfloat16;
+  void* scratch = nullptr;  // matmulReduceScatterScratch bytes of the channel's scratch
   bool fp32Partials = false;  // partial products in fp32 (else in datatype)
-  int smCount = 0;            // SMs of the device (the engine's persistent grid)
+  int smCount = 0;            // SMs the engine's persistent grid takes (FC_ENGINE_SMS, else gpuSms)
+  int gpuSms = 0;             // SMs of the device (the pipeline's cuBLASLt GEMMs take them all)
   // FC_MMRS_ENGINE_STAGES, timing only (wrong results when false): the engine path's
   // copy queue waits for each peer's tiles of our block (gates), then pulls the block.
   bool engineGates = true, enginePulls = true;
@@ -78,19 +75,18 @@ struct MatmulReduceScatterArgs {
   bool engineEpilogueAdd = false;
   int enginePieces = 4;  // FC_MMRS_ENGINE_PIECES (1 to kMaxPieces)
   // Whether fcReduceScatter would take its Lamport kernel for one block of partials
-  // in the input type (comm.cc, chooseReduceScatter: the block within a push slot, at
-  // most 4 ranks, FC_REDUCE_SCATTER_ALGO); small products then take the GEMM + that
-  // kernel. pdl: its launch (FC_PDL).
+  // in the input type (tuning::chooseReduceScatter, FC_REDUCE_SCATTER_ALGO included);
+  // small products then take the GEMM + that kernel. pdl: its launch (FC_PDL).
   bool lamportReduceScatter = false, pdl = true;
 };
 
 // Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).
-size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice);
+size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice);
 
 // C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
 // fcMatmulReduceScatter.
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
-                                     const MatmulReduceScatterArgs& a, FusedChoice choice,
+                                     const MatmulReduceScatterArgs& a, FusedAlgo choice,
                                      cudaStream_t stream);
 
 // fcMatmulAllReduce's decode path (gemv_all_reduce.cu): out = the sum over ranks of
@@ -112,14 +108,6 @@ bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
 // sig: the op signature the call headers compare; pdl: programmatic dependent launch.
 fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, uint32_t sig, bool pdl,
                                cudaStream_t stream);
-
-// Whether auto takes fcMatmulAllReduce's decode kernel where it fits (matmul_all_reduce.cc).
-bool matmulAllReduceGemvPays(int nranks, size_t M, size_t N, size_t K);
-
-// Whether auto runs fcMatmulAllReduce as fcMatmulReduceScatter's path then an
-// all-gather (else the GEMM, then the all-reduce), the same on every rank: a function
-// of the world size, the shape and the SMs the GEMM may use (matmul_all_reduce.cc).
-bool matmulAllReduceSplitsRows(int nranks, size_t M, size_t N, size_t K, int smCount);
 
 // Enqueue a one-thread kernel that waits (bounded: the communicator's deadline, abort,
 // a peer's give-up) until *counter >= value, a word `producer` writes (tile_gate.cu);

@@ -1,94 +1,13 @@
-// fcMatmulReduceScatter (seed 002, with cuBLASLt GEMMs and copy-engine pulls).
-//
-// Block d is rows [d*M/W, (d+1)*M/W) of a rank's partial product A x op(B). The
-// partials travel in the input type by default (each rounded once, as cuBLAS + NCCL
-// compute it: half the bytes of fp32), or in fp32 (config.fp32Partials /
-// FC_MMRS_PARTIALS=fp32: the products unrounded until the end). Every path sums the W
-// partials of a block in fp32 and rounds once, at the end. "Partial" below is either.
-//
-// Fused, on the caller's stream S and the channel's copy queue Q. At step
-// t = 1..W-1 every rank computes block rank+t (destination order, starting with
-// rank+1 as in seed 002), as a partial, into its workspace slot t % 2; the owner of that
-// block pulls it at step t. Our own block comes last.
-//
-//   S: GEMM block rank+1 -> slot 1
-//   for t = 1..W-1:
-//     S: wait for our pull of step t-1; barrier t (every rank's block of step t is
-//        in its slot, and every pull of step t-1 is done, so slot (t+1) % 2 is free
-//        everywhere)
-//     Q: pull block `rank` from rank-t's slot t % 2 into local buffer t-1
-//     S: GEMM the next block (rank+t+1 into slot (t+1) % 2), or at t = W-1 our own
-//        block into buffer W-1; with fp32 partials and W >= 3 it adds the pull of
-//        step 1 in its epilogue instead (D = A x op(B) + C, in place: one fewer block
-//        for the final sum to read)
-//   S: wait for Q; C = round(own + the pulled partials not yet added), fp32 sums
-//   S: final barrier (nobody reads our slots any more)
-// Each pull runs under the next GEMM; the GEMMs take all SMs, the pulls none.
-// A block whose partial is larger than a slot runs all of this over chunks of
-// rows (the same rows of every block), as few as fit a slot, one after the other.
-//
-// Lamport (small products, partials in the input type: every block within a Lamport
-// push slot, at most 4 ranks; auto takes it wherever it fits and neither the engine
-// nor the fused pipeline is chosen): one GEMM of every block's partial into our own
-// workspace, then the Lamport reduce-scatter (collectives/lamport_move.cu: each rank
-// pushes block d to rank d and polls its own; one round trip, no barrier) from there
-// into C. Exactly GEMM + fcReduceScatter, which the op must never be slower than,
-// without a scratch buffer: nobody reads our workspace until an op's entry (every op
-// that reads peers' workspaces ends with a barrier). It replaced the scatter path
-// there: on 2 H100s (fc-bench mmrs, 2026-11-25,
-// docs/results/2026-11-25-h200x2-7da2d49/small-m-h100) the scatter path took 56.3 /
-// 28.4 / 109.4 / 40.0 us at 512 x 4096 x 7168, 512 x 4096 x 2048, 512 x 5120 x 13824
-// and 512 x 5120 x 2560, this path 54.0 / 24.8 / 106.8 / 37.7, GEMM + fcReduceScatter
-// 53.3 / 24.8 / 105.9 / 36.6: the scatter path's GEMM stores its products over NVLink
-// at the pace of its math, and its two barriers cost more than the Lamport kernel's
-// round trip. With fp32 partials (twice the bytes, and a third kernel to round the
-// fp32 sum) it was not ahead of the scatter path (66.2 / 38.1 / 119.0 / 49.3 against
-// 65.9 / 34.7 / 118.1 / 49.7 us): those keep the scatter path.
-//
-// Scatter (small products beyond a Lamport slot or at more than 4 ranks, and fp32
-// partials): one batched GEMM (batch d = block d, B shared) writes block d, a
-// partial, straight into rank d's workspace at [rank * block] through the peer
-// mapping: every rank's heap lies at a fixed stride, which is the batch stride of D.
-// A barrier, then each rank sums the W blocks in its own workspace and rounds. Only
-// for small products: the epilogue's stores to peer memory do not overlap the GEMM's
-// math, so at large sizes the GEMM slows down by about the NVLink time of its output
-// (measured: docs/perf-log.md).
-//
-// Staged (the rest): one GEMM of partials into the channel's scratch, then
-// fcReduceScatter's algorithm on them (fp32 sums, one rounding; fp32 partials land in
-// an fp32 sum that is rounded after).
-//
-// Engine (partials in the input type; auto takes it at 2 ranks where measured ahead,
-// engineByDefault below; FC_MMRS_ALGO=engine forces it): one persistent CUTLASS GEMM
-// (src/gemm/engine) computes our partial product, tile rows from block rank+1 on and
-// ours last, into our workspace, and its tiles,
-// once stored, count on their owner's counter for us, one counter per piece of the
-// block (tile_signal_epilogue.cuh; a warp group adds its run of tiles at once).
-// Our copy queue pulls our block from rank r piece by piece, each once its gate (a
-// one-thread kernel with the library's deadline, tile_gate.cu) sees r's counter reach
-// the piece's tiles, rank-1's first (it computes our block first), while the GEMM goes
-// on; then the sum of our own partial and the pulled ones, and the final barrier, as
-// the fused pipeline's. One GEMM launch, its tail shared by all blocks.
-// Epilogue add (2 ranks; the engine's default there, FC_MMRS_ENGINE_STAGES=full sums
-// after the GEMM instead): the sum rides in the GEMM, and nothing runs beside it. The GEMM's own tiles, computed last, wait
-// until the peer's tiles of their piece have landed (the peer's counters, in our
-// memory), read the peer's partial in place from its workspace, add it in their
-// epilogue and store the rounded sum straight into C (own_block_epilogue.cuh): no
-// gates, no pulls, nothing after the GEMM but the counters' reset and the final
-// barrier. A wait inside a persistent GEMM for the *peer's* GEMM needs the tiles the
-// peer waits for to be computed by CTAs that run: the GEMM then hands its tiles out
-// dynamically, in order (scatter_scheduler.cuh), so that a cluster that cannot start
-// (its SMs held by other work: another stream's kernels) owes nobody anything; and
-// the partial is not pulled behind a gate kernel, which would itself need an SM (both
-// found with both ranks' GEMMs on one GPU, tools/probes/engine-pair, grids larger
-// than fit together: each rank waited for the other until the deadline). Faster than
-// the sum after the GEMM at every shape measured on one GPU (engine-pair); on two,
-// fc-bench mmrsstages times both. Ranks sharing a GPU in separate processes
-// (FC_SHARE_GPU) time-slice it and never take it (a GEMM waiting inside for another
-// context's stalls); ranks of one process may.
-//
-// The fused path's pulled partials live in the channel's scratch too
-// (comm/scratch.h; matmulReduceScatterScratch says how much each path needs).
+// fcMatmulReduceScatter: C_shard = reduce_scatter(A x op(B)), by one of five paths -
+// the cuBLASLt pipeline (per-block GEMMs in destination order, each block pulled by
+// its owner's copy engine under the next GEMM, after torch symm_mem's
+// fused_matmul_reduce_scatter), the persistent GEMM engine (one CUTLASS GEMM whose
+// tiles signal their owner; at 2 ranks the owner's tiles add the peer's partial in
+// their epilogue), and three unfused forms for small products (GEMM + the Lamport
+// reduce-scatter, the scatter GEMM into the owners' workspaces, GEMM + fcReduceScatter's
+// kernel). tuning::chooseMatmulReduceScatter picks one; planOf sizes its scratch.
+// Partials in the input type (default) or fp32, summed in fp32, rounded once.
+// docs/design.md, "Fused matmul + reduce-scatter" (the flows step by step).
 #include <algorithm>
 
 #include "collectives/collectives.h"
@@ -98,18 +17,15 @@
 #include "core/result.h"
 #include "fused/fused.h"
 #include "gemm/engine/engine.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
 
-enum class Path { Fused, Lamport, Scatter, Staged, Engine };
-
-// fcReduceScatter's SM / copy-engine crossover (bytes of input, docs/perf-log.md). The
-// scatter path stays below it too: its GEMM's peer stores grow with the products.
-constexpr size_t kSmReduceScatterMaxBytes = 32u << 20;
+using Path = MmrsPath;
 
 const char* pathName(Path p) {
-  return p == Path::Fused     ? "fused"
+  return p == Path::Pipeline  ? "pipeline"
          : p == Path::Lamport ? "lamport"
          : p == Path::Scatter ? "scatter"
          : p == Path::Engine  ? "engine"
@@ -123,19 +39,12 @@ fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partia
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
 // The engine's pieces of a block, in rows: the block is counted (and, summing after
-// the GEMM, pulled) in up to a.enginePieces pieces of whole tile rows
-// (FC_MMRS_ENGINE_PIECES), so that the first ones land while the peer still computes
-// the rest, each of at least kMinEnginePieceBytes of the partial: a piece costs a gate
-// and a copy on the copy queue's stream, which a small one does not earn back. Measured at
-// 2 ranks on one H100 with the epilogue add (engine-pair, 2026-11-25, twelfth session):
-// blocks of 1 MiB took 42 us in one piece against 72 in four, of 3 MiB 68-70 in one
-// or two against 83 in four, of 8 MiB within 2 % in one, two or four, of 32 MiB 335-345
-// in four or two against 383-389 in one.
-constexpr size_t kMinEnginePieceBytes = size_t(2) << 20;
+// the GEMM, pulled) in pieces of whole tile rows (FC_MMRS_ENGINE_PIECES at most), so
+// that the first ones land while the peer still computes the rest; how many is
+// tuning::matmulReduceScatterEnginePieces (a piece costs a gate and a copy).
 int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
   const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
-  const int64_t most = std::min(a.enginePieces, kMaxPieces),
-                pieces = std::max<int64_t>(1, std::min<int64_t>(most, int64_t(blockBytes / kMinEnginePieceBytes)));
+  const int64_t pieces = tuning::matmulReduceScatterEnginePieces(blockBytes, std::min(a.enginePieces, kMaxPieces));
   const int64_t tileRows = (blockRows + 127) / 128;
   return (tileRows + pieces - 1) / pieces * 128;
 }
@@ -187,43 +96,14 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
   return g;
 }
 
-// Whether auto takes the engine, the same on every rank (a function of the shape and
-// the world size): at 2 ranks (the epilogue add), blocks of at least 1024 rows and
-// K <= 2048, where the reduce-scatter's bytes weigh most against the GEMM's math.
-// Measured on 2 H100s (2026-11-25, tools/bench-torch-mmrs.py and fc-bench mmrs /
-// mmrsstages, graph-replayed, docs/results/2026-11-25-h100x2-c143f00): 2048 x 4096 x
-// 2048 engine 78.1 against the fused pipeline's 89.9 us, 8192 x 4096 x 2048 246.7
-// against 270.5; level at K 2560-13824 with 2048 rows (105.7 / 105.4 at N 5120,
-// K 2560), behind at 8192 x 5120 x 2560 (419.6 against 391.9) and 8192 x 4096 x 7168
-// (807.0 against 777.3), and at 512 rows everywhere (the scatter path: 512 x 4096 x
-// 2048 33.0 against the engine's 42.2). The engine's CUTLASS kernel alone is what it
-// loses by where K is large (2048 x 4096 x 7168: 172.2 us without any waits against
-// cuBLASLt's 140.7, fc-bench mmrsstages).
-bool engineByDefault(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
-  return dc.nranks == 2 && a.engineEpilogueAdd && a.M / 2 >= 1024 && a.K <= 2048;
-}
-
-// Whether auto takes the fused pipeline: each block's (chunk's) GEMM fills at least
-// 1.25 waves of 128 x 128 tiles on a 132-SM GPU (165 tiles) - fewer than
-// fcAllGatherMatmul asks for (overlapPays: two waves), because what the pipeline
-// replaces here, the scatter path, pays for its peer stores at large products.
-// Measured on 2 H200s (fc-bench mmrs, 2026-11-25, graph-replayed, auto the scatter
-// path there; docs/results/2026-11-25-h200x2-7da2d49/fused-threshold): blocks of 256
-// tiles (2048 x 4096 x K, 4096 x 2048 x 7168) 78.2 / 102.9 / 158.4 / 308.4 us at K =
-// 2560 / 4096 / 7168 / 14336 against 88.5 / 117.7 / 174.0 / 311.9, and 157.8 against
-// 172.8; 224 tiles (2048 x 3584 x 5120) 110.3 against 131.2; 192 tiles (2048 x 3072 x
-// 7168, 1536 x 4096 x 7168) 125.7 / 125.1 against 136.0 / 135.3; 160 tiles (2048 x
-// 2560 x 7168) level, 112.5 against 111.5.
-bool fusedPays(size_t chunkRows, size_t N) { return tiles128(chunkRows, N) * 4 >= 132 * 5; }
-
-// The path, its chunks of rows (fused) and the scratch it needs.
+// The path, its chunks of rows (the pipeline) and the scratch it needs.
 struct Plan {
   Path path;
   size_t chunks, chunkRows;
   size_t scratchBytes;
 };
 
-Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice) {
+Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice) {
   const size_t W = size_t(dc.nranks), ps = dataTypeSize(partialType(a));
   const size_t ms = a.M / W, blockElems = ms * a.N, partBytes = blockElems * ps;
   Plan p{};
@@ -232,22 +112,25 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
   const size_t slotRows = ce::slotBytes(dc) / (a.N * ps);
   p.chunks = slotRows == 0 ? 0 : (ms + slotRows - 1) / slotRows;
   p.chunkRows = p.chunks == 0 ? 0 : (ms + p.chunks - 1) / p.chunks;
-  const bool fusedFits = p.chunks > 0;
-  const bool scatterFits = W * partBytes <= std::min<size_t>(dc.workspaceBytes, kSmReduceScatterMaxBytes);
-  // The Lamport path: partials in the input type, where fcReduceScatter would take
-  // its Lamport kernel for a block of them, all of them in our workspace.
-  const bool lamportFits = a.lamportReduceScatter && !a.fp32Partials && a.M * a.N * ps <= dc.workspaceBytes;
-  const Path fallback = lamportFits ? Path::Lamport : scatterFits ? Path::Scatter : Path::Staged;
+  tuning::MatmulReduceScatterQuery q;
+  q.forced = choice;
+  q.nranks = dc.nranks;
+  q.gpuSms = a.gpuSms;
+  q.M = a.M;
+  q.N = a.N;
+  q.K = a.K;
+  q.chunkRows = p.chunkRows;
+  q.partialBytes = W * partBytes;
+  q.workspaceBytes = dc.workspaceBytes;
   // The engine: partials in the input type, all of them in our workspace, blocks of
   // whole tile rows.
-  const bool engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
-                          engine::scatterGemmSupports(scatterGemm(dc, 0, a));
-  p.path = choice == FusedChoice::Engine    ? (engineFits ? Path::Engine : fusedFits ? Path::Fused : fallback)
-           : choice == FusedChoice::Fused   ? (fusedFits ? Path::Fused : fallback)
-           : choice == FusedChoice::Unfused ? fallback
-           : engineFits && engineByDefault(dc, a)        ? Path::Engine
-           : fusedFits && fusedPays(p.chunkRows, a.N)    ? Path::Fused
-                                                        : fallback;
+  q.engineFits = W > 1 && !a.fp32Partials && a.smCount > 2 && a.M * a.N * ps <= dc.workspaceBytes &&
+                 engine::scatterGemmSupports(scatterGemm(dc, 0, a));
+  q.epilogueAdd = a.engineEpilogueAdd;
+  // The Lamport path: partials in the input type, where fcReduceScatter would take
+  // its Lamport kernel for a block of them, all of them in our workspace.
+  q.lamportFits = a.lamportReduceScatter && !a.fp32Partials && a.M * a.N * ps <= dc.workspaceBytes;
+  p.path = tuning::chooseMatmulReduceScatter(q);
   if (W == 1) p.scratchBytes = 0;
   // Engine: the W-1 pulled partials of our block (none when the epilogue reads the
   // peer's in place).
@@ -255,7 +138,7 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice 
     p.scratchBytes = engineAddsInEpilogue(dc, a) ? 0 : (W - 1) * partBytes;
   // Fused: the pulled partials of a chunk and our own (W blocks; W-1 with fp32
   // partials from W = 3 on, where our GEMM adds one pull in place: see fusedRows).
-  else if (p.path == Path::Fused)
+  else if (p.path == Path::Pipeline)
     p.scratchBytes = (a.fp32Partials && W >= 3 ? W - 1 : W) * p.chunkRows * a.N * ps;
   // Staged: every block's partial, then (fp32 partials) our block's fp32 sum.
   else if (p.path == Path::Staged)
@@ -271,10 +154,10 @@ fcResult_t staged(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& ge
   // fp32 partials sum into fp32, rounded after; input-type ones straight into C.
   void* sum = a.fp32Partials ? static_cast<char*>(a.scratch) + stagedSumOffset(a.M, a.N, ps) : a.C;
   FC_CHECK(gemm.matmul(a.A, a.M, a.B, all, a.N, a.K, a.transB, a.datatype, stream, a.fp32Partials));
-  if (partials < kSmReduceScatterMaxBytes)
-    FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, pt, nullptr, stream));
-  else
+  if (tuning::matmulReduceScatterStagedMove(dc.nranks, partials) == MoveAlgo::CopyEngine)
     FC_CHECK(launchReduceScatterCe(dc, channel, copies, all, sum, blockElems, pt, stream));
+  else
+    FC_CHECK(launchReduceScatter(dc, channel, all, sum, blockElems, pt, nullptr, stream));
   if (!a.fp32Partials) return fcSuccess;
   return launchReducePartials(sum, nullptr, blockElems, 0, fcFloat32, a.C, blockElems, a.datatype, stream);
 }
@@ -393,12 +276,12 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
 
 }  // namespace
 
-size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedChoice choice) {
+size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice) {
   return planOf(dc, a, choice).scratchBytes;
 }
 
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
-                                     const MatmulReduceScatterArgs& a, FusedChoice choice, cudaStream_t stream) {
+                                     const MatmulReduceScatterArgs& a, FusedAlgo choice, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t ms = a.M / size_t(W), blockElems = ms * a.N;
   if (W == 1) return gemm.matmul(a.A, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
@@ -406,7 +289,7 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
   const Plan plan = planOf(dc, a, choice);
   const Path path = plan.path;
   FC_TRACE("fcMatmulReduceScatter: M %zu N %zu K %zu: %s (%zu chunks of rows)", a.M, a.N, a.K, pathName(path),
-           path == Path::Fused ? plan.chunks : size_t(1));
+           path == Path::Pipeline ? plan.chunks : size_t(1));
   if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
 
   const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));

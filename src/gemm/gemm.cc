@@ -127,7 +127,8 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
   // first - a bf16 product then is off by up to an ulp per split, against the one
   // rounding every op documents. Measured: with every scheme allowed, cuBLASLt took a
   // split-K one for [6, 40] x [40, 70] bf16 (B row-major, 140-byte rows) and about one
-  // run in three of the GPU suite found one element of 420 off by one (2026-11-25).
+  // run in three of the GPU suite found one element of 420 off by one (perf-log.md,
+  // the sixteenth session).
   const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;  // and none: no split-K
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes);
   cublasLtMatmulHeuristicResult_t result{};

@@ -332,12 +332,13 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_MMRS_ALGO", "auto"}, Case{"FC_CHECK_POINTERS", "0"},
                         Case{"FC_CHECK_POINTERS", "1"}, Case{"FC_MMRS_PARTIALS", "input"},
                         Case{"FC_MMRS_PARTIALS", "fp32"}, Case{"FC_ARNORM_STAGES", "full"},
-                        Case{"FC_ARNORM_STAGES", "no-prefetch"}, Case{"FC_ARNORM_STAGES", "allreduce-only"},
+                        Case{"FC_ARNORM_STAGES", "no-prefetch"}, Case{"FC_LAMPORT_STAGES", "full"},
                         Case{"FC_MAX_CTAS", "8"}, Case{"FC_LAMPORT_SPINS", "8"},
                         Case{"FC_ARNORM_CLUSTER_PACKS", "128"}, Case{"FC_LAMPORT_MAX_BYTES", "4194304"},
-                        Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
-                        Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
-                        Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}, Case{"FC_MMRS_ENGINE_STAGES", "epilogue-add"},
+                        Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_STAGES", "full"},
+                        Case{"FC_AGMM_ALGO", "pipeline"}, Case{"FC_MMRS_ALGO", "pipeline"},
+                        Case{"FC_ARNORM_ALGO", "fused"}, Case{"FC_ARNORM_ALGO", "unfused"},
+                        Case{"FC_MMRS_ENGINE_STAGES", "epilogue-add"},
                         Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
@@ -349,6 +350,32 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
     CHECK(r != fcInvalidArgument);
     CHECK_THAT(lastError(), !ContainsSubstring(c.var));
     if (r == fcSuccess) CHECK(fcCommDestroy(comm) == fcSuccess);
+  }
+}
+
+TEST_CASE("the shipped library refuses the measurement-only switches", "[api][init][env][probes]") {
+  // Stage sets that leave stages out compute wrong results on purpose (fc-bench's
+  // *stages modes): only the probe build (meson -Dprobes=true) honours them. The shipped
+  // library, which this test links, refuses them at init, before the GPU, with a
+  // message naming the variable and the probe build (comm/config.cc).
+  struct Case {
+    const char* var;
+    const char* value;
+  };
+  for (const Case& c : {Case{"FC_LAMPORT_STAGES", "push-only"}, Case{"FC_LAMPORT_STAGES", "no-reset"},
+                        Case{"FC_LAMPORT_STAGES", "sum-twice"}, Case{"FC_ARNORM_STAGES", "allreduce-only"},
+                        Case{"FC_ARNORM_STAGES", "no-norm"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
+                        Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
+                        Case{"FC_MMRS_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}}) {
+    INFO(c.var << "=" << c.value);
+    ScopedEnv env(c.var, c.value);
+    fcUniqueId id;
+    REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+    fcComm_t comm = sentinelComm();
+    REQUIRE(fcCommInitRank(&comm, 1, id, 0) == fcInvalidUsage);
+    CHECK(comm == nullptr);
+    CHECK_THAT(lastError(), ContainsSubstring(c.var) && ContainsSubstring("wrong results") &&
+                                ContainsSubstring("-Dprobes=true"));
   }
 }
 

@@ -11,7 +11,7 @@
 //   engine    the same on a communicator made with FC_AGMM_ALGO=engine (the
 //             persistent GEMM engine), with its own relerr
 //   cutlass   the engine's GEMM alone (a one-rank communicator with the engine)
-//   pipeline  the fused op with the cuBLASLt pipeline forced (FC_AGMM_ALGO=fused)
+//   pipeline  the fused op with the cuBLASLt pipeline forced (FC_AGMM_ALGO=pipeline)
 //   fused/gemm, unfused/fused (NCCL's unfused when present, else ours), TFLOP/s of
 //   the fused op, and relerr = max |C_fused - C_gemm| / max |C_gemm| (auto and
 //   pipeline; the engine has its own; inputs are
@@ -125,7 +125,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   fcComm_t solo = soloComm();
   fcComm_t engineComm = commWithEnv(c, "FC_AGMM_ALGO", "engine");
   fcComm_t soloEngine = soloComm("engine");  // the CUTLASS GEMM alone
-  fcComm_t pipelineComm = commWithEnv(c, "FC_AGMM_ALGO", "fused");  // the cuBLASLt pipeline wherever it fits
+  fcComm_t pipelineComm = commWithEnv(c, "FC_AGMM_ALGO", "pipeline");  // the cuBLASLt pipeline wherever it fits
   printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes)) {

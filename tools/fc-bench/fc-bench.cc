@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -171,106 +172,142 @@ int bench(Ctx& c, const Options& o, Mode mode) {
 
 }  // namespace
 
+namespace {
+
+// fc-bench's modes, one row each (as nccl-tests keeps one struct per collective): the
+// subcommand, its help, its kind (which options it takes), the FC_*_ALGO variable that
+// -A sets and every value the library accepts there. A new mode: a row here, its
+// options below if it has its own, and its case in run().
+enum class Kind { Collective, Gemm, Decode };
+struct ModeSpec {
+  const char* name;
+  const char* help;
+  Kind kind;
+  const char* algoEnv;             // what -A sets (NULL: no -A)
+  std::vector<std::string> algos;  // every value the library takes in algoEnv
+};
+const std::vector<std::string> kGemmOpAlgos = {"pipeline", "fused", "engine", "unfused", "auto"};
+const ModeSpec kModes[] = {
+    {"allreduce", "fcAllReduce", Kind::Collective, "FC_ALLREDUCE_ALGO",
+     {"oneshot", "twoshot", "twoshot-lamport", "ce", "auto"}},
+    {"reducescatter", "fcReduceScatter; size = the whole input", Kind::Collective, "FC_REDUCE_SCATTER_ALGO",
+     {"lamport", "sm", "ce", "auto"}},
+    {"allgather", "fcAllGather; size = the whole output", Kind::Collective, "FC_ALLGATHER_ALGO", {"sm", "ce", "auto"}},
+    {"agmm", "fcAllGatherMatmul vs the GEMM alone and all-gather + GEMM", Kind::Gemm, "FC_AGMM_ALGO", kGemmOpAlgos},
+    {"mmrs", "fcMatmulReduceScatter vs the GEMM alone and GEMM + reduce-scatter", Kind::Gemm, "FC_MMRS_ALGO",
+     kGemmOpAlgos},
+    {"mmar", "fcMatmulAllReduce (+ residual + RMSNorm) vs the GEMM alone and GEMM + all-reduce (+ norm)",
+     Kind::Decode, "FC_MMAR_ALGO", {"fused", "engine", "unfused", "auto"}},
+    {"arnorm", "fcAllReduceResidualRMSNorm vs fcAllReduce alone and all-reduce + RMSNorm", Kind::Decode,
+     "FC_ARNORM_ALGO", {"fused", "unfused", "auto"}},
+    {"stages", "the Lamport one-shot all-reduce with stages left out or twice (timings only; wrong sums; probe build)",
+     Kind::Collective, nullptr, {}},
+    {"normstages",
+     "the all-reduce + RMSNorm Lamport kernel with stages left out (timings only; wrong results; probe build)",
+     Kind::Decode, nullptr, {}},
+    {"agmmstages",
+     "the all-gather + GEMM engine path with stages left out, in pieces (timings; wrong results; probe build)",
+     Kind::Gemm, nullptr, {}},
+    {"mmrsstages", "the GEMM + reduce-scatter engine path with stages left out (timings; wrong results; probe build)",
+     Kind::Gemm, nullptr, {}},
+};
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : " | ") + s;
+  return out;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"fc-bench: libfusedcomm benchmarks (run one process per GPU under tools/fcrun)"};
   app.require_subcommand(1);
   Options o;
-  CLI::App* ar = app.add_subcommand("allreduce", "fcAllReduce (-A oneshot|twoshot|twoshot-lamport|ce|auto)");
-  CLI::App* rs = app.add_subcommand("reducescatter", "fcReduceScatter; size = the whole input");
-  CLI::App* ag = app.add_subcommand("allgather", "fcAllGather; size = the whole output");
-  CLI::App* agmm = app.add_subcommand("agmm", "fcAllGatherMatmul vs the GEMM alone and all-gather + GEMM");
-  CLI::App* mmrs = app.add_subcommand("mmrs", "fcMatmulReduceScatter vs the GEMM alone and GEMM + reduce-scatter");
-  std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
-  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;16384,8192,8192;512,8192,8192";
-  std::string transB = "both";
-  CLI::App* mmar = app.add_subcommand(
-      "mmar", "fcMatmulAllReduce (+ residual + RMSNorm) vs the GEMM alone and GEMM + all-reduce (+ norm)");
-  std::string mmarShapes, mmarTokens = "1,4,16,64,128,256,512,2048,8192", mmarTransB = "t", mmarNorm = "both";
-  mmar->add_option("--shapes", mmarShapes,
-                   "M,N,K;M,N,K;... (A is [M, K] on every rank; default: --tokens x the o_proj and down_proj "
-                   "layers of Llama-3-8B and Qwen2.5-32B at TP 2: N,K 4096,2048 4096,7168 5120,2560 5120,13824)");
-  mmar->add_option("--tokens", mmarTokens, "M of the default shapes, comma-separated");
-  mmar->add_option("--transB", mmarTransB, "n | t | both (t: B an nn.Linear weight [N, K])")
-      ->check(CLI::IsMember({"n", "t", "both"}));
-  mmar->add_option("--norm", mmarNorm, "0 (fcMatmulAllReduce) | 1 (+ residual + RMSNorm) | both")
-      ->check(CLI::IsMember({"0", "1", "both"}));
-  CLI::App* arnorm =
-      app.add_subcommand("arnorm", "fcAllReduceResidualRMSNorm vs fcAllReduce alone and all-reduce + RMSNorm");
-  std::string tokens = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hiddens = "4096,8192";
-  CLI::App* stages = app.add_subcommand(
-      "stages", "the Lamport one-shot all-reduce with stages left out or twice (timings only; wrong sums)");
-  CLI::App* normStages = app.add_subcommand(
-      "normstages", "the all-reduce + RMSNorm Lamport kernel with stages left out (timings only; wrong results)");
-  std::string stageTokens = "1,2,4,8,16,32,64";
-  CLI::App* agmmStages = app.add_subcommand(
-      "agmmstages", "the all-gather + GEMM engine path with stages left out, in pieces (timings; wrong results)");
-  std::string stageShapes = "2048,3072,4096;2048,3584,5120;2048,14336,4096;2048,27648,5120;8192,3072,4096";
-  agmmStages->add_option("--shapes", stageShapes, "M,N,K;M,N,K;... (M global)");
-  CLI::App* mmrsStages = app.add_subcommand(
-      "mmrsstages", "the GEMM + reduce-scatter engine path with stages left out (timings; wrong results)");
-  std::string mmrsStageShapes = "2048,4096,7168;2048,4096,2048;2048,5120,13824;2048,5120,2560;8192,4096,2048";
-  mmrsStages->add_option("--shapes", mmrsStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
-  arnorm->add_option("--tokens", tokens, "token counts (rows), comma-separated");
-  arnorm->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
-  normStages->add_option("--tokens", stageTokens, "token counts (rows), comma-separated");
-  normStages->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
-  agmm->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
-  mmrs->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
-  for (CLI::App* sub : {agmm, mmrs}) sub->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
-  for (CLI::App* sub : {agmm, mmrs, mmar, arnorm, normStages, agmmStages, mmrsStages}) {
-    sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
+  std::vector<CLI::App*> subs;
+  std::vector<CLI::Option*> algoOpts;
+  for (const ModeSpec& m : kModes) {
+    CLI::App* sub = app.add_subcommand(m.name, m.help);
+    subs.push_back(sub);
+    if (m.kind == Kind::Collective) {
+      sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
+      sub->add_option("-e,--maxbytes", o.maxBytes,
+                      "largest size (default 64M all-reduce, stages 4M at 2 ranks and 1M beyond, 256M others)");
+      sub->add_option("-f,--stepfactor", o.factor, "size multiplier")->check(CLI::Range(1.01, 1e6));
+      sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 | fp32");
+    } else {
+      sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 (arnorm: also fp32)");
+      sub->add_option("--nccl", o.nccl, "time the unfused path with NCCL when libnccl.so.2 loads (1/0)");
+      sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
+    }
     sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
     sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
     sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
-    sub->add_option("--nccl", o.nccl, "time the unfused path with NCCL when libnccl.so.2 loads (1/0)");
-    sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
-  }
-  for (CLI::App* sub : {ar, rs, ag, stages}) {
-    sub->add_option("-b,--minbytes", o.minBytes, "smallest size in bytes (K/M/G suffixes)");
-    sub->add_option("-e,--maxbytes", o.maxBytes,
-                    "largest size (default 64M all-reduce, stages 4M at 2 ranks and 1M beyond, 256M others)");
-    sub->add_option("-f,--stepfactor", o.factor, "size multiplier")->check(CLI::Range(1.01, 1e6));
-    sub->add_option("-d,--datatype", o.dtype, "bf16 | fp16 | fp32");
-    sub->add_option("-n,--iters", o.iters, "calls per captured graph")->check(CLI::PositiveNumber);
-    sub->add_option("-w,--warmup_iters", o.warmup, "warm-up graph replays");
-    sub->add_option("-r,--replays", o.replays, "timed graph replays (median)")->check(CLI::PositiveNumber);
-  }
-  for (CLI::App* sub : {agmm, mmrs, mmar, arnorm, normStages, agmmStages, mmrsStages, ar, rs, ag, stages})
     sub->add_option("--replays-start", o.replaysStart,
                     "sync (each replay after the host synchronised on the last) | barrier (an untimed fcBarrier "
                     "first: every rank's replay starts together) | queued (back to back, one sync at the end)")
         ->check(CLI::IsMember({"sync", "barrier", "queued"}));
-  for (CLI::App* sub : {ar, rs, ag}) {
-    sub->add_option("-c,--check", o.check, "verify results (1/0)");
-    sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
-    sub->add_option("--nccl", o.nccl, "time NCCL side by side when libnccl.so.2 loads (1/0)");
-    sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
-    sub->add_flag("--csv", o.csv, "CSV rows instead of the table");
-    sub->add_flag("--json", o.json, "JSON lines instead of the table");
+    algoOpts.push_back(m.algoEnv == nullptr
+                           ? nullptr
+                           : sub->add_option("-A,--algo", o.algo, joined(m.algos) + " (sets " + m.algoEnv + ")")
+                                 ->check(CLI::IsMember(m.algos)));
+    if (m.kind == Kind::Collective && m.algoEnv != nullptr) {
+      sub->add_option("-c,--check", o.check, "verify results (1/0)");
+      sub->add_flag("-s,--symmetric", o.symmetric, "sendbuff from fcMemAlloc (zero-copy)");
+      sub->add_option("--nccl", o.nccl, "time NCCL side by side when libnccl.so.2 loads (1/0)");
+      sub->add_option("--eager", o.eager, "also time eager calls: call + sync, back to back, host time (1/0)");
+      sub->add_flag("--csv", o.csv, "CSV rows instead of the table");
+      sub->add_flag("--json", o.json, "JSON lines instead of the table");
+    }
   }
-  CLI::Option* algoOpt[] = {
-      ar->add_option("-A,--algo", o.algo, "oneshot | twoshot | twoshot-lamport | ce | auto (sets FC_ALLREDUCE_ALGO)")
-          ->check(CLI::IsMember({"oneshot", "twoshot", "twoshot-lamport", "ce", "auto"})),
-      rs->add_option("-A,--algo", o.algo, "sm | ce | auto (sets FC_REDUCE_SCATTER_ALGO)")
-          ->check(CLI::IsMember({"sm", "ce", "auto"})),
-      ag->add_option("-A,--algo", o.algo, "sm | ce | auto (sets FC_ALLGATHER_ALGO)")
-          ->check(CLI::IsMember({"sm", "ce", "auto"}))};
+  auto sub = [&](const char* name) {
+    for (size_t i = 0; i < subs.size(); ++i)
+      if (!strcmp(kModes[i].name, name)) return subs[i];
+    return static_cast<CLI::App*>(nullptr);
+  };
+  // The modes' own options.
+  std::string shapes = "4096,6656,16384;8192,8192,8192;4096,7168,8192;512,8192,8192;128,6656,4096";
+  std::string mmrsShapes = "8192,8192,8192;4096,8192,14336;8192,8192,28672;16384,8192,8192;512,8192,8192";
+  std::string transB = "both";
+  std::string tokens = "1,2,4,8,16,32,64,128,256,512,1024,2048,4096", hiddens = "4096,8192";
+  std::string stageTokens = "1,2,4,8,16,32,64";
+  std::string stageShapes = "2048,3072,4096;2048,3584,5120;2048,14336,4096;2048,27648,5120;8192,3072,4096";
+  std::string mmrsStageShapes = "2048,4096,7168;2048,4096,2048;2048,5120,13824;2048,5120,2560;8192,4096,2048";
+  sub("agmm")->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
+  sub("mmrs")->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
+  sub("agmmstages")->add_option("--shapes", stageShapes, "M,N,K;M,N,K;... (M global)");
+  sub("mmrsstages")->add_option("--shapes", mmrsStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
+  for (const char* m : {"agmm", "mmrs"})
+    sub(m)->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
+  sub("arnorm")->add_option("--tokens", tokens, "token counts (rows), comma-separated");
+  sub("arnorm")->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
+  sub("normstages")->add_option("--tokens", stageTokens, "token counts (rows), comma-separated");
+  sub("normstages")->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
+  std::string mmarShapes, mmarTokens = "1,4,16,64,128,256,512,2048,8192", mmarTransB = "t", mmarNorm = "both";
+  sub("mmar")->add_option("--shapes", mmarShapes,
+                          "M,N,K;M,N,K;... (A is [M, K] on every rank; default: --tokens x the o_proj and "
+                          "down_proj layers of Llama-3-8B and Qwen2.5-32B at TP 2: N,K 4096,2048 4096,7168 "
+                          "5120,2560 5120,13824)");
+  sub("mmar")->add_option("--tokens", mmarTokens, "M of the default shapes, comma-separated");
+  sub("mmar")->add_option("--transB", mmarTransB, "n | t | both (t: B an nn.Linear weight [N, K])")
+      ->check(CLI::IsMember({"n", "t", "both"}));
+  sub("mmar")->add_option("--norm", mmarNorm, "0 (fcMatmulAllReduce) | 1 (+ residual + RMSNorm) | both")
+      ->check(CLI::IsMember({"0", "1", "both"}));
   CLI11_PARSE(app, argc, argv);
+  size_t mi = 0;
+  while (!subs[mi]->parsed()) ++mi;
+  const ModeSpec& spec = kModes[mi];
+  const std::string name = spec.name;
   // -A sets the library's env knob; without it the knob (or "auto") is what runs.
-  const int sub = ar->parsed() ? 0 : rs->parsed() ? 1 : 2;
-  const char* algoEnv[] = {"FC_ALLREDUCE_ALGO", "FC_REDUCE_SCATTER_ALGO", "FC_ALLGATHER_ALGO"};
-  const bool gemmMode = agmm->parsed() || mmrs->parsed() || agmmStages->parsed() || mmrsStages->parsed();
-  if (arnorm->parsed() || stages->parsed() || normStages->parsed() || mmar->parsed()) {
-    // Decode-sized calls (mmar: M from 1 token): the collectives' defaults (20 calls per
-    // graph, 20 replays), so that a graph launch's own cost stays small per call.
-  } else if (!gemmMode) {
-    if (algoOpt[sub]->count() > 0) setenv(algoEnv[sub], o.algo.c_str(), 1);
-    else if (const char* v = getenv(algoEnv[sub]); v != nullptr && *v != '\0') o.algo = v;
-  } else if (o.iters == Options{}.iters) {
+  if (spec.algoEnv != nullptr) {
+    if (algoOpts[mi]->count() > 0) setenv(spec.algoEnv, o.algo.c_str(), 1);
+    else if (const char* v = getenv(spec.algoEnv); v != nullptr && *v != '\0') o.algo = v;
+  }
+  if (spec.kind == Kind::Gemm && o.iters == Options{}.iters) {
     o.iters = 5;  // GEMM-sized calls: fewer per graph, fewer replays
     o.replays = 10;
     o.warmup = 2;
-  }
+  }  // (decode-sized calls keep the collectives' defaults: 20 calls per graph, 20 replays)
 
   fcUniqueId id;
   if (!fcUniqueIdFromEnv(&id)) {
@@ -286,16 +323,17 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", c.rank) % ndev));
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  const Mode mode = ar->parsed() ? Mode::AllReduce : rs->parsed() ? Mode::ReduceScatter : Mode::AllGather;
-  const int rc = stages->parsed()       ? benchStages(c, o)
-                 : normStages->parsed() ? benchNormStages(c, o, stageTokens, hiddens)
-                 : arnorm->parsed()     ? benchArnorm(c, o, tokens, hiddens)
-                 : agmm->parsed()   ? benchAgmm(c, o, shapes, transB)
-                 : agmmStages->parsed() ? benchAgmmStages(c, o, stageShapes)
-                 : mmrsStages->parsed() ? benchMmrsStages(c, o, mmrsStageShapes)
-                 : mmrs->parsed() ? benchMmrs(c, o, mmrsShapes, transB)
-                 : mmar->parsed() ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm)
-                                  : bench(c, o, mode);
+  const int rc = name == "stages"       ? benchStages(c, o)
+                 : name == "normstages" ? benchNormStages(c, o, stageTokens, hiddens)
+                 : name == "arnorm"     ? benchArnorm(c, o, tokens, hiddens)
+                 : name == "agmm"       ? benchAgmm(c, o, shapes, transB)
+                 : name == "agmmstages" ? benchAgmmStages(c, o, stageShapes)
+                 : name == "mmrsstages" ? benchMmrsStages(c, o, mmrsStageShapes)
+                 : name == "mmrs"       ? benchMmrs(c, o, mmrsShapes, transB)
+                 : name == "mmar"       ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm)
+                 : name == "allreduce"  ? bench(c, o, Mode::AllReduce)
+                 : name == "reducescatter" ? bench(c, o, Mode::ReduceScatter)
+                                           : bench(c, o, Mode::AllGather);
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
   CUDA_OK(cudaStreamDestroy(c.stream));
   FC_OK(fcCommDestroy(c.comm));

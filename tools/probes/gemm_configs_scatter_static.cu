@@ -9,7 +9,7 @@
 namespace fc::engine::probe {
 
 fcResult_t scatterStatic128x128c2x1p(const EngineGemm& g, cudaStream_t stream) {
-  return EngineGemmKernel<cutlass::bfloat16_t, true, Config128x128c2x1Pingpong, AllGatherSchedulerTag, true>::run(
+  return EngineGemmKernel<cutlass::bfloat16_t, true, Config128x128c2x1Pingpong, ReadinessSchedulerTag, true>::run(
       g, stream);
 }
 

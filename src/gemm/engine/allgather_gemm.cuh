@@ -1,6 +1,6 @@
 // The compute of the all-gather + GEMM engine: a stock CUTLASS sm90 TMA + WGMMA
 // warp-specialized cooperative persistent GEMM (CollectiveBuilder mainloop and
-// epilogue), with our tile scheduler (allgather_scheduler.cuh) as its schedule.
+// epilogue), with our tile scheduler (readiness_scheduler.cuh) as its schedule.
 // One instantiation per (element type, B layout), each in its own translation unit.
 //
 // Configurations: 128 x 256 x 64 tiles, 2 x 1 clusters (the B tile is multicast to
@@ -26,7 +26,7 @@
 
 #include "core/preload.h"
 #include "core/result.h"
-#include "gemm/engine/allgather_scheduler.cuh"
+#include "gemm/engine/readiness_scheduler.cuh"
 #include "gemm/engine/engine.h"
 #include "gemm/engine/own_block_epilogue.cuh"
 #include "gemm/engine/own_rows_mainloop.cuh"
@@ -81,12 +81,12 @@ struct EngineEpilogue<Element, Config, true> {
   using type = TileSignalEpilogue<OwnBlockEpilogue<Stock>>;
 };
 
-// SchedulerTag: ours (AllGatherSchedulerTag; ScatterSchedulerTag, tiles handed out
+// SchedulerTag: ours (ReadinessSchedulerTag; ScatterSchedulerTag, tiles handed out
 // dynamically, for GEMM + reduce-scatter), or CUTLASS's stock persistent scheduler
 // (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
 // kSignal: GEMM + reduce-scatter's epilogue (EngineEpilogue).
 template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
-          typename SchedulerTag = AllGatherSchedulerTag, bool kSignal = false>
+          typename SchedulerTag = ReadinessSchedulerTag, bool kSignal = false>
 struct EngineGemmKernel {
   using LayoutA = cutlass::layout::RowMajor;  // [M, K]
   // CUTLASS sees B as K x N: [N, K] row-major (fcOpT) is its column-major (K-major).
@@ -111,7 +111,7 @@ struct EngineGemmKernel {
       cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, SchedulerTag>;
   static constexpr bool kDynamic = std::is_same_v<SchedulerTag, ScatterSchedulerTag<true>> ||
                                    std::is_same_v<SchedulerTag, ScatterSchedulerTag<false>>;
-  static constexpr bool kOurScheduler = kDynamic || std::is_same_v<SchedulerTag, AllGatherSchedulerTag>;
+  static constexpr bool kOurScheduler = kDynamic || std::is_same_v<SchedulerTag, ReadinessSchedulerTag>;
   static_assert(!kDynamic || std::is_same_v<SchedulerTag, ScatterSchedulerTag<Config::kPingpongSchedule>>,
                 "the dynamic scheduler's tag names the kernel schedule (where the first tile is drawn)");
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;

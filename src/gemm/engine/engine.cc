@@ -5,6 +5,7 @@
 
 #include "core/log.h"
 #include "core/result.h"
+#include "tuning/tuning.h"
 
 namespace fc::engine {
 
@@ -41,26 +42,8 @@ fcResult_t dispatch(const Run (&table)[2][2][2], const EngineGemm& g, bool small
   return table[g.datatype == fcFloat16][g.transB == fcOpT][small](g, stream);
 }
 
-// 128 x 128 tiles (ping-pong) when they need fewer waves of the GPU than 128 x 256
-// ones (cooperative), counted in the time of a 128 x 256 tile (two of the smaller
-// ones), by more than 5 %: on small problems they keep more SMs busy, on large ones
-// the bigger tiles reuse more (measured interleaved on one H200, docs/perf-log.md:
-// 512 x 3072 x 4096 in 24.4 instead of 43.0 us, 512 x 27648 x 5120 in 196 instead of
-// 217; but 512 x 14336 x 4096, a tie in waves, in 84.8 with the bigger tiles against
-// 90.0). The ping-pong schedule's 128 x 128 tiles ran up to 14 % faster than the
-// cooperative ones (most where K is short) and never more than 3 % slower (within
-// the runs' noise). Also where B is far beyond L2 (over 128 MiB): 2048 and 8192 x
-// 27648 x 5120 (B 270 MiB) in 1.00 and 1.01x cuBLASLt's time against 1.05 and 1.08,
-// 4096 x 6656 x 16384 (208 MiB) 0.99 against 1.04; at 112 MiB (x 14336 x 4096,
-// x 7168 x 8192) the two tie.
-bool smallTiles(const EngineGemm& g) {
-  if (g.N * g.K * 2 > (size_t(128) << 20)) return true;
-  const size_t sms = size_t(g.smCount);
-  const size_t rows = (g.M + 127) / 128;
-  const size_t big = rows * ((g.N + 255) / 256), small = rows * ((g.N + 127) / 128);
-  const size_t bigWaves2 = 2 * ((big + sms - 1) / sms), smallWaves = (small + sms - 1) / sms;
-  return double(smallWaves) < 0.95 * double(bigWaves2);
-}
+// 128 x 128 tiles (ping-pong) or 128 x 256 (cooperative): tuning::engineSmallTiles.
+bool smallTiles(const EngineGemm& g) { return tuning::engineSmallTiles(g.M, g.N, g.K, g.smCount); }
 
 }  // namespace
 
@@ -79,12 +62,8 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
 
 namespace {
 
-// GEMM + reduce-scatter: the 128 x 128 ping-pong tiles where they need fewer waves
-// (as above), or where K is short: a tile's mainloop is then not much longer than its
-// epilogue, which the ping-pong schedule runs under the other warp group's mainloop
-// (one H200, docs/perf-log.md: K = 1024 at 2048 and 8192 rows, N = 4096, in 0.99 and
-// 0.96x cuBLASLt's time against 1.08 and 1.05 with the 128 x 256 tiles).
-bool scatterSmallTiles(const EngineGemm& g) { return smallTiles(g) || g.K <= 2048; }
+// GEMM + reduce-scatter: tuning::scatterEngineSmallTiles (also where K is short).
+bool scatterSmallTiles(const EngineGemm& g) { return tuning::scatterEngineSmallTiles(g.M, g.N, g.K, g.smCount); }
 
 }  // namespace
 

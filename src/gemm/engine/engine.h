@@ -1,7 +1,9 @@
-// The persistent GEMM engine (CUTLASS sm90, TMA + WGMMA, warp-specialized
-// cooperative, one launch per op) with tile schedulers of our own that follow the
+// The persistent GEMM engine of both fused ops (CUTLASS sm90, TMA + WGMMA,
+// warp-specialized, one launch per op) with tile schedulers of our own that follow the
 // communication: all-gather + GEMM waits, per tile row, for the shards of A that the
-// copy engine is still pulling (allgather_scheduler.cuh).
+// copy engine is still pulling (readiness_scheduler.cuh); GEMM + reduce-scatter's tiles,
+// in destination order, count on their owner's counters once stored
+// (scatter_scheduler.cuh, tile_signal_epilogue.cuh, own_block_epilogue.cuh).
 //
 // Host-side interface: no CUTLASS here, so that the fused ops' schedules compile
 // without it; the kernels live in one translation unit per instantiation.
@@ -21,7 +23,7 @@ namespace fc::engine {
 // kernel argument, by value). Tile rows are taken from the one holding row firstRow
 // on, wrapping around: all-gather + GEMM starts on this rank's own shard (in place
 // before the kernel starts), GEMM + reduce-scatter on the block of rank+1 (its own
-// block last, seed 002's destination order).
+// block last, the destination order of torch symm_mem's fused_matmul_reduce_scatter).
 struct ShardReadiness {
   const uint32_t* flags = nullptr;  // flags[s] = c: the first c pieces of shard s are in
                                     // place (this rank's memory); NULL: nothing to wait for

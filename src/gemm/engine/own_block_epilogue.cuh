@@ -2,9 +2,9 @@
 // add the peer's partial of it and store the rounded sum straight into the op's
 // output; every other tile stores its partial into our workspace, as before.
 //
-// Why: the engine computes our own block last (seed 002's destination order), and the
-// peer computes it first, so its partial has long landed in the peer's workspace when
-// our own tiles reach their epilogue. Adding it there leaves nothing after the GEMM: no
+// Why: the engine computes our own block last (the destination order of torch's
+// fused_matmul_reduce_scatter), and the peer computes it first, so its partial has long
+// landed in the peer's workspace when our own tiles reach their epilogue. Adding it there leaves nothing after the GEMM: no
 // separate pass that reads both partials and writes the sum (at 2048 x 4096 that pass
 // and the barrier behind it were most of the engine's 56 us over its GEMM on 2 H200s).
 // It is read in place, through the peer mapping, by the epilogue's TMA loads, which

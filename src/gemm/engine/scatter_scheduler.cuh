@@ -1,5 +1,5 @@
 // The GEMM + reduce-scatter engine's tile scheduler: the all-gather engine's tile
-// order (allgather_scheduler.cuh: tile rows rotated so that the blocks other ranks own
+// order (readiness_scheduler.cuh: tile rows rotated so that the blocks other ranks own
 // come first, ours last), handed out dynamically: a cluster takes the next tile in
 // that order when it is ready for one, by an atomic add on a per-channel ticket in
 // device memory, instead of CTA i taking tiles i, i + grid, ... .
@@ -40,7 +40,7 @@
 
 #include <cute/tensor.hpp>
 
-#include "gemm/engine/allgather_scheduler.cuh"
+#include "gemm/engine/readiness_scheduler.cuh"
 #include "gemm/engine/ticket_pipeline.cuh"
 
 namespace fc::engine {
@@ -55,8 +55,8 @@ struct ScatterSchedulerTag {};
 namespace cutlass::gemm::kernel::detail {
 
 template <bool kPingpong>
-class ScatterTileScheduler : public AllGatherTileScheduler {
-  using Base = AllGatherTileScheduler;
+class ScatterTileScheduler : public ReadinessTileScheduler {
+  using Base = ReadinessTileScheduler;
 
  public:
   static constexpr bool IsDynamicPersistent = true;

@@ -1,5 +1,7 @@
-// The all-gather + GEMM engine's tile scheduler: the schedule, apart from the
-// compute (the stock CUTLASS sm90 warp-specialized persistent mainloop, allgather_gemm.cuh).
+// The engine's readiness-ordered tile scheduler, for both fused ops (the all-gather +
+// GEMM engine uses it as is; the GEMM + reduce-scatter engine's ScatterTileScheduler,
+// scatter_scheduler.cuh, derives from it): the schedule, apart from the compute (the
+// stock CUTLASS sm90 warp-specialized persistent mainloop, allgather_gemm.cuh).
 //
 // CUTLASS's static persistent scheduler hands CTA i the output tiles i, i + grid,
 // i + 2 grid, ... (raster along N: a wave covers whole rows of tiles). Ours does the
@@ -8,8 +10,9 @@
 // A: every CTA starts on the rows of our own shard, which are in place before the
 // kernel starts, then moves through the rows of shards rank+1, rank+2, ... - the order
 // in which the copy engine pulls them. For GEMM + reduce-scatter it is the first row of
-// rank+1's block: the blocks other ranks own come first, ours last (seed 002), and
-// nothing is waited for (ready.flags NULL).
+// rank+1's block: the blocks other ranks own come first, ours last (the destination
+// order of torch symm_mem's fused_matmul_reduce_scatter), and nothing is waited for
+// (ready.flags NULL).
 //
 // Before the mainloop producer warp issues the TMA loads of a tile, it waits until
 // the rows it reads of every shard have landed: a shard is pulled in pieces of
@@ -35,15 +38,15 @@
 
 namespace fc::engine {
 
-// The tag that selects AllGatherTileScheduler in CUTLASS's GemmUniversal.
-struct AllGatherSchedulerTag {};
+// The tag that selects ReadinessTileScheduler in CUTLASS's GemmUniversal.
+struct ReadinessSchedulerTag {};
 
 }  // namespace fc::engine
 
 namespace cutlass::gemm::kernel::detail {
 
-class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTileScheduler> {
-  using Base = StaticPersistentTileScheduler<AllGatherTileScheduler>;
+class ReadinessTileScheduler : public StaticPersistentTileScheduler<ReadinessTileScheduler> {
+  using Base = StaticPersistentTileScheduler<ReadinessTileScheduler>;
 
  public:
   using RasterOrder = typename PersistentTileSchedulerSm90Params::RasterOrder;
@@ -100,8 +103,8 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
                                 truncate_by_problem_size);
   }
 
-  CUTLASS_HOST_DEVICE AllGatherTileScheduler() {}
-  CUTLASS_DEVICE explicit AllGatherTileScheduler(Params const& p) : Base(p), params_(p) {}
+  CUTLASS_HOST_DEVICE ReadinessTileScheduler() {}
+  CUTLASS_DEVICE explicit ReadinessTileScheduler(Params const& p) : Base(p), params_(p) {}
 
   // The CRTP base's mapping of a linear index to (m, n) tiles: the stock one.
   static CUTLASS_DEVICE cute::tuple<int32_t, int32_t> get_work_idx_m_and_n(
@@ -188,9 +191,9 @@ class AllGatherTileScheduler : public StaticPersistentTileScheduler<AllGatherTil
 };
 
 template <class ArchTag, class TileShape, class ClusterShape, uint32_t SchedulerPipelineStageCount>
-struct TileSchedulerSelector<fc::engine::AllGatherSchedulerTag, ArchTag, TileShape, ClusterShape,
+struct TileSchedulerSelector<fc::engine::ReadinessSchedulerTag, ArchTag, TileShape, ClusterShape,
                              SchedulerPipelineStageCount> {
-  using Scheduler = AllGatherTileScheduler;
+  using Scheduler = ReadinessTileScheduler;
 };
 
 }  // namespace cutlass::gemm::kernel::detail

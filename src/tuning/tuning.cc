@@ -1,0 +1,317 @@
+// The tuning table: every threshold behind an automatic choice, one row each with its
+// value, a one-line reason and where it was measured ("perf-log: X" is the section
+// "X" under "Tuning table" in docs/perf-log.md, which holds the figures; results/...
+// is a folder of docs/results). Below the table, the choice functions of tuning.h,
+// which read nothing else. Rows that are the same value by design say so and point at
+// each other instead of repeating it. docs/design.md, "Tuning".
+#include "tuning/tuning.h"
+
+#include <algorithm>
+
+#include "device/device_comm.h"  // the Lamport push slots' sizes (a memory layout, not a choice)
+
+namespace fc::tuning {
+namespace {
+
+constexpr size_t KiB = size_t(1) << 10, MiB = size_t(1) << 20;
+
+// ======================================================================================
+// The table
+// ======================================================================================
+
+// ---- fcAllReduce ----------------------------------------------------------------------
+// One-shot limit at 2 ranks: its whole push slot (4 MiB): it sends the two-shot's bytes
+// with one round trip instead of two.                      perf-log: oneShotMaxBytes
+constexpr size_t kOneShotMax2Ranks = kLamportSlotBytesMax;
+// One-shot limit at 3-4 ranks: the Lamport two-shot is ahead from 512 KiB.
+//                                                          perf-log: oneShotMaxBytes
+constexpr size_t kOneShotMax4Ranks = 256 * KiB;
+// One-shot limit beyond 4 ranks (unmeasured; no Lamport two-shot there): W-1 remote
+// reads against the SM two-shot's two barriers.             perf-log: oneShotMaxBytes
+constexpr size_t kOneShotMaxWide = 512 * KiB;
+// Lamport protocol up to the push slot at <= 4 ranks: the fastest one-shot there.
+//                                                          perf-log: lamportMaxBytes
+constexpr int kLamportOneShotMaxRanks = 4;
+// ... and up to 256 KiB beyond 4 ranks ((W-1) pushed copies per rank; unmeasured).
+//                                                          perf-log: lamportMaxBytes
+constexpr size_t kLamportOneShotMaxWide = 256 * KiB;
+// The Lamport two-shot above the one-shot at <= 4 ranks: ahead of every other
+// algorithm and of NCCL at every size to 256 MiB.           perf-log: lamportTwoShotAuto
+constexpr int kLamportTwoShotMaxRanks = 4;
+// The copy-engine all-reduce from 64 MiB (where no Lamport two-shot runs): below it the
+// SM two-shot wins (no per-transfer start-up).              perf-log: ceMinBytes
+constexpr size_t kCeAllReduceMin = 64 * MiB;
+
+// ---- fcReduceScatter, fcAllGather ------------------------------------------------------
+// The Lamport reduce-scatter wherever a block fits its push slot, at <= 4 ranks: one
+// round trip against the SM kernel's staging and two barriers. perf-log: chooseReduceScatter
+constexpr int kLamportReduceScatterMaxRanks = 4;
+// Copy-engine reduce-scatter from 32 MiB of input.          perf-log: ceMinBytes
+constexpr size_t kCeReduceScatterMin = 32 * MiB;
+// Copy-engine all-gather from 64 MiB of output.             perf-log: ceMinBytes
+constexpr size_t kCeAllGatherMin = 64 * MiB;
+
+// ---- fcAllReduceResidualRMSNorm ---------------------------------------------------------
+// One kernel up to 1 MiB (the sizes measured), never beyond the one-shot's Lamport
+// limit; above, at <= 4 ranks, the two-shot kernel (kLamportTwoShotMaxRanks).
+//                                                          perf-log: allReduceNormOneKernelMaxBytes
+constexpr size_t kNormOneKernelMax = 1 * MiB;
+// FC_ARNORM_CLUSTER_PACKS' default beyond one CTA's row: clusters of 256 packs per CTA
+// (ahead of 128 and of one CTA at hidden 8192).             perf-log: normClusterPacks
+constexpr uint32_t kNormClusterPacks = 256;
+
+// ---- fcAllGatherMatmul --------------------------------------------------------------------
+// The engine by default only at 2 ranks (the only world size measured).
+//                                                          perf-log: chooseAllGatherMatmul
+constexpr int kAgmmEngineRanks = 2;
+// ... with shards of at least 1024 rows (8 tile rows): below, its fixed costs exceed what
+// the overlap hides.                                       perf-log: chooseAllGatherMatmul
+constexpr size_t kAgmmEngineMinShardRows = 1024;
+// ... N and K at most 8192: beyond, the pipeline's cuBLASLt GEMMs beat its kernel.
+//                                                          perf-log: chooseAllGatherMatmul
+constexpr size_t kAgmmEngineMaxNK = 8192;
+// ... and at least one wave of 128 x 256 tiles on the engine's SMs.
+//                                                          perf-log: chooseAllGatherMatmul
+constexpr size_t kAgmmEngineMinWaves = 1;
+// The pipeline needs shards of at least 512 rows: smaller per-shard GEMMs are bound by
+// reading all of B, W times.                               perf-log: chooseAllGatherMatmul
+constexpr size_t kAgmmPipelineMinShardRows = 512;
+// ... and each shard's GEMM filling two waves of 128 x 128 tiles on the GPU's SMs.
+//                                                          perf-log: chooseAllGatherMatmul
+constexpr size_t kAgmmPipelineMinWavesX4 = 8;  // in quarter waves: 2 waves
+// The unfused path's Lamport all-gather (into the scratch) for shards up to 1 MiB at
+// 2-4 ranks: the same protocol's reduce-scatter was ahead to 1 MiB blocks, behind at 4.
+//                                                          perf-log: allGatherMatmulGather
+constexpr size_t kAgmmLamportGatherMax = 1 * MiB;
+constexpr int kAgmmLamportGatherMaxRanks = 4;
+// The pipeline's cost model (4 x H200): a copy-engine pull at 350 GB/s + 8 us per
+// transfer, a bf16 GEMM at 600 TFLOP/s + 5 us.             perf-log: pipelineCostModel
+constexpr double kPullBytesPerSecond = 350e9, kPullFixedSeconds = 8e-6;
+constexpr double kGemmFlopsPerSecond = 600e12, kGemmFixedSeconds = 5e-6;
+
+// ---- fcMatmulReduceScatter -----------------------------------------------------------------
+// The engine by default only at 2 ranks, with its epilogue add.  perf-log: chooseMatmulReduceScatter
+constexpr int kMmrsEngineRanks = 2;
+// ... blocks of at least 1024 rows (at 512 the scatter path is ahead).
+//                                                          perf-log: chooseMatmulReduceScatter
+constexpr size_t kMmrsEngineMinBlockRows = 1024;
+// ... and K at most 2048 (beyond, cuBLASLt's GEMM alone is faster than its kernel).
+//                                                          perf-log: chooseMatmulReduceScatter
+constexpr size_t kMmrsEngineMaxK = 2048;
+// The pipeline when each chunk's GEMM fills 1.25 waves of 128 x 128 tiles (165 at
+// 132 SMs): level at 160 tiles, ahead from 192.             perf-log: chooseMatmulReduceScatter
+constexpr size_t kMmrsPipelineMinWavesX4 = 5;  // in quarter waves: 1.25 waves
+// The scatter path (the GEMM storing into the owners' workspaces) only below
+// fcReduceScatter's copy-engine crossover: its peer stores grow with the products.
+// = kCeReduceScatterMin by design.                         perf-log: ceMinBytes
+constexpr size_t kMmrsScatterMax = kCeReduceScatterMin;
+// The engine's pieces of a block are at least 2 MiB: a piece costs a gate and a copy.
+//                                                          perf-log: matmulReduceScatterEnginePieces
+constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
+
+// ---- fcMatmulAllReduce ---------------------------------------------------------------------
+// The one decode kernel (GEMV + Lamport pushes per tile) for one row: from 2 rows its
+// CUDA-core FMAs fall behind cuBLAS's tensor cores.         perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarOneKernelMaxRows = 1;
+// ... with K up to 8192 (at 13824 it read B slower than cuBLAS).
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarOneKernelMaxK = 8192;
+// The reduce-scatter + all-gather (plain form) only at 2 ranks, from 4096 rows per rank
+// (1-8 % ahead at 8192 rows; behind at 2048; the norm forms behind everywhere).
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr int kMmarSplitRanks = 2;
+constexpr size_t kMmarSplitMinRowsPerRank = 4096;
+
+// ---- The GEMM engine's tiles ------------------------------------------------------------
+// 128 x 128 ping-pong tiles when they need fewer waves than 128 x 256 ones (counted in
+// 128 x 256 tile times) by more than 5 %.                  perf-log: engineSmallTiles
+constexpr double kSmallTilesWaveRatio = 0.95;
+// ... and whenever B is over 128 MiB (far beyond L2).       perf-log: engineSmallTiles
+constexpr size_t kSmallTilesMinBBytes = 128 * MiB;
+// The reduce-scatter engine also where K <= 2048: the ping-pong schedule runs a tile's
+// epilogue under the other warp group's mainloop.          perf-log: engineSmallTiles
+constexpr size_t kScatterSmallTilesMaxK = 2048;
+
+// ======================================================================================
+
+// Tiles of 128 x 128 (x tileN) in a rows x N product.
+size_t tiles(size_t rows, size_t N, size_t tileN = 128) { return (rows + 127) / 128 * ((N + tileN - 1) / tileN); }
+
+// Whether `tiles` fill at least quarterWaves / 4 waves of smCount SMs.
+bool fillsWaves(size_t tileCount, size_t quarterWaves, int smCount) {
+  return tileCount * 4 >= quarterWaves * size_t(smCount);
+}
+
+}  // namespace
+
+// ---- All-reduce ----------------------------------------------------------------------------
+
+size_t oneShotMaxBytes(int nranks) {
+  return nranks <= 2 ? kOneShotMax2Ranks : nranks <= 4 ? kOneShotMax4Ranks : kOneShotMaxWide;
+}
+
+size_t lamportMaxBytes(int nranks) {
+  return nranks <= kLamportOneShotMaxRanks ? lamportSlotBytes(nranks) : kLamportOneShotMaxWide;
+}
+
+bool lamportTwoShotAuto(int nranks) { return nranks <= kLamportTwoShotMaxRanks; }
+
+size_t ceAllReduceMinBytes(int) { return kCeAllReduceMin; }
+
+AllReduceAlgo chooseAllReduce(const AllReduceQuery& q) {
+  const int W = q.nranks;
+  // The copy-engine all-reduce splits the buffer into W equal slices.
+  const bool ceFits = W > 1 && q.count % size_t(W) == 0;
+  switch (q.forced) {
+    case AllReduceAlgo::OneShot:
+    case AllReduceAlgo::TwoShot:
+    case AllReduceAlgo::LamportTwoShot: return q.forced;
+    case AllReduceAlgo::CopyEngine: return ceFits ? AllReduceAlgo::CopyEngine : AllReduceAlgo::TwoShot;
+    case AllReduceAlgo::Auto: break;
+  }
+  if (q.bytes <= oneShotMaxBytes(W) && q.oneShotFits) return AllReduceAlgo::OneShot;
+  if (lamportTwoShotAuto(W)) return AllReduceAlgo::LamportTwoShot;
+  if (ceFits && q.bytes >= ceAllReduceMinBytes(W)) return AllReduceAlgo::CopyEngine;
+  return AllReduceAlgo::TwoShot;
+}
+
+bool oneShotIsLamport(int nranks, size_t bytes, uint64_t maxOverride, AllReduceAlgo forced) {
+  const size_t most = maxOverride ? size_t(maxOverride) : lamportMaxBytes(nranks);
+  return bytes <= most && forced != AllReduceAlgo::OneShot;
+}
+
+// ---- Reduce-scatter, all-gather -------------------------------------------------------------
+
+size_t ceReduceScatterMinBytes(int) { return kCeReduceScatterMin; }
+size_t ceAllGatherMinBytes(int) { return kCeAllGatherMin; }
+
+MoveAlgo chooseReduceScatter(int nranks, MoveAlgo forced, size_t block, size_t total) {
+  if (nranks < 2) return MoveAlgo::Sm;  // a copy
+  const bool fits = block <= lamportSlotBytes(nranks);
+  if (forced == MoveAlgo::Lamport) return fits ? MoveAlgo::Lamport : MoveAlgo::Sm;
+  if (forced != MoveAlgo::Auto) return forced;
+  if (nranks <= kLamportReduceScatterMaxRanks && fits) return MoveAlgo::Lamport;
+  return total >= ceReduceScatterMinBytes(nranks) ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
+}
+
+MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes) {
+  if (nranks < 2) return MoveAlgo::Sm;
+  const bool ce = forced == MoveAlgo::CopyEngine || (forced == MoveAlgo::Auto && bytes >= ceAllGatherMinBytes(nranks));
+  return ce ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
+}
+
+// ---- All-reduce + RMSNorm -------------------------------------------------------------------
+
+size_t allReduceNormOneKernelMaxBytes(int nranks) { return std::min(kNormOneKernelMax, lamportMaxBytes(nranks)); }
+
+NormPath chooseAllReduceNorm(const NormQuery& q) {
+  const size_t most = q.maxOverride ? size_t(q.maxOverride) : allReduceNormOneKernelMaxBytes(q.nranks);
+  const bool oneKernel = q.forced == NormAlgo::OneKernel ? q.bytes <= lamportSlotBytes(q.nranks)
+                         : q.forced == NormAlgo::Unfused ? false
+                                                         : q.bytes <= most;
+  if (oneKernel) return NormPath::OneKernel;
+  if (q.forced != NormAlgo::Unfused && lamportTwoShotAuto(q.nranks) && q.twoShotFits) return NormPath::TwoShot;
+  return NormPath::Unfused;
+}
+
+uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {
+  return rowPacks <= ctaThreads ? 0u : kNormClusterPacks;
+}
+
+// ---- All-gather + GEMM ----------------------------------------------------------------------
+
+namespace {
+FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
+  const size_t shardRows = q.M / size_t(q.nranks);
+  if (q.nranks == kAgmmEngineRanks && shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
+      q.K <= kAgmmEngineMaxNK && tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms))
+    return FusedAlgo::Engine;
+  if (shardRows >= kAgmmPipelineMinShardRows && fillsWaves(tiles(shardRows, q.N), kAgmmPipelineMinWavesX4, q.gpuSms))
+    return FusedAlgo::Pipeline;
+  return FusedAlgo::Unfused;
+}
+}  // namespace
+
+FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q) {
+  FusedAlgo path = q.forced == FusedAlgo::Auto ? allGatherMatmulAuto(q) : q.forced;
+  if (path == FusedAlgo::Engine && !q.engineTakes)
+    path = q.forced == FusedAlgo::Engine ? FusedAlgo::Pipeline : FusedAlgo::Unfused;
+  if (path == FusedAlgo::Pipeline && !q.pipelineFits) path = FusedAlgo::Unfused;
+  return path;
+}
+
+MoveAlgo allGatherMatmulGather(int nranks, size_t shardBytes, bool intoCallerBuffer) {
+  if (!intoCallerBuffer && nranks >= 2 && nranks <= kAgmmLamportGatherMaxRanks && shardBytes <= kAgmmLamportGatherMax)
+    return MoveAlgo::Lamport;
+  // fcAllGather's own rule, not its FC_ALLGATHER_ALGO.
+  return chooseAllGather(nranks, MoveAlgo::Auto, size_t(nranks) * shardBytes);
+}
+
+double pipelinePullSeconds(size_t bytes) { return double(bytes) / kPullBytesPerSecond + kPullFixedSeconds; }
+
+double pipelineGemmSeconds(size_t rows, size_t N, size_t K) {
+  return 2.0 * double(rows) * double(N) * double(K) / kGemmFlopsPerSecond + kGemmFixedSeconds;
+}
+
+// ---- GEMM + reduce-scatter ------------------------------------------------------------------
+
+MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
+  const bool pipelineFits = q.chunkRows > 0;
+  const bool scatterFits = q.partialBytes <= std::min(q.workspaceBytes, kMmrsScatterMax);
+  const MmrsPath fallback = q.lamportFits ? MmrsPath::Lamport : scatterFits ? MmrsPath::Scatter : MmrsPath::Staged;
+  switch (q.forced) {
+    case FusedAlgo::Engine:
+      return q.engineFits ? MmrsPath::Engine : pipelineFits ? MmrsPath::Pipeline : fallback;
+    case FusedAlgo::Pipeline: return pipelineFits ? MmrsPath::Pipeline : fallback;
+    case FusedAlgo::Unfused: return fallback;
+    case FusedAlgo::Auto: break;
+  }
+  if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
+      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && q.K <= kMmrsEngineMaxK)
+    return MmrsPath::Engine;
+  if (pipelineFits && fillsWaves(tiles(q.chunkRows, q.N), kMmrsPipelineMinWavesX4, q.gpuSms)) return MmrsPath::Pipeline;
+  return fallback;
+}
+
+MoveAlgo matmulReduceScatterStagedMove(int nranks, size_t partialBytes) {
+  // fcReduceScatter's SM / copy-engine crossover (its Lamport kernel aside).
+  return partialBytes >= ceReduceScatterMinBytes(nranks) ? MoveAlgo::CopyEngine : MoveAlgo::Sm;
+}
+
+int64_t matmulReduceScatterEnginePieces(size_t blockBytes, int64_t most) {
+  return std::max<int64_t>(1, std::min<int64_t>(most, int64_t(blockBytes / kMmrsEngineMinPieceBytes)));
+}
+
+// ---- GEMM + all-reduce ----------------------------------------------------------------------
+
+MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
+  using P = MatmulAllReducePath;
+  if (q.nranks < 2) return P::AllReduce;
+  switch (q.forced) {
+    case MatmulAllReduceAlgo::Fused:
+      return q.oneKernelFits ? P::OneKernel : q.rowsSplit ? P::ReduceScatterAllGather : P::AllReduce;
+    case MatmulAllReduceAlgo::Engine: return q.rowsSplit ? P::ReduceScatterAllGather : P::AllReduce;
+    case MatmulAllReduceAlgo::Unfused: return P::AllReduce;
+    default: break;
+  }
+  if (q.oneKernelFits && q.M <= kMmarOneKernelMaxRows && q.K <= kMmarOneKernelMaxK) return P::OneKernel;
+  if (q.rowsSplit && !q.norm && q.nranks == kMmarSplitRanks && q.M / size_t(q.nranks) >= kMmarSplitMinRowsPerRank)
+    return P::ReduceScatterAllGather;
+  return P::AllReduce;
+}
+
+// ---- The GEMM engine's tiles ----------------------------------------------------------------
+
+bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
+  if (N * K * 2 > kSmallTilesMinBBytes) return true;
+  const size_t sms = size_t(smCount);
+  const size_t big = tiles(M, N, 256), small = tiles(M, N, 128);
+  const size_t bigWaves2 = 2 * ((big + sms - 1) / sms), smallWaves = (small + sms - 1) / sms;
+  return double(smallWaves) < kSmallTilesWaveRatio * double(bigWaves2);
+}
+
+bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
+  return engineSmallTiles(M, N, K, smCount) || K <= kScatterSmallTilesMaxK;
+}
+
+}  // namespace fc::tuning

@@ -1,0 +1,149 @@
+// Every automatic choice of the library in one place, as NCCL keeps its in
+// src/graph/tuning.cc: the thresholds are a labelled table in tuning.cc (one row each:
+// value, one-line reason, where it was measured), and the functions below are the only
+// readers. Callers pass what the choice depends on (world size, SM count, shape,
+// bytes, what fits); nothing here knows the communicator or assumes a GPU.
+//
+// To add a choice: a row (or a few) in tuning.cc's table with its reason and its
+// measurement (docs/perf-log.md, "Tuning table", or docs/results/...), a function here
+// that takes plain values, a case in tests/cpu/test_tuning.cc at 2 / 4 / 8 ranks and
+// 132 / 114 SMs, and the call in the op. docs/design.md, "Tuning".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tuning/algos.h"
+
+namespace fc::tuning {
+
+// ---- Defaults of the engine's piece counts (comm/comm.h's CommParams) -------------
+// FC_AGMM_ENGINE_PIECES: 2 pieces measured as fast or faster on 2 H200s, to become the
+// default once the GPU suite has run with it on 2 GPUs (perf-log.md, "Tuning table").
+constexpr int kAgmmEnginePieces = 1;
+// FC_MMRS_ENGINE_PIECES: until timed on 2 GPUs.
+constexpr int kMmrsEnginePieces = 4;
+
+// ---- All-reduce (fcAllReduce, fcAllReduceOneShot) ------------------------------------
+// Auto one-shot up to this many bytes, a two-shot beyond.
+size_t oneShotMaxBytes(int nranks);
+// The one-shot runs the Lamport protocol (no barriers) up to this many bytes.
+size_t lamportMaxBytes(int nranks);
+// Whether auto takes the Lamport two-shot for everything above the one-shot.
+bool lamportTwoShotAuto(int nranks);
+// The copy engine from this many bytes of the all-reduce buffer (where no Lamport
+// two-shot runs).
+size_t ceAllReduceMinBytes(int nranks);
+
+struct AllReduceQuery {
+  AllReduceAlgo forced = AllReduceAlgo::Auto;  // FC_ALLREDUCE_ALGO
+  int nranks = 1;
+  size_t count = 0;          // elements
+  size_t bytes = 0;          // count * element size
+  bool oneShotFits = false;  // zero-copy input, or the staged input fits the workspace
+};
+// fcAllReduce's algorithm (never Auto). A forced one-shot is returned as such (the
+// caller checks that it fits); a forced copy engine needs count % nranks == 0.
+AllReduceAlgo chooseAllReduce(const AllReduceQuery& q);
+
+// Whether a one-shot of `bytes` runs the Lamport kernel: up to lamportMaxBytes (or
+// `maxOverride`, FC_LAMPORT_MAX_BYTES, when not 0), unless the barrier one-shot is forced.
+bool oneShotIsLamport(int nranks, size_t bytes, uint64_t maxOverride, AllReduceAlgo forced);
+
+// ---- Reduce-scatter and all-gather ------------------------------------------------------
+// The copy engine from these sizes on (bytes of the reduce-scatter's input, of the
+// all-gather's output).
+size_t ceReduceScatterMinBytes(int nranks);
+size_t ceAllGatherMinBytes(int nranks);
+// fcReduceScatter's kernel for `block` bytes of output per rank (`total` of input):
+// `forced` where forced (Lamport only where the block fits its push slot, else Sm),
+// else the Lamport kernel up to its push slot at 2-4 ranks, the copy engine from
+// ceReduceScatterMinBytes, the SM kernel between. (No Lamport all-gather for
+// fcAllGather: a copy must keep every bit, and the Lamport protocol turns all-ones
+// words into other NaNs.)
+MoveAlgo chooseReduceScatter(int nranks, MoveAlgo forced, size_t block, size_t total);
+// fcAllGather's kernel for `bytes` of output: Sm or CopyEngine.
+MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes);
+
+// ---- All-reduce + residual + RMSNorm (fcAllReduceResidualRMSNorm) -----------------------
+// One Lamport kernel up to this many bytes (auto).
+size_t allReduceNormOneKernelMaxBytes(int nranks);
+
+struct NormQuery {
+  NormAlgo forced = NormAlgo::Auto;  // FC_ARNORM_ALGO
+  int nranks = 1;
+  size_t bytes = 0;                  // tokens * hidden * element size
+  uint64_t maxOverride = 0;          // FC_LAMPORT_MAX_BYTES (0: the table's)
+  bool twoShotFits = false;          // a row fits half a push slot (allReduceNormTwoShotRows > 0)
+};
+NormPath chooseAllReduceNorm(const NormQuery& q);
+
+// FC_ARNORM_CLUSTER_PACKS' default: 0 (one CTA per row) while one CTA's data threads
+// hold the row one pack each, else clusters of this many 16-byte packs per CTA.
+uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);
+
+// ---- All-gather + GEMM (fcAllGatherMatmul) ----------------------------------------------
+struct AllGatherMatmulQuery {
+  FusedAlgo forced = FusedAlgo::Auto;  // FC_AGMM_ALGO
+  int nranks = 1;
+  int gpuSms = 0;     // the GPU's SMs (the pipeline's cuBLASLt GEMMs take them all)
+  int engineSms = 0;  // the engine's persistent grid (FC_ENGINE_SMS, else gpuSms)
+  size_t M = 0, N = 0, K = 0;
+  bool engineTakes = false;   // the engine supports the shape and its shard fits a slot
+  bool pipelineFits = false;  // a shard fits a workspace slot (or A is symmetric)
+};
+// The path (never Auto): auto is a function of the shape, world size and SM counts only,
+// the same on every rank. A forced engine that cannot run falls back to the pipeline,
+// the auto one to unfused; a pipeline whose shard does not fit to unfused.
+FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q);
+// The unfused path's all-gather of shards of `shardBytes`: Lamport (into the scratch,
+// not a caller's Agathered: it may rewrite NaN bits), CopyEngine or Sm.
+MoveAlgo allGatherMatmulGather(int nranks, size_t shardBytes, bool intoCallerBuffer);
+// The pipeline's cost model (its GEMM grouping, fused/allgather_matmul.cc): seconds for
+// a copy-engine pull of `bytes`, and for a GEMM of rows x N x K.
+double pipelinePullSeconds(size_t bytes);
+double pipelineGemmSeconds(size_t rows, size_t N, size_t K);
+
+// ---- GEMM + reduce-scatter (fcMatmulReduceScatter) --------------------------------------
+struct MatmulReduceScatterQuery {
+  FusedAlgo forced = FusedAlgo::Auto;  // FC_MMRS_ALGO
+  int nranks = 1;
+  int gpuSms = 0;           // the GPU's SMs
+  size_t M = 0, N = 0, K = 0;
+  size_t chunkRows = 0;     // the pipeline's chunk of a block (0: it does not fit)
+  size_t partialBytes = 0;  // every block's partial (M x N in the partials' type)
+  size_t workspaceBytes = 0;
+  bool engineFits = false;  // the engine takes the shape (and the partials' type)
+  bool epilogueAdd = false;  // the engine would add the peer's partial in its epilogue
+  bool lamportFits = false;  // fcReduceScatter would take its Lamport kernel for a block
+};
+MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q);
+// The staged path's reduce-scatter of `partialBytes` of partials: Sm or CopyEngine.
+MoveAlgo matmulReduceScatterStagedMove(int nranks, size_t partialBytes);
+// The engine counts (and pulls) a block of `blockBytes` in this many pieces: up to
+// `most` (FC_MMRS_ENGINE_PIECES), none smaller than the table's minimum, at least one.
+int64_t matmulReduceScatterEnginePieces(size_t blockBytes, int64_t most);
+
+// ---- GEMM + all-reduce (fcMatmulAllReduce and its residual + RMSNorm forms) -------------
+struct MatmulAllReduceQuery {
+  MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto;  // FC_MMAR_ALGO
+  int nranks = 1;
+  size_t M = 0, N = 0, K = 0;
+  bool oneKernelFits = false;  // the decode kernel takes the shape (gemvAllReduceFits)
+  bool rowsSplit = false;      // the reduce-scatter + all-gather can run (M % nranks == 0,
+                               // the sums in the input type: not the fp8 form)
+  bool norm = false;           // a residual + RMSNorm form
+};
+// The path: a forced one where it can run (Fused: the one kernel, else the
+// reduce-scatter + all-gather, else the all-reduce; Engine: the reduce-scatter +
+// all-gather, else the all-reduce), else a function of the shape and the world size.
+MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
+
+// ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
+// 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather
+// engine's M x N x K GEMM (2-byte elements) on smCount SMs.
+bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount);
+// The same for the reduce-scatter engine (which also takes them where K is short).
+bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount);
+
+}  // namespace fc::tuning

@@ -1,0 +1,320 @@
+// The tuning module's choices pinned at 2 / 4 / 8 ranks and 132 / 114 SMs (src/tuning):
+// the values are those of the rules as they stood at 12cfcd8, before they moved into the
+// module (the two wave rules then assumed 132 SMs; at 114 they follow the SM count
+// passed in). A change of an answer here is a change of behaviour: retune on purpose,
+// with the measurement in docs/perf-log.md, and update the case.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
+
+#include "tuning/tuning.h"
+
+using namespace fc;
+using namespace fc::tuning;
+
+namespace {
+constexpr size_t KiB = size_t(1) << 10, MiB = size_t(1) << 20;
+}
+
+TEST_CASE("all-reduce thresholds by world size", "[tuning]") {
+  CHECK(oneShotMaxBytes(2) == 4 * MiB);
+  CHECK(oneShotMaxBytes(4) == 256 * KiB);
+  CHECK(oneShotMaxBytes(8) == 512 * KiB);
+  CHECK(lamportMaxBytes(2) == 4 * MiB);
+  CHECK(lamportMaxBytes(4) == 1 * MiB);
+  CHECK(lamportMaxBytes(8) == 256 * KiB);
+  CHECK(lamportTwoShotAuto(2));
+  CHECK(lamportTwoShotAuto(4));
+  CHECK_FALSE(lamportTwoShotAuto(8));
+  for (int W : {2, 4, 8}) {
+    CHECK(ceAllReduceMinBytes(W) == 64 * MiB);
+    CHECK(ceReduceScatterMinBytes(W) == 32 * MiB);
+    CHECK(ceAllGatherMinBytes(W) == 64 * MiB);
+  }
+}
+
+TEST_CASE("fcAllReduce's choice", "[tuning]") {
+  auto pick = [](int W, size_t bytes, bool fits = true, AllReduceAlgo forced = AllReduceAlgo::Auto,
+                 size_t elem = 2) {
+    AllReduceQuery q;
+    q.forced = forced;
+    q.nranks = W;
+    q.bytes = bytes;
+    q.count = bytes / elem;
+    q.oneShotFits = fits;
+    return chooseAllReduce(q);
+  };
+  // 2 ranks: the one-shot to its 4 MiB slot, the Lamport two-shot above.
+  CHECK(pick(2, 8) == AllReduceAlgo::OneShot);
+  CHECK(pick(2, 4 * MiB) == AllReduceAlgo::OneShot);
+  CHECK(pick(2, 4 * MiB + 16) == AllReduceAlgo::LamportTwoShot);
+  CHECK(pick(2, 256 * MiB) == AllReduceAlgo::LamportTwoShot);
+  CHECK(pick(2, 1 * KiB, false) == AllReduceAlgo::LamportTwoShot);  // staged input beyond the workspace
+  // 4 ranks: the one-shot to 256 KiB.
+  CHECK(pick(4, 256 * KiB) == AllReduceAlgo::OneShot);
+  CHECK(pick(4, 512 * KiB) == AllReduceAlgo::LamportTwoShot);
+  // 8 ranks: the one-shot to 512 KiB, the SM two-shot, the copy engine from 64 MiB when
+  // the count splits into 8.
+  CHECK(pick(8, 512 * KiB) == AllReduceAlgo::OneShot);
+  CHECK(pick(8, 1 * MiB) == AllReduceAlgo::TwoShot);
+  CHECK(pick(8, 64 * MiB - 16) == AllReduceAlgo::TwoShot);
+  CHECK(pick(8, 64 * MiB) == AllReduceAlgo::CopyEngine);
+  CHECK(pick(8, 64 * MiB + 2) == AllReduceAlgo::TwoShot);  // count not a multiple of 8
+  CHECK(pick(8, 1 * KiB, false) == AllReduceAlgo::TwoShot);
+  // Forced.
+  CHECK(pick(8, 64 * MiB, true, AllReduceAlgo::OneShot) == AllReduceAlgo::OneShot);
+  CHECK(pick(2, 8, true, AllReduceAlgo::TwoShot) == AllReduceAlgo::TwoShot);
+  CHECK(pick(8, 8, true, AllReduceAlgo::LamportTwoShot) == AllReduceAlgo::LamportTwoShot);
+  CHECK(pick(4, 1 * KiB, true, AllReduceAlgo::CopyEngine) == AllReduceAlgo::CopyEngine);
+  CHECK(pick(4, 6, true, AllReduceAlgo::CopyEngine) == AllReduceAlgo::TwoShot);  // 3 elements
+}
+
+TEST_CASE("the one-shot's protocol", "[tuning]") {
+  CHECK(oneShotIsLamport(2, 4 * MiB, 0, AllReduceAlgo::Auto));
+  CHECK_FALSE(oneShotIsLamport(2, 4 * MiB + 16, 0, AllReduceAlgo::Auto));
+  CHECK(oneShotIsLamport(4, 1 * MiB, 0, AllReduceAlgo::Auto));
+  CHECK(oneShotIsLamport(8, 256 * KiB, 0, AllReduceAlgo::Auto));
+  CHECK_FALSE(oneShotIsLamport(8, 512 * KiB, 0, AllReduceAlgo::Auto));
+  CHECK_FALSE(oneShotIsLamport(2, 8, 0, AllReduceAlgo::OneShot));  // the barrier one-shot forced
+  CHECK_FALSE(oneShotIsLamport(2, 128 * KiB, 64 * KiB, AllReduceAlgo::Auto));  // FC_LAMPORT_MAX_BYTES
+  CHECK(oneShotIsLamport(8, 512 * KiB, 1 * MiB, AllReduceAlgo::Auto));
+}
+
+TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
+  const MoveAlgo A = MoveAlgo::Auto;
+  CHECK(chooseReduceScatter(1, A, 1 * MiB, 1 * MiB) == MoveAlgo::Sm);
+  CHECK(chooseReduceScatter(2, A, 4 * MiB, 8 * MiB) == MoveAlgo::Lamport);
+  CHECK(chooseReduceScatter(2, A, 4 * MiB + 16, 8 * MiB + 32) == MoveAlgo::Sm);
+  CHECK(chooseReduceScatter(2, A, 16 * MiB, 32 * MiB) == MoveAlgo::CopyEngine);
+  CHECK(chooseReduceScatter(4, A, 1 * MiB, 4 * MiB) == MoveAlgo::Lamport);
+  CHECK(chooseReduceScatter(4, A, 2 * MiB, 8 * MiB) == MoveAlgo::Sm);
+  CHECK(chooseReduceScatter(4, A, 8 * MiB, 32 * MiB) == MoveAlgo::CopyEngine);
+  CHECK(chooseReduceScatter(8, A, 1 * KiB, 8 * KiB) == MoveAlgo::Sm);
+  CHECK(chooseReduceScatter(8, A, 4 * MiB, 32 * MiB) == MoveAlgo::CopyEngine);
+  CHECK(chooseReduceScatter(8, MoveAlgo::Lamport, 1 * MiB, 8 * MiB) == MoveAlgo::Lamport);
+  CHECK(chooseReduceScatter(8, MoveAlgo::Lamport, 2 * MiB, 16 * MiB) == MoveAlgo::Sm);
+  CHECK(chooseReduceScatter(2, MoveAlgo::CopyEngine, 16, 32) == MoveAlgo::CopyEngine);
+  CHECK(chooseReduceScatter(2, MoveAlgo::Sm, 16, 32) == MoveAlgo::Sm);
+
+  for (int W : {2, 4, 8}) {
+    CHECK(chooseAllGather(W, A, 64 * MiB - 1) == MoveAlgo::Sm);
+    CHECK(chooseAllGather(W, A, 64 * MiB) == MoveAlgo::CopyEngine);
+    CHECK(chooseAllGather(W, MoveAlgo::CopyEngine, 16) == MoveAlgo::CopyEngine);
+    CHECK(chooseAllGather(W, MoveAlgo::Sm, 256 * MiB) == MoveAlgo::Sm);
+  }
+  CHECK(chooseAllGather(1, MoveAlgo::CopyEngine, 256 * MiB) == MoveAlgo::Sm);
+}
+
+TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
+  CHECK(allReduceNormOneKernelMaxBytes(2) == 1 * MiB);
+  CHECK(allReduceNormOneKernelMaxBytes(4) == 1 * MiB);
+  CHECK(allReduceNormOneKernelMaxBytes(8) == 256 * KiB);
+  auto pick = [](int W, size_t bytes, NormAlgo forced = NormAlgo::Auto, bool twoShotFits = true,
+                 uint64_t maxOverride = 0) {
+    NormQuery q;
+    q.forced = forced;
+    q.nranks = W;
+    q.bytes = bytes;
+    q.maxOverride = maxOverride;
+    q.twoShotFits = twoShotFits;
+    return chooseAllReduceNorm(q);
+  };
+  CHECK(pick(2, 1 * MiB) == NormPath::OneKernel);
+  CHECK(pick(2, 2 * MiB) == NormPath::TwoShot);
+  CHECK(pick(2, 2 * MiB, NormAlgo::Auto, false) == NormPath::Unfused);  // rows beyond half a slot
+  CHECK(pick(4, 1 * MiB) == NormPath::OneKernel);
+  CHECK(pick(4, 64 * MiB) == NormPath::TwoShot);
+  CHECK(pick(8, 256 * KiB) == NormPath::OneKernel);
+  CHECK(pick(8, 512 * KiB) == NormPath::Unfused);
+  CHECK(pick(2, 4 * MiB, NormAlgo::OneKernel) == NormPath::OneKernel);  // "fused": to the push slot
+  CHECK(pick(2, 4 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
+  CHECK(pick(4, 1 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
+  CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
+  CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES
+
+  CHECK(normClusterPacks(512, 512) == 0);
+  CHECK(normClusterPacks(1024, 512) == 256);
+}
+
+TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
+  auto pick = [](int W, int sms, size_t M, size_t N, size_t K, FusedAlgo forced = FusedAlgo::Auto,
+                 bool engineTakes = true, bool fits = true, int engineSms = 0) {
+    AllGatherMatmulQuery q;
+    q.forced = forced;
+    q.nranks = W;
+    q.gpuSms = sms;
+    q.engineSms = engineSms ? engineSms : sms;
+    q.M = M;
+    q.N = N;
+    q.K = K;
+    q.engineTakes = engineTakes;
+    q.pipelineFits = fits;
+    return chooseAllGatherMatmul(q);
+  };
+  for (int sms : {132, 114}) {
+    INFO(sms << " SMs");
+    // 2 ranks: the engine on the public shapes, the pipeline past N or K of 8192,
+    // unfused for small shards.
+    CHECK(pick(2, sms, 8192, 3072, 4096) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 2048, 3584, 5120) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 8192, 27648, 5120) == FusedAlgo::Pipeline);
+    CHECK(pick(2, sms, 4096, 6656, 16384) == FusedAlgo::Pipeline);
+    CHECK(pick(2, sms, 512, 27648, 5120) == FusedAlgo::Unfused);
+    CHECK(pick(2, sms, 512, 3072, 4096) == FusedAlgo::Unfused);
+    CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Auto, false) == FusedAlgo::Unfused);  // no engine: unfused
+    // 4 and 8 ranks: never the engine by default.
+    CHECK(pick(4, sms, 8192, 3072, 4096) == FusedAlgo::Pipeline);
+    CHECK(pick(8, sms, 8192, 8192, 4096) == FusedAlgo::Pipeline);
+    CHECK(pick(8, sms, 2048, 4096, 4096) == FusedAlgo::Unfused);
+    // Forced, and the fall-backs.
+    CHECK(pick(4, sms, 512, 512, 512, FusedAlgo::Engine) == FusedAlgo::Engine);
+    CHECK(pick(4, sms, 512, 512, 512, FusedAlgo::Engine, false) == FusedAlgo::Pipeline);
+    CHECK(pick(4, sms, 512, 512, 512, FusedAlgo::Engine, false, false) == FusedAlgo::Unfused);
+    CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Pipeline) == FusedAlgo::Pipeline);
+    CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Pipeline, true, false) == FusedAlgo::Unfused);
+    CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Unfused) == FusedAlgo::Unfused);
+  }
+  // Where the SM count decides: a wave of 128 x 256 tiles for the engine (128 tiles),
+  // two waves of 128 x 128 tiles per shard for the pipeline (240 and 256 tiles).
+  CHECK(pick(2, 132, 2048, 1920, 4096) == FusedAlgo::Unfused);
+  CHECK(pick(2, 114, 2048, 1920, 4096) == FusedAlgo::Engine);
+  CHECK(pick(2, 132, 2048, 1920, 4096, FusedAlgo::Auto, true, true, 64) == FusedAlgo::Engine);  // FC_ENGINE_SMS
+  CHECK(pick(4, 132, 8192, 1920, 4096) == FusedAlgo::Unfused);
+  CHECK(pick(4, 114, 8192, 1920, 4096) == FusedAlgo::Pipeline);
+  CHECK(pick(8, 132, 8192, 4096, 4096) == FusedAlgo::Unfused);
+  CHECK(pick(8, 114, 8192, 4096, 4096) == FusedAlgo::Pipeline);
+
+  // The unfused path's all-gather.
+  CHECK(allGatherMatmulGather(2, 1 * MiB, false) == MoveAlgo::Lamport);
+  CHECK(allGatherMatmulGather(4, 1 * MiB, false) == MoveAlgo::Lamport);
+  CHECK(allGatherMatmulGather(2, 1 * MiB, true) == MoveAlgo::Sm);  // a caller's Agathered
+  CHECK(allGatherMatmulGather(4, 1 * MiB + 16, false) == MoveAlgo::Sm);
+  CHECK(allGatherMatmulGather(8, 1 * KiB, false) == MoveAlgo::Sm);
+  CHECK(allGatherMatmulGather(2, 32 * MiB, false) == MoveAlgo::CopyEngine);
+  CHECK(allGatherMatmulGather(8, 8 * MiB, true) == MoveAlgo::CopyEngine);
+
+  // The pipeline's cost model.
+  using Catch::Matchers::WithinRel;
+  CHECK_THAT(pipelinePullSeconds(size_t(350e6)), WithinRel(1e-3 + 8e-6, 1e-12));
+  CHECK_THAT(pipelineGemmSeconds(1024, 1024, 1024), WithinRel(2.0 * 1024 * 1024 * 1024 / 600e12 + 5e-6, 1e-12));
+}
+
+TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
+  struct Shape {
+    size_t M, N, K, chunkRows;
+  };
+  auto pick = [](int W, int sms, Shape s, FusedAlgo forced = FusedAlgo::Auto, bool engineFits = true,
+                 bool epilogueAdd = true, bool lamportFits = false, size_t partialBytes = 0) {
+    MatmulReduceScatterQuery q;
+    q.forced = forced;
+    q.nranks = W;
+    q.gpuSms = sms;
+    q.M = s.M;
+    q.N = s.N;
+    q.K = s.K;
+    q.chunkRows = s.chunkRows;
+    q.partialBytes = partialBytes ? partialBytes : s.M * s.N * 2;
+    q.workspaceBytes = 130 * MiB;
+    q.engineFits = engineFits;
+    q.epilogueAdd = epilogueAdd;
+    q.lamportFits = lamportFits;
+    return chooseMatmulReduceScatter(q);
+  };
+  for (int sms : {132, 114}) {
+    INFO(sms << " SMs");
+    // 2 ranks: the engine (with its epilogue add) at >= 1024-row blocks and K <= 2048.
+    CHECK(pick(2, sms, {2048, 4096, 2048, 1024}) == MmrsPath::Engine);
+    CHECK(pick(2, sms, {8192, 4096, 2048, 4096}) == MmrsPath::Engine);
+    CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Auto, true, false) == MmrsPath::Pipeline);
+    CHECK(pick(2, sms, {2048, 4096, 2560, 1024}) == MmrsPath::Pipeline);
+    CHECK(pick(2, sms, {8192, 4096, 7168, 4096}) == MmrsPath::Pipeline);
+    // Small products: Lamport where it fits, else the scatter path below 32 MiB of
+    // partials, else staged.
+    CHECK(pick(2, sms, {512, 4096, 7168, 256}, FusedAlgo::Auto, true, true, true) == MmrsPath::Lamport);
+    CHECK(pick(2, sms, {512, 4096, 7168, 256}) == MmrsPath::Scatter);
+    CHECK(pick(4, sms, {512, 4096, 7168, 128}, FusedAlgo::Auto, false, false, false, 32 * MiB) == MmrsPath::Scatter);
+    CHECK(pick(4, sms, {512, 4096, 7168, 128}, FusedAlgo::Auto, false, false, false, 32 * MiB + 2) ==
+          MmrsPath::Staged);
+    // 4 and 8 ranks: no engine by default.
+    CHECK(pick(4, sms, {8192, 4096, 2048, 2048}) == MmrsPath::Pipeline);
+    CHECK(pick(8, sms, {8192, 4096, 2048, 1024}) == MmrsPath::Pipeline);
+    CHECK(pick(8, sms, {2048, 4096, 2048, 256}) == MmrsPath::Scatter);
+    // Forced.
+    CHECK(pick(4, sms, {512, 512, 512, 64}, FusedAlgo::Engine) == MmrsPath::Engine);
+    CHECK(pick(4, sms, {512, 512, 512, 64}, FusedAlgo::Engine, false) == MmrsPath::Pipeline);
+    CHECK(pick(4, sms, {512, 512, 512, 0}, FusedAlgo::Engine, false) == MmrsPath::Scatter);
+    CHECK(pick(2, sms, {2048, 4096, 2048, 0}, FusedAlgo::Pipeline, true, true, true) == MmrsPath::Lamport);
+    CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Unfused) == MmrsPath::Scatter);
+  }
+  // Where the SM count decides: 1.25 waves of 128 x 128 tiles per chunk (144 tiles).
+  CHECK(pick(2, 132, {2048, 2304, 4096, 1024}) == MmrsPath::Scatter);
+  CHECK(pick(2, 114, {2048, 2304, 4096, 1024}) == MmrsPath::Pipeline);
+  CHECK(pick(2, 132, {2048, 2560, 7168, 1024}) == MmrsPath::Scatter);  // 160 tiles: level, measured
+  CHECK(pick(2, 132, {2048, 3072, 7168, 1024}) == MmrsPath::Pipeline);  // 192 tiles
+
+  CHECK(matmulReduceScatterStagedMove(2, 32 * MiB - 2) == MoveAlgo::Sm);
+  CHECK(matmulReduceScatterStagedMove(8, 32 * MiB) == MoveAlgo::CopyEngine);
+  CHECK(matmulReduceScatterEnginePieces(1 * MiB, 4) == 1);
+  CHECK(matmulReduceScatterEnginePieces(3 * MiB, 4) == 1);
+  CHECK(matmulReduceScatterEnginePieces(5 * MiB, 8) == 2);
+  CHECK(matmulReduceScatterEnginePieces(8 * MiB, 4) == 4);
+  CHECK(matmulReduceScatterEnginePieces(32 * MiB, 4) == 4);
+  CHECK(matmulReduceScatterEnginePieces(32 * MiB, 8) == 8);
+}
+
+TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
+  // 132 SMs: the measured cases.
+  CHECK(engineSmallTiles(512, 3072, 4096, 132));
+  CHECK(engineSmallTiles(512, 27648, 5120, 132));
+  CHECK_FALSE(engineSmallTiles(512, 14336, 4096, 132));  // a tie in waves
+  CHECK_FALSE(engineSmallTiles(8192, 3072, 4096, 132));
+  CHECK(engineSmallTiles(2048, 27648, 5120, 132));  // B over 128 MiB
+  CHECK_FALSE(engineSmallTiles(8192, 7168, 8192, 132));  // B 112 MiB
+  // Where the SM count decides.
+  CHECK_FALSE(engineSmallTiles(1024, 4096, 4096, 132));
+  CHECK(engineSmallTiles(1024, 4096, 4096, 114));
+  // The reduce-scatter engine also where K <= 2048.
+  CHECK_FALSE(scatterEngineSmallTiles(8192, 4096, 4096, 130));
+  CHECK(scatterEngineSmallTiles(8192, 4096, 2048, 130));
+  CHECK(scatterEngineSmallTiles(1024, 4096, 4096, 112));
+}
+
+TEST_CASE("engine piece defaults", "[tuning]") {
+  CHECK(kAgmmEnginePieces == 1);
+  CHECK(kMmrsEnginePieces == 4);
+}
+
+TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
+  using P = MatmulAllReducePath;
+  auto pick = [](int W, size_t M, size_t N, size_t K, bool oneKernelFits, bool norm = false,
+                 MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto) {
+    MatmulAllReduceQuery q;
+    q.forced = forced;
+    q.nranks = W;
+    q.M = M, q.N = N, q.K = K;
+    q.oneKernelFits = oneKernelFits;
+    q.rowsSplit = M % size_t(W) == 0;
+    q.norm = norm;
+    return chooseMatmulAllReduce(q);
+  };
+  // Decode: the one kernel for one row with K <= 8192 (the four row-parallel layers).
+  CHECK(pick(2, 1, 4096, 2048, true) == P::OneKernel);
+  CHECK(pick(2, 1, 4096, 7168, true, true) == P::OneKernel);
+  CHECK(pick(2, 1, 5120, 2560, true) == P::OneKernel);
+  CHECK(pick(2, 1, 5120, 13824, true) == P::AllReduce);  // K past 8192: cuBLAS reads B faster
+  CHECK(pick(2, 2, 4096, 2048, true) == P::AllReduce);   // 2 rows: cuBLAS's tensor cores win
+  CHECK(pick(2, 1, 4096, 2048, false) == P::AllReduce);  // the kernel does not take the shape
+  CHECK(pick(8, 1, 4096, 2048, true) == P::OneKernel);
+  // Prefill: the reduce-scatter + all-gather at 2 ranks from 4096 rows per rank, plain form only.
+  CHECK(pick(2, 8192, 4096, 2048, false) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 8192, 4096, 2048, false, true) == P::AllReduce);
+  CHECK(pick(2, 2048, 4096, 2048, false) == P::AllReduce);
+  CHECK(pick(4, 16384, 4096, 2048, false) == P::AllReduce);
+  CHECK(pick(2, 8191, 4096, 2048, false) == P::AllReduce);  // rows do not split
+  // Forced paths, where they can run; one rank: the GEMM alone (the all-reduce path).
+  CHECK(pick(2, 4, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
+  CHECK(pick(2, 64, 4096, 2048, false, false, MatmulAllReduceAlgo::Fused) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 3, 4096, 2048, false, false, MatmulAllReduceAlgo::Fused) == P::AllReduce);
+  CHECK(pick(2, 64, 4096, 2048, true, false, MatmulAllReduceAlgo::Engine) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 1, 4096, 2048, true, false, MatmulAllReduceAlgo::Unfused) == P::AllReduce);
+  CHECK(pick(1, 1, 4096, 2048, true) == P::AllReduce);
+}
