@@ -197,8 +197,13 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
     }
     return commOpEnd(comm, c.lane, stream, res);
   }
-  const uint32_t sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
-                                   shapeKey(m.M, m.N, m.K, uint32_t(m.transB) | (m.norm ? 2u : 0u)));
+  // The path is part of the signature: it is the same on every rank for the same shape,
+  // except where one rank's buffers are not 16-byte aligned and the one kernel cannot
+  // take them there; such ranks then meet a mismatch at once instead of waiting for
+  // data in another protocol's buffers until the deadline.
+  const uint32_t sig =
+      opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
+                  shapeKey(m.M, m.N, m.K, uint32_t(m.transB) | (m.norm ? 2u : 0u) | (uint32_t(path) << 2)));
   FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
            path == MarPath::OneKernel        ? "GEMV + all-reduce kernel"
            : path == MarPath::AllReduce ? "GEMM, then the all-reduce"

@@ -13,8 +13,8 @@
 //            the GEMM's tile rows for the shards the copy engine pulls)
 //   kill-mmrs  the same in a loop of fcMatmulReduceScatter on the GEMM engine (its
 //            waits: the gates before the pulls, for a peer's tiles of our block)
-//   kill-mmar  the same in a loop of fcMatmulAllReduce (decode rows: the Lamport
-//            one-shot's waits for the peers' data)
+//   kill-mmar  the same in a loop of fcMatmulAllReduce (one decode row: the one
+//            kernel's waits for the peers' tiles)
 //   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot on 8 MiB
 //            (above the Lamport limit: the barrier one-shot): every rank fails fast
@@ -29,6 +29,8 @@
 //            (the same element count, so only the shape in the call header differs)
 //   mismatch-mmar    rank 1 calls fcMatmulAllReduce with another K (the same M x N
 //            output: only the shape in the Lamport call header differs)
+//   mismatch-mmar-align   rank 1's C is not 16-byte aligned, so that it takes the GEMM,
+//            then the all-reduce where the others take the one decode kernel
 //            In the mismatch scenarios every rank fails fast: with fcInvalidUsage
 //            naming both calls, or fcRemoteError when a peer's report reached it first;
 //            at least one rank names both calls (run-fault-tests checks).
@@ -168,11 +170,12 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
         break;
       }
       case FaultOp::MatmulAllReduce: {
-        // A [8, K] and B [512, K] from the front of buf, C [8, 512] behind them (bf16).
-        const size_t M = 8, N = 512, K = call.n;
+        // A [1, K] and B [512, K] from the front of buf, C [1, 512] behind them (bf16);
+        // C 2 bytes further on when call.count is odd (mismatch-mmar-align).
+        const size_t M = 1, N = 512, K = call.n;
         char* base = reinterpret_cast<char*>(buf);
-        firstError = fcMatmulAllReduce(base, base + M * K * 2, base + (M + N) * K * 2, M, N, K, fcOpT, fcBfloat16,
-                                       comm, s);
+        firstError = fcMatmulAllReduce(base, base + M * K * 2, base + (M + N) * K * 2 + (call.count % 2) * 2, M, N,
+                                       K, fcOpT, fcBfloat16, comm, s);
         break;
       }
       case FaultOp::MatmulReduceScatter: {
@@ -528,8 +531,8 @@ int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr,
             "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|kill-mmrs|kill-mmar|abort|mismatch|"
-            "mismatch-count|mismatch-dtype|mismatch-kind|mismatch-mmrs|mismatch-norm|mismatch-mmar|cycles|hosts|"
-            "initall (under fcrun)\n");
+            "mismatch-count|mismatch-dtype|mismatch-kind|mismatch-mmrs|mismatch-norm|mismatch-mmar|mismatch-mmar-align|"
+            "cycles|hosts|initall (under fcrun)\n");
     return 2;
   }
   g_scenario = argv[1];
@@ -596,7 +599,7 @@ int main(int argc, char** argv) {
     const std::string what = scenario.substr(9);
     const FaultOp op = what == "mmrs"   ? FaultOp::MatmulReduceScatter
                        : what == "norm" ? FaultOp::AllReduceNorm
-                       : what == "mmar" ? FaultOp::MatmulAllReduce
+                       : what == "mmar" || what == "mmar-align" ? FaultOp::MatmulAllReduce
                                         : FaultOp::AllReduce;
     rc = faultLoop(comm, 20,
                    [what](int k, cudaStream_t, Call& call) {
@@ -605,6 +608,7 @@ int main(int argc, char** argv) {
                      if (what == "dtype") call.dtype = fcFloat16;
                      if (what == "kind") call.count *= 16;  // 256 KiB -> 4 MiB: above the one-shot's limit
                      if (what == "mmrs" || what == "mmar") call.n += 8;
+                     if (what == "mmar-align") call.count += 1;
                      if (what == "norm") call.n *= 2;
                      return true;
                    },
