@@ -19,6 +19,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "fc_data.h"
+#include "fp8_ref.h"
 #include "gpu_env.h"
 
 namespace {
@@ -357,24 +358,6 @@ TEST_CASE("fcAllReduceResidualRMSNorm: bad arguments are refused and touch no ou
   CHECK(std::all_of(o.begin(), o.end(), [](char c) { return c == 0x5a; }));
   CHECK(std::all_of(ro.begin(), ro.end(), [](char c) { return c == 0x5a; }));
 }
-
-namespace {
-
-// An e4m3 byte's value (NaN for 0x7f / 0xff).
-double e4m3(uint8_t b) {
-  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  if (e == 15 && m == 7) return std::nan("");
-  const double v = e == 0 ? m * 0x1p-9 : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
-  return s ? -v : v;
-}
-
-// The spacing of e4m3 values around |v| (subnormals: 2^-9).
-double e4m3Ulp(double v) {
-  const double a = std::fabs(v);
-  return a < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(a) - 3);
-}
-
-}  // namespace
 
 TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale, saturated, both paths") {
   const GpuEnv& env = gpuEnv();

@@ -17,6 +17,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "fc_data.h"
+#include "fp8_ref.h"
 #include "gpu_env.h"
 
 namespace {
@@ -224,18 +225,6 @@ std::vector<double> rowScales(const NormInputs& x, const std::vector<char>& gotR
     rstd[i] = 1.0 / std::sqrt(ss / double(x.p.N) + double(eps));
   }
   return rstd;
-}
-
-// An e4m3 byte's value (NaN for 0x7f / 0xff), and the spacing around |v|.
-double e4m3(uint8_t b) {
-  const int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
-  if (e == 15 && m == 7) return std::nan("");
-  const double v = e == 0 ? m * 0x1p-9 : (1.0 + m / 8.0) * std::ldexp(1.0, e - 7);
-  return s ? -v : v;
-}
-double e4m3Ulp(double v) {
-  const double a = std::fabs(v);
-  return a < 0x1p-6 ? 0x1p-9 : std::ldexp(1.0, std::ilogb(a) - 3);
 }
 
 }  // namespace
