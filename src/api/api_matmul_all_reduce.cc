@@ -96,9 +96,10 @@ fcResult_t checkNorm(const MarCall& m, const Call& c, const NormCall& n) {
 
 // The all-reduce path. The product goes where the collective reads it: C (in place);
 // for the norm forms normOut (the unfused norm path, in place), or our own workspace
-// for the one-kernel paths (they read their input locally and write only the
-// outputs), or the channel's scratch where it does not fit half the workspace or the
-// fp8 form's unfused path needs a sum buffer of the input type.
+// for the Lamport all-reduce + RMSNorm kernel and its two-shot (they read their input
+// locally and write only the outputs), or the channel's scratch where it does not fit
+// half the workspace or the fp8 form's unfused path needs a sum buffer of the input
+// type.
 fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const size_t bytes = m.M * m.N * dataTypeSize(m.datatype);
@@ -133,8 +134,8 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
 }
 
 // The reduce-scatter + all-gather path: fcMatmulReduceScatter's path into our block of
-// the sum buffer (C, normOut, or for the fp8 form the scratch after what the
-// reduce-scatter needs), the all-gather in place, then the local residual + RMSNorm.
+// the sum buffer (C or normOut; the fp8 form never comes here: choosePath), the
+// all-gather in place, then (norm forms) the local residual + RMSNorm.
 fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const size_t W = size_t(comm->nranks), es = dataTypeSize(m.datatype);

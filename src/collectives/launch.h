@@ -36,8 +36,9 @@ fcResult_t launchKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, cuda
   return launchClusterKernelEx(kernel, grid, block, 1u, stream, pdl, std::forward<Args>(args)...);
 }
 
-// launchKernelEx in thread block clusters of `cluster` CTAs along x (grid.x a multiple
-// of it; 1: no cluster attribute), with `smem` bytes of dynamic shared memory.
+// The launch the forms above and below go through: launchKernelEx in thread block
+// clusters of `cluster` CTAs along x (grid.x a multiple of it; 1: no cluster
+// attribute), with `smem` bytes of dynamic shared memory.
 template <typename... Params, typename... Args>
 fcResult_t launchKernelWith(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster, size_t smem,
                             cudaStream_t stream, bool pdl, Args&&... args) {
@@ -72,6 +73,7 @@ fcResult_t launchKernelWith(void (*kernel)(Params...), dim3 grid, dim3 block, un
   return fcSuccess;
 }
 
+// launchKernelEx in thread block clusters of `cluster` CTAs along x.
 template <typename... Params, typename... Args>
 fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 block, unsigned cluster,
                                  cudaStream_t stream, bool pdl, Args&&... args) {
