@@ -42,6 +42,12 @@ struct MarCall {
   NormCall* norm;  // the norm forms' arguments (norm->in is set here), or NULL
 };
 
+// The call's flags in its signature: B's layout, the norm, the path (bits 0-3; the
+// reduce-scatter path adds bit 4: viaReduceScatter).
+uint32_t pathFlags(const MarCall& m, MarPath path) {
+  return uint32_t(m.transB) | (m.norm ? 2u : 0u) | (uint32_t(path) << 2);
+}
+
 // The decode kernel's arguments for the call (its output: C, or fp32 sums in our
 // workspace for the norm forms).
 GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
@@ -56,6 +62,24 @@ bool gemvFits(const MarCall& m, int channel) {
          gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
 }
 
+// fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
+// our block of the sum buffer (C, or normOut), the engine's gather asked for.
+MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
+  fcComm* comm = m.comm;
+  const size_t blockBytes = m.M / size_t(comm->nranks) * m.N * dataTypeSize(m.datatype);
+  MatmulReduceScatterArgs args =
+      matmulReduceScatterArgs(comm, m.A, m.B, nullptr, m.M, m.N, m.K, m.transB, m.datatype);
+  char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
+  args.C = sum + size_t(comm->rank) * blockBytes;
+  args.gatherToPeer = true;
+  return args;
+}
+
+// The reduce-scatter path's choice of fcMatmulReduceScatter's algorithm.
+FusedAlgo reduceScatterChoice(const fcComm* comm) {
+  return comm->params.matmulAllReduceAlgo == MatmulAllReduceAlgo::Engine ? FusedAlgo::Engine : FusedAlgo::Auto;
+}
+
 // The path, the same on every rank (tuning::chooseMatmulAllReduce: FC_MMAR_ALGO where
 // the shape allows it, else a function of the shape and the world size). The
 // reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
@@ -68,6 +92,10 @@ MarPath choosePath(const MarCall& m, int channel) {
   q.oneKernelFits = gemvFits(m, channel);
   q.rowsSplit = m.M % size_t(q.nranks) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
   q.norm = m.norm != nullptr;
+  // As if C were aligned: whether this rank gathers (viaReduceScatter) is in the op's
+  // signature; the path must not differ between ranks for that alone.
+  q.engineGathers =
+      q.rowsSplit && matmulReduceScatterGathers(m.comm->dev, reduceScatterArgs(m), reduceScatterChoice(m.comm), true);
   return tuning::chooseMatmulAllReduce(q);
 }
 
@@ -133,24 +161,58 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
   return launchNorm(c, n, plan, product, stream);
 }
 
+// The engine's all-gather (2 ranks): the peer's GEMM stored its block's sums into our
+// workspace at that block's rows, complete once the op's final barrier has passed on
+// our stream (matmulReduceScatterGathers); they go to the peer's rows of the output: a
+// copy, or (norm forms) the residual + RMSNorm reading them in place. They are read
+// after that barrier, i.e. while the peer may already run its next call; safe because
+// nothing writes into a rank's workspace before that rank has reached the call: the
+// next GEMM + all-reduce's stores wait for our tiles of that call, every other op's
+// writes into a peer's workspace for an entry barrier.
+fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t stream) {
+  fcComm* comm = m.comm;
+  const size_t es = dataTypeSize(m.datatype), blockRows = m.M / 2, blockBytes = blockRows * m.N * es;
+  const size_t peer = size_t(1 - comm->rank);
+  const char* peerSums = ce::slot(comm->dev, comm->rank, c.lane.channel, 0) + peer * blockBytes;
+  if (m.norm == nullptr) {
+    FC_CUDA_CHECK(cudaMemcpyAsync(sum + peer * blockBytes, peerSums, blockBytes, cudaMemcpyDeviceToDevice, stream));
+    return fcSuccess;
+  }
+  // The norm of each half of the rows from where its sums are: ours in place in
+  // normOut, the peer's from our workspace.
+  for (const size_t owner : {size_t(comm->rank), peer}) {
+    NormCall half = *m.norm;
+    const size_t offset = owner * blockBytes;
+    half.tokens = blockRows;
+    half.residual = static_cast<const char*>(half.residual) + offset;
+    half.residualOut = static_cast<char*>(half.residualOut) + offset;
+    half.out = static_cast<char*>(half.out) + offset;
+    FC_CHECK(launchResidualNorm(half, owner == peer ? peerSums : sum + offset, comm->params.pdl, stream));
+  }
+  return fcSuccess;
+}
+
 // The reduce-scatter + all-gather path: fcMatmulReduceScatter's path into our block of
 // the sum buffer (C or normOut; the fp8 form never comes here: choosePath), the
 // all-gather in place, then (norm forms) the local residual + RMSNorm.
 fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const size_t W = size_t(comm->nranks), es = dataTypeSize(m.datatype);
-  const size_t blockElems = m.M / W * m.N, blockBytes = blockElems * es;
+  const size_t blockElems = m.M / W * m.N;
   const size_t ch = size_t(c.lane.channel);
-  const FusedAlgo choice =
-      comm->params.matmulAllReduceAlgo == MatmulAllReduceAlgo::Engine ? FusedAlgo::Engine : FusedAlgo::Auto;
-  MatmulReduceScatterArgs args =
-      matmulReduceScatterArgs(comm, m.A, m.B, nullptr, m.M, m.N, m.K, m.transB, m.datatype);
-  char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
-  args.C = sum + size_t(comm->rank) * blockBytes;
+  const FusedAlgo choice = reduceScatterChoice(comm);
+  MatmulReduceScatterArgs args = reduceScatterArgs(m);
+  char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);
+  const bool gathered = matmulReduceScatterGathers(comm->dev, args, choice);
+  // Whether we gather rests on our C's alignment (the epilogue's TMA stores): ranks that
+  // disagree meet a mismatch at the op's barrier instead of reading what never came.
+  args.sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
+                         shapeKey(m.M, m.N, m.K, pathFlags(m, MarPath::ReduceScatterAllGather) | (gathered ? 16u : 0u)));
   const size_t scratchBytes = matmulReduceScatterScratch(comm->dev, args, choice);
   if (scratchBytes > 0) FC_CHECK(commScratch(comm, m.fn, c.lane, scratchBytes, &args.scratch));
   FC_CHECK(launchMatmulReduceScatter(comm->dev, c.lane.channel, *comm->copies[ch], *comm->gemms[ch], args, choice,
                                      stream));
+  if (gathered) return gatheredRows(m, c, sum, stream);
   Call g{m.fn, comm, args.C, blockElems, sum, W * blockElems, args.C, m.datatype};
   g.elem = es;
   g.lane = c.lane;
@@ -202,9 +264,7 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
   // except where one rank's buffers are not 16-byte aligned and the one kernel cannot
   // take them there; such ranks then meet a mismatch at once instead of waiting for
   // data in another protocol's buffers until the deadline.
-  const uint32_t sig =
-      opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
-                  shapeKey(m.M, m.N, m.K, uint32_t(m.transB) | (m.norm ? 2u : 0u) | (uint32_t(path) << 2)));
+  const uint32_t sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype), shapeKey(m.M, m.N, m.K, pathFlags(m, path)));
   FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
            path == MarPath::OneKernel        ? "GEMV + all-reduce kernel"
            : path == MarPath::AllReduce ? "GEMM, then the all-reduce"

@@ -78,10 +78,27 @@ struct MatmulReduceScatterArgs {
   // in the input type (tuning::chooseReduceScatter, FC_REDUCE_SCATTER_ALGO included);
   // small products then take the GEMM + that kernel. pdl: its launch (FC_PDL).
   bool lamportReduceScatter = false, pdl = true;
+  // fcMatmulAllReduce: where the engine adds in its epilogue (2 ranks), our block's sums
+  // also go into the peer's workspace, over the peer's partial of our block once read
+  // (EpilogueSource::gather); matmulReduceScatterGathers says where.
+  bool gatherToPeer = false;
+  // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
+  // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice
+  // that rests on this rank's C alignment, which ranks must share.
+  uint32_t sig = 0;
 };
 
 // Bytes of scratch launchMatmulReduceScatter needs with `choice` (its partials).
 size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice);
+
+// Whether launchMatmulReduceScatter with `choice` also stores our block's sums into the
+// peer's workspace (a.gatherToPeer, and the engine adding in its epilogue). Then, once
+// the call's final barrier has passed on our stream, our workspace (slot 0) holds the
+// peer's block's sums at its block's rows: rows [peer * M/2, (peer+1) * M/2).
+// anyC: as if C were 16-byte aligned (the engine's epilogue stores it by TMA): for
+// choices that must not rest on one rank's buffers.
+bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice,
+                                bool anyC = false);
 
 // C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
 // fcMatmulReduceScatter.

@@ -92,6 +92,10 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       pieceRows,
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
+    // fcMatmulAllReduce: the sums over the peer's partial of our block, which each own
+    // tile has loaded before it stores them (own_block_epilogue.cuh). Nothing else
+    // reads that partial, and the peer reads its sums only after the final barrier.
+    if (a.gatherToPeer) g.source.gather = const_cast<void*>(g.source.C);
   }
   return g;
 }
@@ -280,6 +284,13 @@ size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatte
   return planOf(dc, a, choice).scratchBytes;
 }
 
+bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice,
+                                bool anyC) {
+  MatmulReduceScatterArgs b = a;
+  if (anyC) b.C = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(a.C) / 16 * 16);
+  return b.gatherToPeer && dc.nranks == 2 && engineAddsInEpilogue(dc, b) && planOf(dc, b, choice).path == Path::Engine;
+}
+
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                      const MatmulReduceScatterArgs& a, FusedAlgo choice, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -292,7 +303,9 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
            path == Path::Pipeline ? plan.chunks : size_t(1));
   if (path == Path::Staged) return staged(dc, channel, copies, gemm, a, stream);
 
-  const uint32_t sig = opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
+  const uint32_t sig =
+      a.sig != 0 ? a.sig
+                 : opSignature(Op::MatmulReduceScatter, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
   if (path == Path::Engine) return viaEngine(dc, channel, copies, a, sig, stream);
   if (path == Path::Lamport) return viaLamport(dc, channel, gemm, a, sig, stream);
   if (path == Path::Scatter) {

@@ -121,6 +121,9 @@ constexpr size_t kMmarOneKernelMaxK = 8192;
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr int kMmarSplitRanks = 2;
 constexpr size_t kMmarSplitMinRowsPerRank = 4096;
+// Where the engine all-gathers in its epilogue (no all-gather after it): both forms
+// from 1024 rows per rank.                                 perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarGatherMinRowsPerRank = 1024;
 
 // ---- The GEMM engine's tiles ------------------------------------------------------------
 // 128 x 128 ping-pong tiles when they need fewer waves than 128 x 256 ones (counted in
@@ -295,6 +298,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
     default: break;
   }
   if (q.oneKernelFits && q.M <= kMmarOneKernelMaxRows && q.K <= kMmarOneKernelMaxK) return P::OneKernel;
+  if (q.rowsSplit && q.engineGathers && q.M / size_t(q.nranks) >= kMmarGatherMinRowsPerRank)
+    return P::ReduceScatterAllGather;
   if (q.rowsSplit && !q.norm && q.nranks == kMmarSplitRanks && q.M / size_t(q.nranks) >= kMmarSplitMinRowsPerRank)
     return P::ReduceScatterAllGather;
   return P::AllReduce;

@@ -133,6 +133,8 @@ struct MatmulAllReduceQuery {
   bool rowsSplit = false;      // the reduce-scatter + all-gather can run (M % nranks == 0,
                                // the sums in the input type: not the fp8 form)
   bool norm = false;           // a residual + RMSNorm form
+  bool engineGathers = false;  // the reduce-scatter path's GEMM engine also all-gathers
+                               // (2 ranks, its epilogue add; matmulReduceScatterGathers)
 };
 // The path: a forced one where it can run (Fused: the one kernel, else the
 // reduce-scatter + all-gather, else the all-reduce; Engine: the reduce-scatter +

@@ -286,8 +286,9 @@ TEST_CASE("engine piece defaults", "[tuning]") {
 TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   using P = MatmulAllReducePath;
   auto pick = [](int W, size_t M, size_t N, size_t K, bool oneKernelFits, bool norm = false,
-                 MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto) {
+                 MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto, bool engineGathers = false) {
     MatmulAllReduceQuery q;
+    q.engineGathers = engineGathers;
     q.forced = forced;
     q.nranks = W;
     q.M = M, q.N = N, q.K = K;
@@ -310,6 +311,13 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 2048, 4096, 2048, false) == P::AllReduce);
   CHECK(pick(4, 16384, 4096, 2048, false) == P::AllReduce);
   CHECK(pick(2, 8191, 4096, 2048, false) == P::AllReduce);  // rows do not split
+  // Where the engine all-gathers in its epilogue: both forms from 1024 rows per rank.
+  const auto Auto = MatmulAllReduceAlgo::Auto;
+  CHECK(pick(2, 2048, 4096, 2048, false, false, Auto, true) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 2048, 4096, 7168, false, true, Auto, true) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 16384, 5120, 13824, false, true, Auto, true) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 1024, 4096, 2048, false, true, Auto, true) == P::AllReduce);
+  CHECK(pick(2, 1, 4096, 2048, true, true, Auto, true) == P::OneKernel);
   // Forced paths, where they can run; one rank: the GEMM alone (the all-reduce path).
   CHECK(pick(2, 4, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
   CHECK(pick(2, 64, 4096, 2048, false, false, MatmulAllReduceAlgo::Fused) == P::ReduceScatterAllGather);

@@ -13,6 +13,8 @@
 //           bound of GEMM + NCCL + any norm kernel)
 //   fc      that GEMM, then fcAllReduce (mmar) or fcAllReduceResidualRMSNorm (mmarnorm)
 //   fused   the fused op, the communicator's path (FC_MMAR_ALGO, auto by default)
+//   ar      the collective alone on the products: fcAllReduce, or (mmarnorm)
+//           fcAllReduceResidualRMSNorm (its time beside the GEMM's bounds the fused op)
 //   fused/gemm, fused - gemm (us), best unfused / fused (the faster of nccl and fc; for
 //   mmarnorm fc, the one unfused column with the norm),
 //   relerr: the fused op's outputs at 1000 sampled elements against the exact result
@@ -22,6 +24,7 @@
 //   the returned residualOut (relerr 0 when all pass);
 //   vs_fc: max |fused - fc| / max(1, |fc|) over every output element (mmar: C, which
 //   must be the same bits; mmarnorm: residualOut and normOut);
+//   fused_over_bound: fused / max(gemm, ar), the large-M target's ratio;
 //   eager (--eager 1): each column once + cudaStreamSynchronize (median wall time), and
 //   the fused op's back-to-back and host time per call (timeEager).
 // Times: median of -r graph replays of -n calls, max over ranks.
@@ -93,7 +96,7 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
            algo && *algo ? algo : "auto", describeNccl(c, haveNccl, why).c_str());
     printf("op,M,N,K,type,transB,gemm_us,nccl_us,fc_us,fused_us,fused_over_gemm,fused_minus_gemm_us,"
            "unfused_over_fused,relerr,vs_fc,check,gemm_eager_us,nccl_eager_us,fc_eager_us,fused_eager_us,"
-           "fused_b2b_us,fused_host_us\n");
+           "fused_b2b_us,fused_host_us,ar_us,fused_over_bound\n");
   }
   int failures = 0;
   std::stringstream ss(shapes);
@@ -186,21 +189,29 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
         const bool ok = relerr == 0.0 && (norm || vsFc == 0.0);
         failures += !ok;
 
-        std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp};
+        // The collective alone on the [M, N] products (the target's other bound): the
+        // all-reduce, or the all-reduce + residual + RMSNorm.
+        auto arOp = [&] {
+          if (norm) FC_OK(fcAllReduceResidualRMSNorm(P, R, Wt, U1, U2, M, N, kEps, type, c.comm, c.stream));
+          else FC_OK(fcAllReduce(P, D, n, type, fcSum, c.comm, c.stream));
+        };
+        std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp, arOp};
         if (haveNccl) timed.push_back(ncclOp);
         std::vector<double> us = timeGraphs(c, o, timed);
         for (double& u : us) u = maxOverRanks(c, u);
-        const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], ncclUs = haveNccl ? us[3] : 0;
-        EagerTimes eager[4];
+        const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], arUs = us[3], ncclUs = haveNccl ? us[4] : 0;
+        EagerTimes eager[5];  // in timed's order: gemm, fc, fused, ar, nccl
         if (o.eager)
-          for (size_t k = 0; k < timed.size(); ++k) eager[k] = timeEager(c, o, timed[k]);
+          for (size_t k = 0; k < timed.size(); ++k)
+            if (k != 3) eager[k] = timeEager(c, o, timed[k]);
         if (c.rank == 0) {
           const double bestUnfused = haveNccl && !norm ? std::min(ncclUs, fcUs) : fcUs;
-          printf("%s,%zu,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%.3f,%g,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+          printf("%s,%zu,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%.3f,%g,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,"
+                 "%.2f,%.3f\n",
                  norm ? "mmarnorm" : "mmar", M, N, K, fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs,
                  fcUs, fusedUs, fusedUs / gemmUs, fusedUs - gemmUs, bestUnfused / fusedUs, relerr, vsFc,
-                 ok ? "OK" : "FAIL", eager[0].syncUs, eager[3].syncUs, eager[1].syncUs, eager[2].syncUs,
-                 eager[2].b2bUs, eager[2].hostUs);
+                 ok ? "OK" : "FAIL", eager[0].syncUs, eager[4].syncUs, eager[1].syncUs, eager[2].syncUs,
+                 eager[2].b2bUs, eager[2].hostUs, arUs, fusedUs / std::max(gemmUs, arUs));
           fflush(stdout);
         }
       }

@@ -56,8 +56,9 @@ using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
 // The epilogue: all-gather + GEMM's, D = A x op(B) (stock, no C); GEMM +
 // reduce-scatter's (kSignal), each tile signalling its owner once stored
 // (tile_signal_epilogue.cuh) and our own block adding the peer's partial
-// (own_block_epilogue.cuh), with 16 KiB of shared memory for C.
-template <typename Element, typename Config, bool kSignal>
+// (own_block_epilogue.cuh), with 16 KiB of shared memory for C; GEMM + all-reduce's
+// (kGather), that one whose own block's sums also go to the peer (GatherFusionOf).
+template <typename Element, typename Config, bool kSignal, bool kGather = false>
 struct EngineEpilogue {
   using LayoutD = cutlass::layout::RowMajor;  // [M, N]
   static constexpr int kAlign = 16 / sizeof(Element);
@@ -68,14 +69,16 @@ struct EngineEpilogue {
       Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
   using type = Stock;
 };
-template <typename Element, typename Config>
-struct EngineEpilogue<Element, Config, true> {
+template <typename Element, typename Config, bool kGather>
+struct EngineEpilogue<Element, Config, true, kGather> {
   using LayoutD = cutlass::layout::RowMajor;
   static constexpr int kAlign = 16 / sizeof(Element);
+  using Gather = GatherFusionOf<Element, typename Config::TileShape, typename Config::EpilogueSchedule>;
+  using Fusion = std::conditional_t<kGather, typename Gather::type, ScatterFusion<Element>>;
   using Built = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape, typename Config::ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, Element, LayoutD, kAlign, Element, LayoutD,
-      kAlign, typename Config::EpilogueSchedule, ScatterFusion<Element>>::CollectiveOp;
+      kAlign, typename Config::EpilogueSchedule, Fusion>::CollectiveOp;
   static constexpr int kStagesC = int(16384 / (cute::size(typename Built::EpilogueTile{}) * sizeof(Element)));
   using Stock = typename WithOwnSmemC<Built, kStagesC>::type;
   using type = TileSignalEpilogue<OwnBlockEpilogue<Stock>>;
@@ -84,10 +87,12 @@ struct EngineEpilogue<Element, Config, true> {
 // SchedulerTag: ours (ReadinessSchedulerTag; ScatterSchedulerTag, tiles handed out
 // dynamically, for GEMM + reduce-scatter), or CUTLASS's stock persistent scheduler
 // (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
-// kSignal: GEMM + reduce-scatter's epilogue (EngineEpilogue).
+// kSignal: GEMM + reduce-scatter's epilogue (EngineEpilogue); kGather: with the store
+// of our block's sums into the peer (GEMM + all-reduce; g.source.gather required).
 template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
-          typename SchedulerTag = ReadinessSchedulerTag, bool kSignal = false>
+          typename SchedulerTag = ReadinessSchedulerTag, bool kSignal = false, bool kGather = false>
 struct EngineGemmKernel {
+  static_assert(kSignal || !kGather, "the gather rides in GEMM + reduce-scatter's epilogue");
   using LayoutA = cutlass::layout::RowMajor;  // [M, K]
   // CUTLASS sees B as K x N: [N, K] row-major (fcOpT) is its column-major (K-major).
   using LayoutB = std::conditional_t<kTransB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
@@ -96,8 +101,8 @@ struct EngineGemmKernel {
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
 
-  using StockEpilogue = typename EngineEpilogue<Element, Config, kSignal>::Stock;
-  using Epilogue = typename EngineEpilogue<Element, Config, kSignal>::type;
+  using StockEpilogue = typename EngineEpilogue<Element, Config, kSignal, kGather>::Stock;
+  using Epilogue = typename EngineEpilogue<Element, Config, kSignal, kGather>::type;
 
   using StockMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
@@ -161,9 +166,23 @@ struct EngineGemmKernel {
       if (g.source.C != nullptr) sched.max_swizzle_size = 1;
     typename Epilogue::Arguments epilogue{};
     if constexpr (kSignal) {
+      if (kGather != (g.source.gather != nullptr) || (kGather && g.source.C == nullptr))
+        return setError(fcInternalError, "the GEMM engine's gather store and its kernel do not match");
+      // beta as scatterFusionArguments; gather: where the fusion's second store goes
+      // (its tile coordinates' rows, as D's), NULL: nowhere.
+      auto fusion = [&](float beta, Element* gather) {
+        if constexpr (kGather) {
+          typename EngineEpilogue<Element, Config, true, true>::Gather::Stride strideGather{};
+          strideGather = strideD;
+          return EngineEpilogue<Element, Config, true, true>::Gather::arguments(beta, gather, strideGather);
+        } else {
+          (void)gather;
+          return scatterFusionArguments<Element>(beta);
+        }
+      };
       // Every tile but our block's: its partial into g.D, C never read (beta 0; its
-      // descriptor over D, a valid address).
-      static_cast<typename StockEpilogue::Arguments&>(epilogue) = {scatterFusionArguments<Element>(0.f),
+      // descriptor over D, a valid address), no second store.
+      static_cast<typename StockEpilogue::Arguments&>(epilogue) = {fusion(0.f, nullptr),
                                                                    static_cast<const Element*>(g.D), strideD,
                                                                    static_cast<Element*>(g.D), strideD};
       epilogue.signal = g.signal;
@@ -176,7 +195,11 @@ struct EngineGemmKernel {
         // block's rows: bases shifted back by firstRow rows (integers: outside the
         // buffers), so that the tiles' own coordinates land on them.
         const uintptr_t shift = uintptr_t(g.source.firstRow) * g.N * sizeof(Element);
-        epilogue.own = {scatterFusionArguments<Element>(1.f),
+        // The peer's copy of the sums (kGather), shifted the same way.
+        Element* gather = g.source.gather == nullptr
+                              ? nullptr
+                              : reinterpret_cast<Element*>(reinterpret_cast<uintptr_t>(g.source.gather) - shift);
+        epilogue.own = {fusion(1.f, gather),
                         reinterpret_cast<const Element*>(reinterpret_cast<uintptr_t>(g.source.C) - shift), strideD,
                         reinterpret_cast<Element*>(reinterpret_cast<uintptr_t>(g.source.D) - shift), strideD};
       }

@@ -9,9 +9,10 @@
 
 namespace fc::engine {
 
-// The instantiations: all-gather + GEMM (allgather_gemm_<type>_<B layout>_<config>.cu)
-// and GEMM + reduce-scatter (scatter_gemm_...), each in two configurations ('p':
-// ping-pong), in a table [fp16][B^T][128 x 128 tiles].
+// The instantiations: all-gather + GEMM (allgather_gemm_<type>_<B layout>_<config>.cu),
+// GEMM + reduce-scatter (scatter_gemm_...) and GEMM + all-reduce (scatter_gather_gemm_...:
+// the reduce-scatter's kernel whose own block's sums also go to the peer), each in two
+// configurations ('p': ping-pong), in a table [fp16][B^T][128 x 128 tiles].
 #define FC_ENGINE_DECLARE(kind, type, layout)                                                  \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
@@ -22,6 +23,7 @@ namespace fc::engine {
   FC_ENGINE_DECLARE(kind, fp16, t)
 FC_ENGINE_DECLARE_ALL(AllGather)
 FC_ENGINE_DECLARE_ALL(Scatter)
+FC_ENGINE_DECLARE_ALL(ScatterGather)
 #undef FC_ENGINE_DECLARE_ALL
 #undef FC_ENGINE_DECLARE
 
@@ -35,6 +37,7 @@ using Run = fcResult_t (*)(const EngineGemm&, cudaStream_t);
    {FC_ENGINE_ENTRY(kind, fp16, n), FC_ENGINE_ENTRY(kind, fp16, t)}}
 const Run kAllGather[2][2][2] = FC_ENGINE_TABLE(AllGather);
 const Run kScatter[2][2][2] = FC_ENGINE_TABLE(Scatter);
+const Run kScatterGather[2][2][2] = FC_ENGINE_TABLE(ScatterGather);
 #undef FC_ENGINE_TABLE
 #undef FC_ENGINE_ENTRY
 
@@ -77,19 +80,21 @@ size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece) {
 bool scatterGemmSupports(const EngineGemm& g) {
   const EpilogueSource& s = g.source;
   const bool sourceOk = s.C == nullptr || (reinterpret_cast<uintptr_t>(s.C) % 16 == 0 &&
-                                           reinterpret_cast<uintptr_t>(s.D) % 16 == 0 && s.blockRows > 0 &&
+                                           reinterpret_cast<uintptr_t>(s.D) % 16 == 0 &&
+                                           reinterpret_cast<uintptr_t>(s.gather) % 16 == 0 && s.blockRows > 0 &&
                                            s.firstRow % 128 == 0 && s.blockRows % 128 == 0 &&
                                            s.pieceRows > 0 && s.pieceRows % 128 == 0);
   const int64_t b = g.signal.blockRows, p = g.signal.pieceRows;
-  return engineSupports(g) && sourceOk && b > 0 && b % 128 == 0 && p > 0 && p % 128 == 0 &&
+  return engineSupports(g) && sourceOk && (s.gather == nullptr || s.C != nullptr) && b > 0 && b % 128 == 0 && p > 0 && p % 128 == 0 &&
          (b + p - 1) / p <= kMaxPieces;
 }
 
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream) {
   const bool small = scatterSmallTiles(g);
-  FC_TRACE("GEMM engine, reduce-scatter: M %zu N %zu K %zu: %s", g.M, g.N, g.K,
+  const bool gather = g.source.gather != nullptr;
+  FC_TRACE("GEMM engine, reduce-scatter%s: M %zu N %zu K %zu: %s", gather ? " + gather" : "", g.M, g.N, g.K,
            small ? "128 x 128 ping-pong" : "128 x 256 cooperative");
-  return dispatch(kScatter, g, small, stream);
+  return dispatch(gather ? kScatterGather : kScatter, g, small, stream);
 }
 
 }  // namespace fc::engine

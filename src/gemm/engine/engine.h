@@ -67,6 +67,11 @@ struct EpilogueSource {
   int64_t pieceRows = 0;               // rows per counted piece (whole tile rows)
   const uint32_t* counters = nullptr;  // [piece]: the peer's tiles landed; NULL: no waits
   int producer = -1;                   // the rank whose partial C is (the error record's peer)
+  // GEMM + all-reduce: the block's sums also stored into the peer's memory here ([blockRows,
+  // N], e.g. over C once read: each tile's C rows are loaded before its sums are stored), by
+  // TMA from the epilogue's shared memory beside D: the all-gather half of the all-reduce
+  // rides in the GEMM (own_block_epilogue.cuh). NULL: no such store (the kernels without it).
+  void* gather = nullptr;
 };
 
 // D [M, N] = A [M, K] x op(B), row-major, bf16 or fp16 in and out, fp32 accumulation;
@@ -124,7 +129,8 @@ size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece);
 
 // Enqueue the GEMM + reduce-scatter kernel (g.signal and g.tileTicket set, g.source
 // optional; the scheduler waits for nothing: ready.flags NULL; tiles handed out in
-// order to the clusters that ask: scatter_scheduler.cuh).
+// order to the clusters that ask: scatter_scheduler.cuh). With g.source.gather, the
+// kernels whose epilogue also stores our block's sums into the peer's memory.
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine

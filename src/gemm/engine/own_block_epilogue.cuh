@@ -53,6 +53,7 @@
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 
 #include <cstdint>
@@ -84,6 +85,30 @@ template <class Element>
 typename ScatterFusion<Element>::Arguments scatterFusionArguments(float beta) {
   return {{{beta}, {nullptr}, {}}, {}, {{}, {}}, {}};
 }
+
+// GEMM + all-reduce's fusion: ScatterFusion's D, also stored by TMA into a second
+// tensor (CUTLASS's auxiliary store), the peer's copy of our block's sums
+// (EpilogueSource::gather). Its pointer NULL (every tile but our block's): no store,
+// a run-time test in the store callbacks. The store takes its own shared memory (as
+// many stages as D's), which the mainloop's stage count makes room for; the kernels
+// without it (fcMatmulReduceScatter's) keep theirs. The same bits as D: the node
+// converts D's rounded value to its own type, the same type.
+template <class Element, class TileShape, class EpilogueSchedule>
+struct GatherFusionOf {
+  using Descriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
+      TileShape, cutlass::epilogue::collective::EpilogueTileAuto, Element, Element, EpilogueSchedule>;
+  using Aux = cutlass::epilogue::collective::detail::AuxStoreDescriptor<Descriptor, cutlass::layout::RowMajor, Element>;
+  using type = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90AuxStore<Aux::Stages, typename Aux::EpilogueTile, Element,
+                                              cutlass::FloatRoundStyle::round_to_nearest, typename Aux::Stride,
+                                              typename Aux::SmemLayoutAtom, typename Aux::CopyOpR2S>,
+      ScatterFusion<Element>>;
+  using Stride = typename Aux::Stride;
+  // beta as scatterFusionArguments; gather: the second tensor's base (NULL: none).
+  static typename type::Arguments arguments(float beta, Element* gather, Stride stride) {
+    return {scatterFusionArguments<Element>(beta), {gather, stride}};
+  }
+};
 
 // A built sm90 TMA epilogue with its own shared memory for C (ReuseSmemC off) in
 // kStagesC stages.
