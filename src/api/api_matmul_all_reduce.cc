@@ -166,9 +166,9 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
 // our stream (matmulReduceScatterGathers); they go to the peer's rows of the output: a
 // copy, or (norm forms) the residual + RMSNorm reading them in place. They are read
 // after that barrier, i.e. while the peer may already run its next call; safe because
-// nothing writes into a rank's workspace before that rank has reached the call: the
-// next GEMM + all-reduce's stores wait for our tiles of that call, every other op's
-// writes into a peer's workspace for an entry barrier.
+// nothing writes into a rank's workspace before that rank has reached the call: every
+// op that writes into a peer's workspace waits for an entry barrier first (this one's
+// engine included).
 fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const size_t es = dataTypeSize(m.datatype), blockRows = m.M / 2, blockBytes = blockRows * m.N * es;

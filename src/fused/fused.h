@@ -78,9 +78,10 @@ struct MatmulReduceScatterArgs {
   // in the input type (tuning::chooseReduceScatter, FC_REDUCE_SCATTER_ALGO included);
   // small products then take the GEMM + that kernel. pdl: its launch (FC_PDL).
   bool lamportReduceScatter = false, pdl = true;
-  // fcMatmulAllReduce: where the engine adds in its epilogue (2 ranks), our block's sums
-  // also go into the peer's workspace, over the peer's partial of our block once read
-  // (EpilogueSource::gather); matmulReduceScatterGathers says where.
+  // fcMatmulAllReduce: where the engine adds in its epilogue (2 ranks), it pushes our
+  // partial of the peer's block into the peer's workspace and our block's sums there
+  // too, at our block's rows (EpilogueSource::gather), behind an entry barrier;
+  // matmulReduceScatterGathers says where.
   bool gatherToPeer = false;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice

@@ -56,6 +56,14 @@ bool engineAddsInEpilogue(const DeviceComm& dc, const MatmulReduceScatterArgs& a
   return dc.nranks == 2 && a.engineEpilogueAdd && reinterpret_cast<uintptr_t>(a.C) % 16 == 0;
 }
 
+// fcMatmulAllReduce's form of the engine with the epilogue add (2 ranks): it pushes
+// partials into the peer's workspace and all-gathers the sums there (scatterGemm),
+// behind an entry barrier (viaEngine): the peer may still read its workspace for its
+// previous call until it has reached this one.
+bool enginePushes(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
+  return a.gatherToPeer && dc.nranks == 2 && engineAddsInEpilogue(dc, a);
+}
+
 // The engine's GEMM: every row of our partial product into our workspace, tile rows
 // from rank+1's block on (ours last); each tile counts on its owner's counter of its
 // piece for us (ours excepted: nobody waits for them). With the epilogue add, our
@@ -92,10 +100,17 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       pieceRows,
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
-    // fcMatmulAllReduce: the sums over the peer's partial of our block, which each own
-    // tile has loaded before it stores them (own_block_epilogue.cuh). Nothing else
-    // reads that partial, and the peer reads its sums only after the final barrier.
-    if (a.gatherToPeer) g.source.gather = const_cast<void*>(g.source.C);
+    if (enginePushes(dc, a)) {
+      // fcMatmulAllReduce: our partial of the peer's block goes into the peer's
+      // workspace as it is computed (the first half of the GEMM), the peer's partial of
+      // ours is read from our own, and our block's sums go to the peer's workspace at
+      // our block's rows (which nothing else uses there). Each half of the GEMM then
+      // moves one block each way over NVLink, instead of the second half moving two:
+      // pulled partials and pushed sums.
+      g.D = ce::slot(dc, producer, channel, 0);
+      g.source.C = ce::slot(dc, dc.rank, channel, 0) + size_t(dc.rank) * blockBytes;
+      g.source.gather = ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes;
+    }
   }
   return g;
 }
@@ -247,6 +262,8 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   char* pulled = static_cast<char*>(a.scratch);  // rank-t's partial of our block at (t-1) * blockBytes
   // The copy queue after everything before on S (the scratch and the previous op).
   if (!addInEpilogue) FC_CHECK(copies.after(stream, 0));
+  // Pushing into the peer's workspace: once the peer has reached this call.
+  if (enginePushes(dc, a)) FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
   const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);
   if (!addInEpilogue) {
     for (int t = 1; t < W; ++t) {
@@ -288,7 +305,7 @@ bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterA
                                 bool anyC) {
   MatmulReduceScatterArgs b = a;
   if (anyC) b.C = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(a.C) / 16 * 16);
-  return b.gatherToPeer && dc.nranks == 2 && engineAddsInEpilogue(dc, b) && planOf(dc, b, choice).path == Path::Engine;
+  return enginePushes(dc, b) && planOf(dc, b, choice).path == Path::Engine;
 }
 
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
