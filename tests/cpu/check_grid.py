@@ -29,7 +29,7 @@ for name in sorted(set(cxx) & set(py)):
         if cxx[name][key] != py[name][key]:
             failures.append("%s %s: decode_grid.h %s, bench.py %s" % (name, key, cxx[name][key], py[name][key]))
     tokens = [int(t) for t in py[name]["tokens"].split(",")]
-    if tokens != sorted(set(tokens)) or any(t & (t - 1) for t in tokens) is False:
+    if tokens != sorted(set(tokens)) or not any(t & (t - 1) for t in tokens):
         failures.append("%s tokens: not increasing, or no count that is not a power of two" % name)
 print("\n".join(failures) or "decode grids agree: %s" % ", ".join(
     "%s %d x %d" % (n, len(py[n]["hidden"].split(",")), len(py[n]["tokens"].split(","))) for n in sorted(py)))
