@@ -128,15 +128,37 @@ class FlashInferPeer:
         self.mod.trtllm_destroy_ipc_workspace_for_all_reduce_fusion(self.handles, self.group)
 
 
-def parse_args(**lists):
+# The decode grid of issue 44: hidden sizes x token counts, comma-separated, the same
+# lists as tools/common/decode_grid.h (fc-bench --grid; tests/cpu/check_grid.py keeps
+# the two equal; the header says why these values).
+DECODE_GRIDS = {
+    "short": {"hidden": "2048,3584,4096,5120,8192,16384",
+              "tokens": "1,3,8,17,64,100,128,255,512,1000,2048"},
+    "full": {"hidden": "2048,2560,3072,3584,4096,5120,6144,7168,8192,12288,16384",
+             "tokens": "1,2,3,4,6,8,12,16,17,24,32,48,64,96,100,128,192,255,256,384,512,768,1000,1024,1536,2048"},
+}
+
+
+def parse_args(grid=False, argv=None, **lists):
     """A benchmark's command line: --csv FILE, and one comma-separated list option per
-    keyword (its default the value), e.g. parse_args(tokens="1,2,4", hidden="4096")."""
+    keyword (its default the value), e.g. parse_args(tokens="1,2,4", hidden="4096").
+    grid=True adds --grid short|full (DECODE_GRIDS): the tokens and hidden lists from
+    that grid, unless --tokens / --hidden name others."""
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
+    if grid:
+        ap.add_argument("--grid", choices=sorted(DECODE_GRIDS),
+                        help="sweep the decode grid (hidden x tokens) instead of the default lists")
     for name, default in lists.items():
-        ap.add_argument("--" + name, default=default, help="comma-separated (default %(default)s)")
-    return ap.parse_args()
+        # None: not given, so that --grid can tell a default from an explicit list.
+        ap.add_argument("--" + name, default=None, help="comma-separated (default %s)" % default)
+    args = ap.parse_args(argv)
+    for name, default in lists.items():
+        if getattr(args, name) is None:
+            chosen = getattr(args, "grid", None)
+            setattr(args, name, DECODE_GRIDS[chosen][name] if chosen and name in DECODE_GRIDS[chosen] else default)
+    return args
 
 
 def ints(text):

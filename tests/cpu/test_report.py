@@ -121,5 +121,41 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 2048 x 4096 x 2048 | 48.0 | 4527.0 | +2228.2 | +4.3 | +2249.6 | - | 4542.3 | 94.312 | 0 |" in text,
            "mmrsstages row from the sample")
 
+# The decode grid (tests/data/report-sample-grid: SYNTHETIC rows from its generate.py):
+# ours / FlashInfer per cell as heat maps, the worst cells first, and issue 44's targets
+# counted over the sample's cells (the counts below worked out by hand from generate.py).
+with tempfile.TemporaryDirectory() as tmp:
+    perf, plots = os.path.join(tmp, "perf.md"), os.path.join(tmp, "perf")
+    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), sample + "-grid", "--perf", perf,
+                    "--plots", plots, "--readme", ""], check=True)
+    text = open(perf).read()
+    expect("## Decode grid: ours against TensorRT-LLM's kernels (bf16, 2 ranks)" in text, "section decode grid")
+    # 14 cells from 8 KiB to 4 MiB with FlashInfer present; 0.96, 0.99 and 1.08 miss 0.95.
+    expect("all-reduce: ours <= 0.95x FlashInfer from 8 KiB to 4 MiB: met in 11 of 14 cells" in text,
+           "grid: all-reduce target counted")
+    # 17 cells with FlashInfer (2048 x 8192 has none); 0.96, 0.97, 0.99, 1.04 and 0.95 rounded up miss.
+    expect("all-reduce + RMSNorm: ours <= 0.95x FlashInfer at every cell: met in 12 of 17 cells" in text,
+           "grid: all-reduce + RMSNorm target counted")
+    # fc-bench's over_ar_us at 1-128 tokens: 0.4 0.6 0.9 1.3 per hidden, +0.3 at 8192.
+    expect("all-reduce + RMSNorm: ours <= our all-reduce alone + 1 us at 1-128 tokens (fc-bench): met in 8 of 12 cells"
+           in text, "grid: norm over all-reduce target (fc-bench)")
+    expect("at 1-128 tokens (PyTorch): met in 1 of 12 cells" in text, "grid: norm over all-reduce target (PyTorch)")
+    # The worst all-reduce cell leads its table; the loss names it.
+    worst = text.split("The 10 worst cells:", 1)[-1]
+    expect(worst.split("\n| 255 | 8192 | ", 1)[0].count("\n| ") == 2,
+           "grid: worst cell first (header, separator, then 255 x 8192)")
+    expect("| 255 | 8192 | 3.98438 MiB | 36.56 | 33.85 | 1.080 | 40.56 | 38.85 |" in text, "grid: worst-cell row")
+    expect("| 255 | 4096 | 1.99219 MiB | 22.28 | 21.43 | 1.040 | 18.73 | 3.55 |" in text, "grid: norm worst-cell row")
+    expect("decode grid, all-reduce: more than 1.02x FlashInfer's time in 2 of 17 cells (worst 1.08x at 255 tokens x "
+           "hidden 8192)" in text, "grid: loss listed")
+    expect("all-reduce ours / FlashInfer 0.78-1.08" in text, "grid: headline")
+    for name in ("grid-allreduce-flashinfer-2.png", "grid-arnorm-flashinfer-2.png", "grid-allreduce-nccl-2.png",
+                 "grid-arnorm-over-allreduce-2.png"):
+        path = os.path.join(plots, name)
+        expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "plot " + name)
+        expect("](perf/%s)" % name in text, "plot %s linked" % name)
+    expect("`fcrun -n 2 -- python3 tools/bench-torch-allreduce.py --grid short`" in text, "grid: command quoted")
+    expect("SYNTHETIC" in text, "grid: the sample says it is synthetic")
+
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)

@@ -18,6 +18,10 @@
 // is the all-reduce buffer, the reduce-scatter input or the all-gather output;
 // busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n (reduce-scatter, all-gather).
 // Rank 0 prints the table (or --csv / --json); exit status non-zero if a check fails.
+//
+// allreduce --grid short|full (or --tokens / --hidden lists): instead of -b/-e/-f, the
+// decode grid of tools/common/decode_grid.h, hidden-major: size = tokens x hidden
+// elements (bf16 by default), the rows with two more columns, tokens and hidden.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -31,6 +35,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "decode_grid.h"
 #include "fc_data.h"
 #include "fc_env.h"
 #include "fusedcomm.h"
@@ -43,12 +48,29 @@ const char* modeName(Mode m) {
   return m == Mode::AllReduce ? "allreduce" : m == Mode::ReduceScatter ? "reducescatter" : "allgather";
 }
 
-int bench(Ctx& c, const Options& o, Mode mode) {
+// One size of the sweep: its bytes (before rounding to whole elements per rank), and
+// for the decode grid the shape it stands for (0 x 0 otherwise).
+struct SweepSize {
+  size_t bytes, tokens, hidden;
+};
+
+// grid: the decode grid's (tokens, hidden) cells, hidden-major (all-reduce only);
+// empty: the -b/-e/-f sweep.
+int bench(Ctx& c, const Options& o, Mode mode, const std::vector<SweepSize>& grid) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type), W = size_t(c.nranks);
-  const size_t maxBytes = o.maxBytes.empty() ? (mode == Mode::AllReduce ? (64u << 20) : (256u << 20))
-                                             : parseBytes(o.maxBytes);
+  const bool onGrid = !grid.empty();
+  std::vector<SweepSize> sizes = grid;
+  for (SweepSize& g : sizes) g.bytes = g.tokens * g.hidden * es;
+  size_t maxBytes = o.maxBytes.empty() ? (mode == Mode::AllReduce ? (64u << 20) : (256u << 20))
+                                       : parseBytes(o.maxBytes);
   const size_t minBytes = std::max(parseBytes(o.minBytes), es * (mode == Mode::AllReduce ? 1 : W));
+  if (onGrid) {
+    maxBytes = 0;
+    for (const SweepSize& g : sizes) maxBytes = std::max(maxBytes, g.bytes);
+  } else {
+    for (double b = double(minBytes); b <= double(maxBytes); b *= o.factor) sizes.push_back({size_t(b), 0, 0});
+  }
   const double busFactor = mode == Mode::AllReduce ? 2.0 * double(W - 1) / double(W) : double(W - 1) / double(W);
   // Per-rank input and output sizes (bytes) of a call of `size` bytes.
   const size_t inMax = mode == Mode::AllGather ? maxBytes / W : maxBytes;
@@ -70,15 +92,15 @@ int bench(Ctx& c, const Options& o, Mode mode) {
            o.symmetric ? ", sendbuff from fcMemAlloc (zero-copy)" : "", describeNccl(c, haveNccl, why).c_str());
     if (o.csv)
       printf("op,size,count,type,algo,time_us,algbw,busbw,nccl_time_us,nccl_busbw,speedup,maxerr,check,"
-             "eager_us,b2b_us,host_us,nccl_eager_us,nccl_b2b_us,nopdl_us\n");
+             "eager_us,b2b_us,host_us,nccl_eager_us,nccl_b2b_us,nopdl_us%s\n", onGrid ? ",tokens,hidden" : "");
     else if (!o.json)
-      printf("# %12s %12s %9s %8s %10s %9s %9s %10s %9s %7s %7s %6s %9s %9s %8s %10s %10s\n", "size(B)", "count",
+      printf("# %12s %12s %9s %8s %10s %9s %9s %10s %9s %7s %7s %6s %9s %9s %8s %10s %10s%s\n", "size(B)", "count",
              "type", "algo", "time(us)", "algbw", "busbw", "nccl(us)", "nccl_bus", "speedup", "maxerr", "check",
-             "eager", "b2b", "host", "nccl_eag", "nccl_b2b");
+             "eager", "b2b", "host", "nccl_eag", "nccl_b2b", onGrid ? "   tokens   hidden" : "");
   }
-  for (double b = double(minBytes); b <= double(maxBytes); b *= o.factor) {
+  for (const SweepSize& sz : sizes) {
     // count: elements per rank of the op's "count" argument (nccl-tests' convention).
-    const size_t total = size_t(b) / es / (mode == Mode::AllReduce ? 1 : W) * (mode == Mode::AllReduce ? 1 : W);
+    const size_t total = sz.bytes / es / (mode == Mode::AllReduce ? 1 : W) * (mode == Mode::AllReduce ? 1 : W);
     const size_t count = mode == Mode::AllReduce ? total : total / W;
     const size_t bytes = total * es;
     const size_t inElems = mode == Mode::ReduceScatter ? W * count : count;
@@ -143,22 +165,27 @@ int bench(Ctx& c, const Options& o, Mode mode) {
     const double speedup = haveNccl ? ncclUs / us : 0;
     const char* algo = o.algo.c_str();
     const char* status = o.check ? (ok ? "OK" : "FAIL") : "-";
+    // The grid's shape columns, where the sweep is the grid.
+    char shape[64] = "";
+    if (onGrid)
+      snprintf(shape, sizeof shape, o.csv ? ",%zu,%zu" : o.json ? ",\"tokens\":%zu,\"hidden\":%zu" : " %8zu %8zu",
+               sz.tokens, sz.hidden);
     if (o.csv)
-      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f\n", modeName(mode),
+      printf("%s,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f%s\n", modeName(mode),
              bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status,
-             eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs, noPdlUs);
+             eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs, noPdlUs, shape);
     else if (o.json)
       printf("{\"op\":\"%s\",\"size\":%zu,\"count\":%zu,\"type\":\"%s\",\"algo\":\"%s\",\"time_us\":%.2f,"
              "\"algbw\":%.2f,\"busbw\":%.2f,\"nccl_time_us\":%.2f,\"nccl_busbw\":%.2f,\"speedup\":%.3f,"
              "\"maxerr\":%g,\"check\":\"%s\",\"eager_us\":%.2f,\"b2b_us\":%.2f,\"host_us\":%.2f,"
-             "\"nccl_eager_us\":%.2f,\"nccl_b2b_us\":%.2f,\"nopdl_us\":%.2f}\n",
+             "\"nccl_eager_us\":%.2f,\"nccl_b2b_us\":%.2f,\"nopdl_us\":%.2f%s}\n",
              modeName(mode), bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus,
              speedup, worstErr, status, eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs,
-             noPdlUs);
+             noPdlUs, shape);
     else
-      printf("  %12zu %12zu %9s %8s %10.2f %9.2f %9.2f %10.2f %9.2f %7.2f %7.2g %6s %9.2f %9.2f %8.2f %10.2f %10.2f\n",
+      printf("  %12zu %12zu %9s %8s %10.2f %9.2f %9.2f %10.2f %9.2f %7.2f %7.2g %6s %9.2f %9.2f %8.2f %10.2f %10.2f%s\n",
              bytes, count, fcTypeName(type), algo, us, algbw, busbw, ncclUs, ncclBus, speedup, worstErr, status,
-             eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs);
+             eager.syncUs, eager.b2bUs, eager.hostUs, ncclEager.syncUs, ncclEager.b2bUs, shape);
     fflush(stdout);
   }
   if (o.symmetric) FC_OK(fcMemFree(c.comm, in));
@@ -281,6 +308,23 @@ int main(int argc, char** argv) {
     sub(m)->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
   sub("arnorm")->add_option("--tokens", tokens, "token counts (rows), comma-separated");
   sub("arnorm")->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
+  // The decode grid (tools/common/decode_grid.h): the all-reduce swept over tokens x
+  // hidden instead of -b/-e/-f; arnorm's --tokens / --hidden taken from it. An explicit
+  // --tokens or --hidden replaces that list of the grid.
+  std::string grid, arTokens, arHidden;
+  std::vector<std::string> gridNames;
+  for (const FcDecodeGrid& g : kFcDecodeGrids) gridNames.push_back(g.name);
+  const std::string gridHelp = "the decode grid, hidden x tokens (tools/common/decode_grid.h): " + joined(gridNames);
+  CLI::App* arSub = sub("allreduce");
+  CLI::Option* arGrid = arSub->add_option("--grid", grid, gridHelp + "; size = tokens x hidden elements")
+                            ->check(CLI::IsMember(gridNames));
+  CLI::Option* arTokensOpt =
+      arSub->add_option("--tokens", arTokens, "the grid's token counts, comma-separated (default: --grid's)");
+  CLI::Option* arHiddenOpt =
+      arSub->add_option("--hidden", arHidden, "the grid's hidden sizes, comma-separated (default: --grid's)");
+  for (CLI::Option* g : {arGrid, arTokensOpt, arHiddenOpt})
+    for (const char* sweep : {"--minbytes", "--maxbytes", "--stepfactor"}) g->excludes(arSub->get_option(sweep));
+  sub("arnorm")->add_option("--grid", grid, gridHelp)->check(CLI::IsMember(gridNames));
   sub("normstages")->add_option("--tokens", stageTokens, "token counts (rows), comma-separated");
   sub("normstages")->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   std::string mmarShapes, mmarTokens = "1,4,16,64,128,256,512,2048,8192", mmarTransB = "t", mmarNorm = "both";
@@ -294,6 +338,18 @@ int main(int argc, char** argv) {
   sub("mmar")->add_option("--norm", mmarNorm, "0 (fcMatmulAllReduce) | 1 (+ residual + RMSNorm) | both")
       ->check(CLI::IsMember({"0", "1", "both"}));
   CLI11_PARSE(app, argc, argv);
+  // The grid's lists where --tokens / --hidden did not name others.
+  std::vector<SweepSize> arGridSizes;
+  if (!grid.empty() || !arTokens.empty() || !arHidden.empty()) {
+    const FcDecodeGrid& g = *fcDecodeGrid(grid.empty() ? "short" : grid.c_str());
+    if (sub("allreduce")->parsed()) {
+      for (size_t h : parseList(arHidden.empty() ? g.hidden : arHidden))
+        for (size_t t : parseList(arTokens.empty() ? g.tokens : arTokens)) arGridSizes.push_back({0, t, h});
+    } else if (sub("arnorm")->parsed()) {
+      if (sub("arnorm")->get_option("--tokens")->count() == 0) tokens = g.tokens;
+      if (sub("arnorm")->get_option("--hidden")->count() == 0) hiddens = g.hidden;
+    }
+  }
   size_t mi = 0;
   while (!subs[mi]->parsed()) ++mi;
   const ModeSpec& spec = kModes[mi];
@@ -331,9 +387,9 @@ int main(int argc, char** argv) {
                  : name == "mmrsstages" ? benchMmrsStages(c, o, mmrsStageShapes)
                  : name == "mmrs"       ? benchMmrs(c, o, mmrsShapes, transB)
                  : name == "mmar"       ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm)
-                 : name == "allreduce"  ? bench(c, o, Mode::AllReduce)
-                 : name == "reducescatter" ? bench(c, o, Mode::ReduceScatter)
-                                           : bench(c, o, Mode::AllGather);
+                 : name == "allreduce"  ? bench(c, o, Mode::AllReduce, arGridSizes)
+                 : name == "reducescatter" ? bench(c, o, Mode::ReduceScatter, {})
+                                           : bench(c, o, Mode::AllGather, {});
   if (c.ncclComm) c.nccl.commDestroy(c.ncclComm);
   CUDA_OK(cudaStreamDestroy(c.stream));
   FC_OK(fcCommDestroy(c.comm));
