@@ -139,11 +139,12 @@ DECODE_GRIDS = {
 }
 
 
-def parse_args(grid=False, argv=None, **lists):
+def parse_args(flags=None, grid=False, argv=None, **lists):
     """A benchmark's command line: --csv FILE, and one comma-separated list option per
-    keyword (its default the value), e.g. parse_args(tokens="1,2,4", hidden="4096").
-    grid=True adds --grid short|full (DECODE_GRIDS): the tokens and hidden lists from
-    that grid, unless --tokens / --hidden name others."""
+    keyword (its default the value), e.g. parse_args(tokens="1,2,4", hidden="4096");
+    `flags`: {name: help} of on/off options (False unless given). grid=True adds
+    --grid short|full (DECODE_GRIDS): the tokens and hidden lists from that grid,
+    unless --tokens / --hidden name others."""
     import argparse
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", help="also write the rows to this file (rank 0)")
@@ -153,12 +154,74 @@ def parse_args(grid=False, argv=None, **lists):
     for name, default in lists.items():
         # None: not given, so that --grid can tell a default from an explicit list.
         ap.add_argument("--" + name, default=None, help="comma-separated (default %s)" % default)
+    for name, text in (flags or {}).items():
+        ap.add_argument("--" + name, action="store_true", help=text)
     args = ap.parse_args(argv)
     for name, default in lists.items():
         if getattr(args, name) is None:
             chosen = getattr(args, "grid", None)
             setattr(args, name, DECODE_GRIDS[chosen][name] if chosen and name in DECODE_GRIDS[chosen] else default)
     return args
+
+
+# The caller forms of the sequence-parallel pair (issue 45; tools/bench-torch-agmm.py and
+# bench-torch-mmrs.py with --forms / --msweep, as fc-bench agmm / mmrs there).
+SWEEP_M = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def caller_forms(forms, agathered="0"):
+    """[(symmetric, agathered)] of --forms "plain,symmetric" (empty: both) crossed with
+    --agathered "0,1" (empty: both)."""
+    out = []
+    for a in (forms or "plain,symmetric").split(","):
+        if a not in ("plain", "symmetric"):
+            raise SystemExit("unknown form %r (plain, symmetric)" % a)
+        for g in (agathered or "0,1").split(","):
+            if g not in ("0", "1"):
+                raise SystemExit("--agathered takes 0, 1 or 0,1, not %r" % g)
+            out.append((a == "symmetric", g == "1"))
+    return out
+
+
+def sp_shapes(public, sweep):
+    """The shapes (M, N, K, in_public, in_sweep) of a caller-form table: `public` and
+    `sweep` lists of (M, N, K), each shape once, ordered by layer (N, K) then M."""
+    shapes = {}
+    for s in public:
+        shapes[s] = [1, 0]
+    for s in sweep:
+        shapes.setdefault(s, [0, 0])[1] = 1
+    layers = []
+    for m, n, k in shapes:
+        if (n, k) not in layers:
+            layers.append((n, k))
+    order = sorted(shapes, key=lambda s: (layers.index(s[1:]), s[0]))
+    return [s + tuple(shapes[s]) for s in order]
+
+
+def sp_timing(flops, calls, replays):
+    """(calls, replays) for one shape: GEMMs of at least 1 TFLOP per rank (M 16384-32768
+    at the larger layers: 3-6 ms a call) as graphs of 2 calls, 6 replays, so that a
+    dozen columns of them fit the GPU check's time (as fc-bench's timingFor)."""
+    return (2, min(replays, 6)) if flops >= 1e12 else (calls, replays)
+
+
+def forced_communicators(var, algos=("sm", "ce"), group=None):
+    """{algo: Communicator} made with the environment variable `var` (an FC_*_ALGO, read
+    at init) set to each algorithm in turn: our collectives with their algorithm forced,
+    for "the communication alone" columns (every rank calls this together)."""
+    from ._core import Communicator
+    before, out = os.environ.get(var), {}
+    try:
+        for algo in algos:
+            os.environ[var] = algo
+            out[algo] = Communicator.from_process_group(group)
+    finally:
+        if before is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = before
+    return out
 
 
 def ints(text):

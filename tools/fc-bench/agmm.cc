@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 
 #include "bench.h"
@@ -64,7 +65,8 @@ struct Operands {
   Shape sh;
   size_t es, shardElems;
   void *A, *B, *G, *C, *Cref;
-  std::vector<char> ref;  // the reference C (reference())
+  std::vector<char> ref;      // the reference C (reference())
+  std::vector<char> refA;     // the gathered A (reference())
   double refMax = 1;
 
   Operands(const Ctx& ctx, fcDataType_t t, const Shape& s)
@@ -93,25 +95,41 @@ struct Operands {
     FC_OK(fcAllGather(A, G, shardElems, type, c.comm, c.stream));
     FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream));
     ref.resize(sh.M * sh.N * es);
+    refA.resize(sh.M * sh.K * es);
     CUDA_OK(cudaMemcpyAsync(ref.data(), Cref, ref.size(), cudaMemcpyDeviceToHost, c.stream));
+    CUDA_OK(cudaMemcpyAsync(refA.data(), G, refA.size(), cudaMemcpyDeviceToHost, c.stream));
     CUDA_OK(cudaStreamSynchronize(c.stream));
     refMax = std::max(1.0, maxAbs(ref, type, sh.M * sh.N));
   }
 
   // max |C - C_ref| / max |C_ref| of fcAllGatherMatmul on `on` (C poisoned first), max
   // over ranks.
-  double relerrOn(fcOperation_t op, fcComm_t on) {
+  double relerrOn(fcOperation_t op, fcComm_t on) { return relerrOf(op, on, A, nullptr); }
+
+  // The same for a caller form: A read from `a` (ours or a symmetric copy), and where
+  // `agathered` is given (poisoned first), the gathered A there must equal the
+  // reference's bit for bit (else the error is 1).
+  double relerrOf(fcOperation_t op, fcComm_t on, const void* a, void* agathered) {
     std::vector<char> got(ref.size());
     CUDA_OK(cudaMemsetAsync(C, 0xff, got.size(), c.stream));
-    FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, op, type, on, c.stream));
+    if (agathered) CUDA_OK(cudaMemsetAsync(agathered, 0xff, refA.size(), c.stream));
+    FC_OK(fcAllGatherMatmul(a, B, C, agathered, sh.M, sh.N, sh.K, op, type, on, c.stream));
     CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
+    std::vector<char> gotA(agathered ? refA.size() : 0);
+    if (agathered) CUDA_OK(cudaMemcpyAsync(gotA.data(), agathered, gotA.size(), cudaMemcpyDeviceToHost, c.stream));
     CUDA_OK(cudaStreamSynchronize(c.stream));
-    double err = 0;
-    for (size_t i = 0; i < sh.M * sh.N; ++i) {
-      const double e = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
-      if (!(e <= err)) err = std::isnan(e) ? 1e30 : e;
+    double err = agathered && memcmp(gotA.data(), refA.data(), refA.size()) != 0 ? 1 : 0;
+    // Exact products: C is bit-equal to the reference when right; the element loop
+    // (seconds at M 32768) only measures how wrong it is.
+    if (memcmp(got.data(), ref.data(), ref.size()) != 0) {
+      double e = 0;
+      for (size_t i = 0; i < sh.M * sh.N; ++i) {
+        const double d = std::fabs(double(fcLoad(got.data(), type, i)) - double(fcLoad(ref.data(), type, i)));
+        if (!(d <= e)) e = std::isnan(d) ? 1e30 : d;
+      }
+      err = std::max(err, e / refMax);
     }
-    return maxOverRanks(c, err / refMax);
+    return maxOverRanks(c, err);
   }
 };
 
@@ -182,6 +200,91 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   FC_OK(fcCommDestroy(pipelineComm));
   FC_OK(fcCommDestroy(engineComm));
   FC_OK(fcCommDestroy(soloEngine));
+  FC_OK(fcCommDestroy(solo));
+  return failures ? 1 : 0;
+}
+
+// fc-bench agmm --forms / --agathered / --msweep: fcAllGatherMatmul as callers call it
+// (issue 45). Per shape and transB, one interleaved run of:
+//   gemm       the GEMM alone on the gathered A (one-rank communicator)
+//   comm       the all-gather of the A shards alone, the fastest of CommCandidates
+//              (comm_from names it)
+//   nccl+gemm  ncclAllGather, then the GEMM (when NCCL loads); fc+gemm: fcAllGather, then it
+//   one op per form: A plain (cudaMalloc) or symmetric (fcMemAlloc of the run's
+//              communicator), Agathered NULL or a plain [M, K] buffer; the auto choice
+// and one row per form: op / GEMM, op / (NCCL + GEMM) (0 without NCCL), fixed = op -
+// max(gemm, comm): the op's cost beyond its larger part were the other hidden
+// completely. relerr: C against the GEMM alone and Agathered against the all-gather's
+// (exact inputs: 0).
+int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB,
+                   const std::vector<CallerForm>& forms) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t W = size_t(c.nranks), es = fcTypeSize(type);
+  std::string why;
+  const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
+  fcComm_t solo = soloComm();
+  CommCandidates comm(c, "FC_ALLGATHER_ALGO");
+  printFormsHeader(c, o, "agmm", haveNccl, why);
+  int failures = 0;
+  for (const Shape& sh : parseShapes(shapes)) {
+    Operands x(c, type, sh);
+    void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
+    const size_t ms = sh.M / W, shardBytes = ms * sh.K * es;
+    void *As, *AG;  // A in symmetric memory; the Agathered output
+    FC_OK(fcMemAlloc(c.comm, &As, shardBytes));
+    CUDA_OK(cudaMemcpyAsync(As, A, shardBytes, cudaMemcpyDeviceToDevice, c.stream));
+    CUDA_OK(cudaMalloc(&AG, sh.M * sh.K * es));
+    comm.bind(A, shardBytes);
+    const Options t = timingFor(o, 2.0 * double(sh.M) * double(sh.N) * double(sh.K));
+    for (fcOperation_t op : {fcOpN, fcOpT}) {
+      if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
+      x.reference(op, solo);
+      std::vector<double> relerr;
+      for (const CallerForm& f : forms)
+        relerr.push_back(x.relerrOf(op, c.comm, f.symmetric ? As : A, f.agathered ? AG : nullptr));
+
+      auto gemmOp = [&] { FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream)); };
+      std::vector<std::function<void()>> timed = {gemmOp, [&] {
+                                                    FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
+                                                    gemmOp();
+                                                  }};
+      const size_t firstComm = timed.size();
+      for (size_t i = 0; i < comm.comms.size(); ++i)
+        timed.push_back([&, i] { FC_OK(fcAllGather(comm.send[i], G, ms * sh.K, type, comm.comms[i], c.stream)); });
+      const size_t firstForm = timed.size();
+      for (const CallerForm& f : forms) {
+        const void* a = f.symmetric ? As : A;
+        void* ag = f.agathered ? AG : nullptr;
+        timed.push_back(
+            [&, a, ag] { FC_OK(fcAllGatherMatmul(a, B, C, ag, sh.M, sh.N, sh.K, op, type, c.comm, c.stream)); });
+      }
+      const size_t ncclAt = timed.size();
+      if (haveNccl)
+        timed.push_back([&] {
+          if (c.nccl.allGather(A, G, ms * sh.K, int(type), c.ncclComm, c.stream) != 0) exit(1);
+          gemmOp();
+        });
+      std::vector<double> us = timeGraphs(c, t, timed);
+      maxOverRanks(c, us);
+      const size_t best = size_t(std::min_element(us.begin() + firstComm, us.begin() + firstForm) - us.begin());
+      const double gemmUs = us[0], fcUs = us[1], commUs = us[best], ncclUs = haveNccl ? us[ncclAt] : 0;
+      for (size_t k = 0; k < forms.size(); ++k) {
+        const double opUs = us[firstForm + k];
+        const bool ok = relerr[k] == 0.0;
+        failures += !ok;
+        if (c.rank == 0)
+          printf("%zu,%zu,%zu,%s,%s,%s,%d,%.1f,%.1f,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%d,%d\n", sh.M, sh.N, sh.K,
+                 fcTypeName(type), op == fcOpN ? "N" : "T", forms[k].symmetric ? "symmetric" : "plain",
+                 int(forms[k].agathered), gemmUs, commUs, comm.names[best - firstComm].c_str(), ncclUs, fcUs, opUs,
+                 opUs / gemmUs, haveNccl ? opUs / ncclUs : 0.0, opUs - std::max(gemmUs, commUs), relerr[k],
+                 ok ? "OK" : "FAIL", t.iters, t.replays);
+      }
+      if (c.rank == 0) fflush(stdout);
+    }
+    comm.unbind();
+    FC_OK(fcMemFree(c.comm, As));
+    CUDA_OK(cudaFree(AG));
+  }
   FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;
 }

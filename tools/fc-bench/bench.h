@@ -47,6 +47,9 @@ struct Options {
   // replays start together on every rank; "queued", all replays enqueued back to back,
   // one synchronisation at the end.
   std::string replaysStart = "sync";
+  // -n or -r given on the command line: the caller-form tables then keep them for
+  // every shape instead of timing the largest GEMMs with fewer calls (timingFor).
+  bool timingGiven = false;
 };
 
 struct Ctx {
@@ -166,6 +169,63 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes);
 
 // fc-bench mmrs (mmrs.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
+
+// The caller forms of the sequence-parallel pair (issue 45): fc-bench agmm / mmrs with
+// --forms, --agathered or --msweep. A is a plain device buffer ("plain") or symmetric
+// memory from fcMemAlloc ("symmetric"); fcAllGatherMatmul also with and without the
+// gathered A as an output (agathered 0 / 1). One row per shape and form, every form
+// timed in the same interleaved run as the GEMM alone, the communication alone and
+// the unfused pairs (agmm.cc, mmrs.cc).
+struct CallerForm {
+  bool symmetric;  // A from fcMemAlloc
+  bool agathered;  // fcAllGatherMatmul's Agathered output (always false for mmrs)
+};
+// --forms "plain,symmetric" crossed with --agathered "0,1" (empty: both); exits on a bad name.
+std::vector<CallerForm> parseForms(const std::string& forms, const std::string& agathered);
+int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB,
+                   const std::vector<CallerForm>& forms);
+int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB,
+                   const std::vector<CallerForm>& forms);
+// --msweep's shapes "M,N,K;..." for mode "agmm" or "mmrs" at `nranks` ranks: M 512-32768
+// at two public layers of Llama-3-8B (bench-torch-agmm.py's and bench-torch-mmrs.py's
+// lists), tensor-parallel over the ranks: agmm QKV (N 6144 / W, K 4096) and gate_up
+// (N 28672 / W, K 4096); mmrs o_proj (N 4096, K 4096 / W) and down_proj (N 4096,
+// K 14336 / W).
+std::string msweepShapes(const std::string& mode, int nranks);
+// The timing of one shape of the caller-form tables: `o`, except that a GEMM of at
+// least 1 TFLOP (per rank) without -n / -r given is timed as graphs of 2 calls, 6
+// replays, 1 warm-up: at M 16384-32768 a call takes 3-6 ms, and the defaults' 5 x
+// (10 + 2) calls per column over a dozen columns would take most of the run.
+Options timingFor(const Options& o, double flops);
+// The caller-form tables' preamble on rank 0: the run line and the CSV header.
+void printFormsHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why);
+// Max over ranks of each time (in place).
+void maxOverRanks(const Ctx& c, std::vector<double>& us);
+
+// "The communication alone" of the caller-form tables: the op's collective on the same
+// bytes, our fastest, so that the fixed cost (op - max(GEMM alone, communication
+// alone)) is not flattered by a slow collective. Candidates: the sendbuff plain (the
+// communicator's auto choice) and symmetric (zero-copy: auto, and the SM and copy-engine
+// algorithms forced through `algoVar` on communicators of their own, each with its own
+// fcMemAlloc sendbuff, since symmetric memory belongs to one communicator).
+struct CommCandidates {
+  std::vector<std::string> names;  // plain-auto, symmetric-auto, symmetric-sm, symmetric-ce
+  std::vector<fcComm_t> comms;     // each candidate's communicator
+  std::vector<void*> send;         // each candidate's sendbuff (bind())
+
+  CommCandidates(const Ctx& c, const char* algoVar);
+  ~CommCandidates();
+  CommCandidates(const CommCandidates&) = delete;
+  CommCandidates& operator=(const CommCandidates&) = delete;
+  // Sendbuffs of `bytes` for one shape: `plain` itself, and symmetric copies of it.
+  void bind(void* plain, size_t bytes);
+  void unbind();
+
+ private:
+  const Ctx& c_;
+  std::vector<fcComm_t> owned_;
+  std::vector<bool> symmetric_;
+};
 
 // fc-bench mmar (mmar.cc): shapes "M,N,K;..." (empty: the default layers at each of
 // `tokens`, comma-separated), transB "n" | "t" | "both", norm "0" | "1" | "both".

@@ -249,3 +249,98 @@ void printGemmHeader(const Ctx& c, const Options& o, const char* mode, bool have
          agmm ? ",engine_us,engine_over_gemm,engine_relerr,cutlass_gemm_us,pipeline_us"
               : ",engine_us,engine_over_gemm,engine_relerr");
 }
+
+void maxOverRanks(const Ctx& c, std::vector<double>& us) {
+  for (double& u : us) u = maxOverRanks(c, u);
+}
+
+std::vector<CallerForm> parseForms(const std::string& forms, const std::string& agathered) {
+  auto items = [](const std::string& s) {
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    for (std::string item; std::getline(ss, item, ',');) v.push_back(item);
+    return v;
+  };
+  std::vector<CallerForm> out;
+  for (const std::string& a : items(forms.empty() ? "plain,symmetric" : forms)) {
+    if (a != "plain" && a != "symmetric") {
+      fprintf(stderr, "fc-bench: unknown form '%s' (plain, symmetric)\n", a.c_str());
+      exit(2);
+    }
+    for (const std::string& g : items(agathered.empty() ? "0,1" : agathered)) {
+      if (g != "0" && g != "1") {
+        fprintf(stderr, "fc-bench: --agathered takes 0, 1 or 0,1, not '%s'\n", g.c_str());
+        exit(2);
+      }
+      out.push_back({a == "symmetric", g == "1"});
+    }
+  }
+  return out;
+}
+
+std::string msweepShapes(const std::string& mode, int nranks) {
+  // (N, K) at TP 2, scaled to `nranks` on the sharded dimension, as the PyTorch
+  // benchmarks scale their layer lists.
+  const bool agmm = mode == "agmm";
+  const size_t layers[2][2] = {{agmm ? 3072u : 4096u, agmm ? 4096u : 2048u},
+                               {agmm ? 14336u : 4096u, agmm ? 4096u : 7168u}};
+  std::string out;
+  for (const auto& nk : layers)
+    for (size_t m = 512; m <= 32768; m *= 2) {
+      const size_t n = agmm ? nk[0] * 2 / size_t(nranks) : nk[0], k = agmm ? nk[1] : nk[1] * 2 / size_t(nranks);
+      out += (out.empty() ? "" : ";") + std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k);
+    }
+  return out;
+}
+
+Options timingFor(const Options& o, double flops) {
+  Options t = o;
+  if (!o.timingGiven && flops >= 1e12) {
+    t.iters = 2;
+    t.replays = std::min(o.replays, 6);
+    t.warmup = 1;
+  }
+  return t;
+}
+
+void printFormsHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why) {
+  if (c.rank != 0) return;
+  const bool agmm = std::string(mode) == "agmm";
+  printf("# fc-bench %s caller forms: %s, graph of %d calls, %d replays (median), %d warm-up (GEMMs of >= 1 TFLOP: "
+         "see calls, replays), every column of a shape interleaved; NCCL: %s\n",
+         mode, describeRun(c).c_str(), o.iters, o.replays, o.warmup, describeNccl(c, haveNccl, why).c_str());
+  printf("M,N,K,type,transB,a%s,gemm_us,comm_us,comm_from,nccl_gemm_us,fc_gemm_us,op_us,op_over_gemm,"
+         "op_over_nccl_gemm,fixed_us,relerr,check,calls,replays\n",
+         agmm ? ",agathered" : "");
+}
+
+CommCandidates::CommCandidates(const Ctx& c, const char* algoVar) : c_(c) {
+  names = {"plain-auto", "symmetric-auto", "symmetric-sm", "symmetric-ce"};
+  owned_ = {commWithEnv(c, algoVar, "sm"), commWithEnv(c, algoVar, "ce")};
+  comms = {c.comm, c.comm, owned_[0], owned_[1]};
+  symmetric_ = {false, true, true, true};
+}
+
+CommCandidates::~CommCandidates() {
+  unbind();
+  for (fcComm_t comm : owned_) FC_OK(fcCommDestroy(comm));
+}
+
+void CommCandidates::bind(void* plain, size_t bytes) {
+  unbind();
+  for (size_t i = 0; i < comms.size(); ++i) {
+    void* p = plain;
+    if (symmetric_[i]) {
+      FC_OK(fcMemAlloc(comms[i], &p, bytes));
+      CUDA_OK(cudaMemcpyAsync(p, plain, bytes, cudaMemcpyDeviceToDevice, c_.stream));
+    }
+    send.push_back(p);
+  }
+  CUDA_OK(cudaStreamSynchronize(c_.stream));
+}
+
+void CommCandidates::unbind() {
+  for (size_t i = 0; i < send.size(); ++i)
+    if (symmetric_[i]) FC_OK(fcMemFree(comms[i], send[i]));
+  send.clear();
+}

@@ -4,8 +4,9 @@
 //   tools/fcrun -n 4 -- build/tools/fc-bench/fc-bench allreduce -b 8 -e 256M -f 2 -d bf16
 //
 // Modes: allreduce, reducescatter, allgather (below); agmm, mmrs, mmar (the fused GEMMs:
-// agmm.cc, mmrs.cc, mmar.cc; agmmstages / mmrsstages, the engine paths' stages: agmm.cc /
-// mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
+// agmm.cc, mmrs.cc, mmar.cc; agmm and mmrs with --forms / --agathered / --msweep print
+// the caller-form table of issue 45 instead; agmmstages / mmrsstages, the engine paths'
+// stages: agmm.cc / mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
 //
 // For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
@@ -306,6 +307,24 @@ int main(int argc, char** argv) {
   sub("mmrsstages")->add_option("--shapes", mmrsStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (const char* m : {"agmm", "mmrs"})
     sub(m)->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
+  // The caller forms (issue 45): any of these prints the caller-form table instead of the
+  // default one (benchAgmmForms, benchMmrsForms).
+  std::string forms, agathered;
+  bool msweep = false;
+  std::vector<CLI::Option*> formOpts;
+  for (const char* m : {"agmm", "mmrs"}) {
+    formOpts.push_back(sub(m)->add_option("--forms", forms,
+                                          "caller forms of A, comma-separated: plain (cudaMalloc), symmetric "
+                                          "(fcMemAlloc); prints the caller-form table (default: both)"));
+    CLI::Option* sweep = sub(m)->add_flag("--msweep", msweep,
+                                          "the caller-form table at M 512-32768 for two Llama-3-8B layers at TP W "
+                                          "(agmm: QKV, gate_up; mmrs: o_proj, down_proj) instead of --shapes");
+    sweep->excludes(sub(m)->get_option("--shapes"));
+    formOpts.push_back(sweep);
+  }
+  formOpts.push_back(sub("agmm")->add_option("--agathered", agathered,
+                                             "0 (Agathered NULL), 1 (a [M, K] output) or 0,1 (default), crossed "
+                                             "with --forms; prints the caller-form table"));
   sub("arnorm")->add_option("--tokens", tokens, "token counts (rows), comma-separated");
   sub("arnorm")->add_option("--hidden", hiddens, "hidden sizes, comma-separated");
   // The decode grid (tools/common/decode_grid.h): the all-reduce swept over tokens x
@@ -359,6 +378,9 @@ int main(int argc, char** argv) {
     if (algoOpts[mi]->count() > 0) setenv(spec.algoEnv, o.algo.c_str(), 1);
     else if (const char* v = getenv(spec.algoEnv); v != nullptr && *v != '\0') o.algo = v;
   }
+  o.timingGiven = subs[mi]->get_option("--iters")->count() > 0 || subs[mi]->get_option("--replays")->count() > 0;
+  bool formsTable = false;
+  for (CLI::Option* opt : formOpts) formsTable = formsTable || opt->count() > 0;
   if (spec.kind == Kind::Gemm && o.iters == Options{}.iters) {
     o.iters = 5;  // GEMM-sized calls: fewer per graph, fewer replays
     o.replays = 10;
@@ -379,7 +401,10 @@ int main(int argc, char** argv) {
   CUDA_OK(cudaSetDevice(fcEnvInt("FC_LOCAL_RANK", c.rank) % ndev));
   FC_OK(fcCommInitRank(&c.comm, c.nranks, id, c.rank));
   CUDA_OK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  const int rc = name == "stages"       ? benchStages(c, o)
+  if (msweep) (name == "agmm" ? shapes : mmrsShapes) = msweepShapes(name, c.nranks);
+  const int rc = formsTable && name == "agmm" ? benchAgmmForms(c, o, shapes, transB, parseForms(forms, agathered))
+                 : formsTable && name == "mmrs" ? benchMmrsForms(c, o, mmrsShapes, transB, parseForms(forms, "0"))
+                 : name == "stages"       ? benchStages(c, o)
                  : name == "normstages" ? benchNormStages(c, o, stageTokens, hiddens)
                  : name == "arnorm"     ? benchArnorm(c, o, tokens, hiddens)
                  : name == "agmm"       ? benchAgmm(c, o, shapes, transB)

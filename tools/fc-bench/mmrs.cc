@@ -36,10 +36,11 @@ struct MmrsOperands : GemmOperands {
   // C from fcMatmulReduceScatter on `comm` (C poisoned first) against the exact sum at
   // `samples` sampled elements (each rank's partial rounded to the type first unless
   // fp32Partials; one final rounding): max relative error, max over ranks.
-  double relerr(fcComm_t comm, fcOperation_t op, int samples, bool fp32Partials) const {
+  // `a`: where A is read from (NULL: ours; else a copy of it, e.g. in symmetric memory).
+  double relerr(fcComm_t comm, fcOperation_t op, int samples, bool fp32Partials, const void* a = nullptr) const {
     const size_t W = size_t(c.nranks), ms = M / W, es = fcTypeSize(type);
     CUDA_OK(cudaMemsetAsync(C, 0xff, ms * N * es, c.stream));
-    FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, comm, c.stream));
+    FC_OK(fcMatmulReduceScatter(a ? a : A, B, C, M, N, K, op, type, comm, c.stream));
     std::vector<char> got(ms * N * es);
     CUDA_OK(cudaMemcpyAsync(got.data(), C, got.size(), cudaMemcpyDeviceToHost, c.stream));
     CUDA_OK(cudaStreamSynchronize(c.stream));
@@ -122,6 +123,94 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   }
   FC_OK(fcCommDestroy(solo));
   FC_OK(fcCommDestroy(engineComm));
+  return failures ? 1 : 0;
+}
+
+// fc-bench mmrs --forms / --msweep: fcMatmulReduceScatter as callers call it (issue
+// 45). Per shape and transB, one interleaved run of:
+//   gemm       the GEMM alone, [M, K] x op(B) -> the [M, N] partial (one-rank communicator)
+//   comm       the reduce-scatter of the [M, N] partials alone, the fastest of
+//              CommCandidates (comm_from names it)
+//   nccl+gemm  the GEMM, then ncclReduceScatter (when NCCL loads); fc+gemm: then
+//              fcReduceScatter
+//   one op per form: A plain (cudaMalloc) or symmetric (fcMemAlloc of the run's
+//              communicator); the auto choice
+// and one row per form: op / GEMM, op / (GEMM + NCCL) (0 without NCCL), fixed = op -
+// max(gemm, comm). relerr: 1000 sampled elements against the exact sum (as benchMmrs).
+int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB,
+                   const std::vector<CallerForm>& forms) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type), W = size_t(c.nranks);
+  std::string why;
+  const bool haveNccl = o.nccl && (c.ncclComm != nullptr || initNccl(c, &why));
+  fcComm_t solo = soloComm();
+  CommCandidates comm(c, "FC_REDUCE_SCATTER_ALGO");
+  printFormsHeader(c, o, "mmrs", haveNccl, why);
+  const char* partials = getenv("FC_MMRS_PARTIALS");
+  const bool fp32Partials = partials != nullptr && std::string(partials) == "fp32";
+  int failures = 0;
+  std::stringstream ss(shapes);
+  for (std::string item; std::getline(ss, item, ';');) {
+    size_t M, N, K;
+    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M % W) {
+      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M a multiple of %zu)\n", item.c_str(), W);
+      exit(2);
+    }
+    const size_t ms = M / W;
+    const MmrsOperands x(c, M, N, K, type);
+    void *A = x.A, *B = x.B, *P = x.P, *C = x.C, *Crs, *As;
+    CUDA_OK(cudaMalloc(&Crs, ms * N * es));
+    FC_OK(fcMemAlloc(c.comm, &As, M * K * es));
+    CUDA_OK(cudaMemcpyAsync(As, A, M * K * es, cudaMemcpyDeviceToDevice, c.stream));
+    // The candidates' sendbuffs hold a partial (P's contents do not change the times).
+    comm.bind(P, M * N * es);
+    const Options t = timingFor(o, 2.0 * double(M) * double(N) * double(K));
+    for (fcOperation_t op : {fcOpN, fcOpT}) {
+      if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
+      std::vector<double> relerr;
+      for (const CallerForm& f : forms) relerr.push_back(x.relerr(c.comm, op, 1000, fp32Partials, f.symmetric ? As : A));
+      auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
+      std::vector<std::function<void()>> timed = {gemm, [&] {
+                                                    gemm();
+                                                    FC_OK(fcReduceScatter(P, Crs, ms * N, type, fcSum, c.comm, c.stream));
+                                                  }};
+      const size_t firstComm = timed.size();
+      for (size_t i = 0; i < comm.comms.size(); ++i)
+        timed.push_back(
+            [&, i] { FC_OK(fcReduceScatter(comm.send[i], Crs, ms * N, type, fcSum, comm.comms[i], c.stream)); });
+      const size_t firstForm = timed.size();
+      for (const CallerForm& f : forms) {
+        const void* a = f.symmetric ? As : A;
+        timed.push_back([&, a] { FC_OK(fcMatmulReduceScatter(a, B, C, M, N, K, op, type, c.comm, c.stream)); });
+      }
+      const size_t ncclAt = timed.size();
+      if (haveNccl)
+        timed.push_back([&] {
+          gemm();
+          if (c.nccl.reduceScatter(P, Crs, ms * N, int(type), 0, c.ncclComm, c.stream) != 0) exit(1);
+        });
+      std::vector<double> us = timeGraphs(c, t, timed);
+      maxOverRanks(c, us);
+      const size_t best = size_t(std::min_element(us.begin() + firstComm, us.begin() + firstForm) - us.begin());
+      const double gemmUs = us[0], fcUs = us[1], commUs = us[best], ncclUs = haveNccl ? us[ncclAt] : 0;
+      for (size_t k = 0; k < forms.size(); ++k) {
+        const double opUs = us[firstForm + k];
+        const bool ok = relerr[k] == 0.0;
+        failures += !ok;
+        if (c.rank == 0)
+          printf("%zu,%zu,%zu,%s,%s,%s,%.1f,%.1f,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%d,%d\n", M, N, K,
+                 fcTypeName(type), op == fcOpN ? "N" : "T", forms[k].symmetric ? "symmetric" : "plain", gemmUs,
+                 commUs, comm.names[best - firstComm].c_str(), ncclUs, fcUs, opUs, opUs / gemmUs,
+                 haveNccl ? opUs / ncclUs : 0.0, opUs - std::max(gemmUs, commUs), relerr[k], ok ? "OK" : "FAIL",
+                 t.iters, t.replays);
+      }
+      if (c.rank == 0) fflush(stdout);
+    }
+    comm.unbind();
+    FC_OK(fcMemFree(c.comm, As));
+    CUDA_OK(cudaFree(Crs));
+  }
+  FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;
 }
 
