@@ -121,9 +121,13 @@ constexpr size_t kMmarOneKernelMaxK = 8192;
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr int kMmarSplitRanks = 2;
 constexpr size_t kMmarSplitMinRowsPerRank = 4096;
-// Where the engine all-gathers in its epilogue (no all-gather after it): both forms
-// from 1024 rows per rank.                                 perf-log: chooseMatmulAllReduce
+// Where the engine all-gathers in its epilogue (no all-gather after it): the plain
+// form from 1024 rows per rank (2048 x 4096 x 2048: 0.94x GEMM + fcAllReduce; 8192
+// rows 0.70x), the norm forms from 2048 (at 1024 1.15x GEMM + fcAllReduceResidual-
+// RMSNorm, whose norm rides in the all-reduce's last pass; 0.92x at 4096).
+//                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarGatherMinRowsPerRank = 1024;
+constexpr size_t kMmarGatherNormMinRowsPerRank = 2048;
 
 // ---- The GEMM engine's tiles ------------------------------------------------------------
 // 128 x 128 ping-pong tiles when they need fewer waves than 128 x 256 ones (counted in
@@ -298,7 +302,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
     default: break;
   }
   if (q.oneKernelFits && q.M <= kMmarOneKernelMaxRows && q.K <= kMmarOneKernelMaxK) return P::OneKernel;
-  if (q.rowsSplit && q.engineGathers && q.M / size_t(q.nranks) >= kMmarGatherMinRowsPerRank)
+  if (q.rowsSplit && q.engineGathers &&
+      q.M / size_t(q.nranks) >= (q.norm ? kMmarGatherNormMinRowsPerRank : kMmarGatherMinRowsPerRank))
     return P::ReduceScatterAllGather;
   if (q.rowsSplit && !q.norm && q.nranks == kMmarSplitRanks && q.M / size_t(q.nranks) >= kMmarSplitMinRowsPerRank)
     return P::ReduceScatterAllGather;

@@ -311,12 +311,14 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 2048, 4096, 2048, false) == P::AllReduce);
   CHECK(pick(4, 16384, 4096, 2048, false) == P::AllReduce);
   CHECK(pick(2, 8191, 4096, 2048, false) == P::AllReduce);  // rows do not split
-  // Where the engine all-gathers in its epilogue: both forms from 1024 rows per rank.
+  // Where the engine all-gathers in its epilogue: the plain form from 1024 rows per
+  // rank, the norm forms from 2048.
   const auto Auto = MatmulAllReduceAlgo::Auto;
   CHECK(pick(2, 2048, 4096, 2048, false, false, Auto, true) == P::ReduceScatterAllGather);
-  CHECK(pick(2, 2048, 4096, 7168, false, true, Auto, true) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 2048, 4096, 2048, false, true, Auto, true) == P::AllReduce);
+  CHECK(pick(2, 4096, 4096, 7168, false, true, Auto, true) == P::ReduceScatterAllGather);
   CHECK(pick(2, 16384, 5120, 13824, false, true, Auto, true) == P::ReduceScatterAllGather);
-  CHECK(pick(2, 1024, 4096, 2048, false, true, Auto, true) == P::AllReduce);
+  CHECK(pick(2, 1024, 4096, 2048, false, false, Auto, true) == P::AllReduce);
   CHECK(pick(2, 1, 4096, 2048, true, true, Auto, true) == P::OneKernel);
   // Forced paths, where they can run; one rank: the GEMM alone (the all-reduce path).
   CHECK(pick(2, 4, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
