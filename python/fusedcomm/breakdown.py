@@ -145,12 +145,15 @@ def rows(records, timed, base):
     return out
 
 
+GEMM_WORK = "gemm+fused"  # the verdicts' part for the GEMM work, alone or fused with communication
+
+
 def verdicts(timed_rows, bd_rows):
     """Per workload of the timed rows (tools/bench-model's CSV rows) where ours ran and a
     bound did: ours (the better of fc and fc-sp), its ratio to the fastest bound, the
     target, whether it is missed, and from the breakdown rows (if the workload was
-    profiled) every part's excess over the bound and the part with the largest: the
-    part that takes the difference."""
+    profiled) every part's excess over the bound, gemm and fused taken together
+    (GEMM_WORK), and the part with the largest: the part that takes the difference."""
     out, loads = [], []
     for r in timed_rows:
         if (r["phase"], str(r["tokens"])) not in loads:
@@ -172,6 +175,9 @@ def verdicts(timed_rows, bd_rows):
         parts = {r["part"]: r for r in here if r["variant"] == ours}
         if parts and all(r["excess_us"] not in ("", None) for r in parts.values()):
             excess = {p: float(parts[p]["excess_us"]) for p in PARTS if p in parts}
+            # A fused kernel does a GEMM's work too (it replaces the bound's GEMM): it is
+            # charged only its time over the GEMMs it replaces.
+            excess = dict([(GEMM_WORK, excess.pop("gemm", 0.0) + excess.pop("fused", 0.0))] + list(excess.items()))
             row = next(iter(parts.values()))
             bound_wall = next((_num(r["profiled_step_us"]) for r in here if r["variant"] == row["bound"]), None)
             v.update(profiled=True, excess=excess, part=max(excess, key=excess.get), bd_bound=row["bound"],
@@ -203,14 +209,14 @@ def print_table(bd_rows, timed_rows, out=sys.stdout):
         group = [r for r in bd_rows if r["phase"] == phase and r["tokens"] == n]
         mode = group[0]["mode"]
         out.write("\nbreakdown: %s %d (us per step, rank 0, %s; excess over %s in brackets)\n%-15s %s %9s %9s\n" % (
-            phase, n, mode, group[0]["bound"] or "no bound", "variant", " ".join("%15s" % p for p in PARTS),
+            phase, n, mode, group[0]["bound"] or "no bound", "variant", " ".join("%-17s" % p for p in PARTS),
             "profiled", "timed"))
         for variant in dict.fromkeys(r["variant"] for r in group):
             by = {r["part"]: r for r in group if r["variant"] == variant}
             cells = ["%7.1f%s" % (by[p]["us"], " (%+6.1f)" % by[p]["excess_us"] if by[p]["excess_us"] != "" else "")
                      for p in PARTS]
             first = by[PARTS[0]]
-            out.write("%-15s %s %9.1f %9s\n" % (variant, " ".join("%-15s" % c for c in cells),
+            out.write("%-15s %s %9.1f %9s\n" % (variant, " ".join("%-17s" % c for c in cells),
                                                 first["profiled_step_us"], first["step_us"] or "-"))
     vs = verdicts(timed_rows, bd_rows)
     missed = [v for v in vs if v["missed"]]
