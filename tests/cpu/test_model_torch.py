@@ -11,8 +11,9 @@ benchmark's own check() against the unsharded model:
 
 at prefill (one and two sequences) and a decode step over a KV cache; and the SP layer
 compiled as torch-async-tp compiles it (fullgraph: dynamo traces it whole; aot_eager:
-no code generation), at prefill. Also: bench-model's flags (--quick and what overrides
-it, --variants), fusedcomm.async_tp's routing of the forms ours does not take.
+no code generation), at prefill; the breakdown's flow on torch.profiler (breakdown_lines).
+Also: bench-model's flags (--quick and what overrides it, --variants, --breakdown),
+fusedcomm.async_tp's routing of the forms ours does not take.
 Exit 77 (skip) without torch."""
 import importlib.machinery
 import importlib.util
@@ -56,6 +57,38 @@ CASES = [  # (name, config overrides, --tp-shapes, prefill sequences)
 ]
 
 
+def breakdown_lines(bench, run, cfg):
+    """bench-model's breakdown flow on the real torch.profiler (its Chrome trace, the
+    record_function windows, the agreement between ranks), nccl and bound at a prefill of
+    16 tokens: first as it is here (no GPU: no GPU activity, every variant left out with a
+    note), then with the trace's CPU ops taken for GPU activity, so that the windows have
+    something to split (gloo's c10d::allreduce_ op is communication by the rule table)."""
+    cpu = torch.device("cpu")
+    args = bench.parse_args(["--calls", "2"])
+    variants, _ = run.variants(["nccl", "bound"])
+    ids, attn = run.ids(16), bench.M.Attention.prefill(16, 1, cfg, cpu, torch.float32)
+    fns = [lambda v=v: v.forward(ids, attn) for v in variants]
+    blocks = [lambda fn=fn: [fn() for _ in range(args.calls)] for fn in fns]
+    got, _, note = bench.breakdown_workload(run, variants, blocks, fns, "prefill", 16, args, cpu)
+    lines = ["breakdown, no GPU|%s|%s" % (",".join(sorted(got)), note)]
+    saved = bench.B.GPU_CATS
+    bench.B.GPU_CATS = saved + ("cpu_op",)
+    try:
+        got, everyone, note = bench.breakdown_workload(run, variants, blocks, fns, "prefill", 16, args, cpu)
+        # Decode's graph replays whose kernels the profiler does not see (blocks that run
+        # nothing it records): the eager steps profiled instead, the mode saying so.
+        unseen, _, unseen_note = bench.breakdown_workload(run, variants, [lambda: None] * len(fns), fns, "decode",
+                                                          16, args, cpu)
+    finally:
+        bench.B.GPU_CATS = saved
+    for name, (s, mode) in sorted(got.items()):
+        lines.append("breakdown, CPU ops|%s|%s|%.6f|%.6f|%.6f|%d|%s" % (
+            name, mode, sum(s["us"].values()), s["wall"], s["us"]["communication"], len(everyone), note))
+    lines.append("breakdown, graphs unseen|%s|%s|%s" % (",".join(sorted(unseen)), ",".join(
+        sorted(set(mode for _, mode in unseen.values()))), unseen_note))
+    return lines
+
+
 def worker(rank, world, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -85,6 +118,7 @@ def worker(rank, world, port, out):
             ref = M.forward(M.shard_weights(M.make_weights(cfg, 7, "cpu", torch.float32), cfg, 1, 0), M.local(cfg, 1),
                             cfg.eps, M.Unsharded, ids, attn)
             lines.append("%s, compiled|torch-async-tp|%.3e|%.3e||" % ((name,) + M.errors(got, ref)))
+            lines += breakdown_lines(bench, run, cfg)
     if rank == 0:
         with open(out, "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -112,6 +146,23 @@ if __name__ == "__main__":
         out = os.path.join(tmp, "checks.txt")
         mp.spawn(worker, args=(2, free_port(), out), nprocs=2)
         results = [line.split("|") for line in open(out).read().splitlines()]
+    bd = [r for r in results if r[0].startswith("breakdown")]
+    results = [r for r in results if not r[0].startswith("breakdown")]
+    none = next(r for r in bd if r[0] == "breakdown, no GPU")
+    expect(none[1] == "" and "no GPU activity of nccl, bound: left out" in none[2],
+           "breakdown without GPU activity: every variant left out, with a note (%s)" % none[2])
+    ops = {r[1]: r for r in bd if r[0] == "breakdown, CPU ops"}
+    expect(sorted(ops) == ["bound", "nccl"], "breakdown on CPU ops: both variants split")
+    for v, r in ops.items():
+        total, wall, comm, ranks = float(r[3]), float(r[4]), float(r[5]), int(r[6])
+        expect(abs(total - wall) < 1e-3 * wall and wall > 0, "breakdown %s: the parts sum to the window" % v)
+        expect(r[2] == "eager" and ranks == 2 and r[7] == "", "breakdown %s: eager, every rank's split gathered" % v)
+    expect(float(ops["nccl"][5]) > 0 and float(ops["bound"][5]) == 0,
+           "breakdown: nccl's all-reduce is communication, the bound has none")
+    g = next(r for r in bd if r[0] == "breakdown, graphs unseen")
+    expect(g[1] == "bound,nccl" and g[2] == "eager (graph kernels not seen)" and
+           "no kernels in the graph replays of nccl, bound: their eager steps profiled instead" in g[3],
+           "breakdown: graph replays without kernels fall back to the eager steps, and say so")
     for r in results:
         if r[1] == "skipped":
             expect(r[2] == "[]", "%s: every variant set up on the CPU (skipped: %s)" % (r[0], r[2]))
@@ -133,6 +184,12 @@ if __name__ == "__main__":
     a = bench.parse_args(["--quick", "--preset", "llama3-8b", "--prefill=512", "--variants", "nccl,fc"])
     expect((a.preset, a.prefill, a.variants, a.decode) == ("llama3-8b", [512], ["nccl", "fc"], [1, 8, 32]),
            "--quick: flags given win")
+    expect(bench.parse_args(["--quick"]).breakdown == "all", "--quick: the breakdown at every workload")
+    a = bench.parse_args([])
+    expect(a.breakdown == {("prefill", 2048), ("prefill", 8192), ("prefill", 16384), ("decode", 1), ("decode", 128)},
+           "--breakdown: issue 43's prefill misses and the decode ends by default")
+    expect(bench.parse_args(["--breakdown", ""]).breakdown == set(), "--breakdown '': none")
+    expect(bench.parse_args(["--breakdown", "decode:8"]).breakdown == {("decode", 8)}, "--breakdown decode:8")
     a = bench.parse_args(["--decode", "", "--hidden", "2048"])
     expect(a.decode == [] and bench.M.config_from_args(a).hidden == 2048, "--decode '' and a config flag")
 

@@ -84,6 +84,25 @@ with tempfile.TemporaryDirectory() as tmp:
            "model headline")
     path = os.path.join(plots, "model-2.png")
     expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "plot model-2.png")
+    # The model's breakdown (model-2-breakdown.csv, made-up rows): where ours misses the
+    # target (decode 1.03x: decode 1, 8 and 32 in the sample; prefill 2048 meets 1.05x), the
+    # part that takes the difference, the GEMM work taken together: decode 1, gemm+fused
+    # (120 + 128) - 240 = +8.0 against idle +9.5 -> idle; decode 32, communication +30.0.
+    expect("### Where the step's time goes: llama3-8b, 4 layers, 2 ranks" in text, "section model breakdown")
+    expect("| decode 1 | fc | 1.049 | 1.03 | +15.4 | +15.5 | **idle** | +9.5 | gemm+fused +8.0, norm -2.0 |"
+           in text, "breakdown: decode 1's difference taken by idle, from the sample")
+    expect("| decode 32 | fc | 1.043 | 1.03 | +14.4 | +14.5 | **communication** | +30.0 | norm -18.0, idle +2.5 |"
+           in text, "breakdown: decode 32's taken by communication")
+    expect("| decode 8 | fc | 1.050 | 1.03 | +16.1 | - | not profiled |" in text, "breakdown: a miss not profiled")
+    expect("| prefill 2048 | fc" not in text.split("### Where the step's time goes")[1].split("| workload | variant")[0],
+           "breakdown: a workload that meets its target is not in the difference table")
+    expect("| decode 32 | fc-sp | 30.0 (-220.0) | 240.0 (+240.0) | 20.0 (+20.0) | 50.0 (+0.0) | 10.0 (-10.0) "
+           "| 5.0 (-11.0) | 7.0 (+3.0) | 362.0 | 360.1 | graph |" in text, "breakdown: a variant's parts and excess")
+    expect("## The model: llama3-8b, 4 layers, 2 ranks (tools/bench-model, bf16)" in text and
+           text.count("## The model:") == 1, "the breakdown CSV is not a model part of its own")
+    path = os.path.join(plots, "model-2-breakdown.png")
+    expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and
+           "](perf/model-2-breakdown.png)" in text, "plot model-2-breakdown.png, linked")
     new = open(readme).read()
     expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nMeasured 2026-11-23"), "README block rewritten")
     expect("stale figures" not in new and new.endswith("<!-- report:end -->\nafter\n"), "README outside the block kept")
