@@ -3,6 +3,8 @@
 #include "pdl_neighbours.h"
 
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 namespace pdltest {
 namespace {
@@ -26,8 +28,18 @@ __global__ void checkKernel(const uint32_t* got, const uint32_t* want, size_t wo
                             bool wait) {
   if (wait) gridDependencyWait();
   unsigned bad = 0;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x)
-    bad += got[i] != want[i];
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    const uint32_t g = got[i], w = want[i];
+    if (g != w) {
+      ++bad;
+      // One mismatch kept for the report: [1] its word, [2] what was read, [3] the
+      // verified value (the first thread to find one writes them).
+      if (atomicCAS(mismatches + 1, 0xffffffffu, unsigned(i)) == 0xffffffffu) {
+        mismatches[2] = g;
+        mismatches[3] = w;
+      }
+    }
+  }
   // One atomic per warp with a mismatch.
   for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xffffffffu, bad, o);
   if ((threadIdx.x & 31) == 0 && bad) atomicAdd(mismatches, bad);
@@ -52,7 +64,15 @@ __global__ void producerKernel(Copies copies, long long delayNs, bool earlyTrigg
   }
 }
 
+// FC_TEST_PDL_ATTR=0: the neighbours launched without the PDL attribute (plain stream
+// order), to tell a PDL ordering problem from any other when a case fails.
+bool pdlAttrAllowed() {
+  const char* v = getenv("FC_TEST_PDL_ATTR");
+  return v == nullptr || std::string(v) != "0";
+}
+
 cudaLaunchConfig_t config(unsigned grid, cudaStream_t stream, bool pdl, cudaLaunchAttribute* attr) {
+  pdl = pdl && pdlAttrAllowed();
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(256);

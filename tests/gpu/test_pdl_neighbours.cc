@@ -156,11 +156,16 @@ void enqueue(const OpCase& op, Neighbour nb, bool consumerWaits, unsigned* misma
 void checkNeighbours(const OpCase& op, const std::string& what) {
   const GpuEnv& env = gpuEnv();
   cudaStream_t s = env.streams[0];
-  Buf counter(sizeof(unsigned));
+  // [0] the mismatched words, [1..3] one of them: word, read, verified (launchCheck).
+  Buf counter(4 * sizeof(unsigned));
   unsigned* mismatches = static_cast<unsigned*>(counter.p);
+  auto reset = [&] {
+    CUDA_REQUIRE(cudaMemsetAsync(mismatches, 0, sizeof(unsigned), s));
+    CUDA_REQUIRE(cudaMemsetAsync(mismatches + 1, 0xff, 3 * sizeof(unsigned), s));
+  };
   for (Neighbour nb : {Neighbour::Consumer, Neighbour::SlowProducer, Neighbour::EarlyProducer}) {
     for (int graph = 0; graph < 2; ++graph) {
-      CUDA_REQUIRE(cudaMemsetAsync(mismatches, 0, sizeof(unsigned), s));
+      reset();
       if (graph) {
         cudaGraph_t g;
         cudaGraphExec_t exec;
@@ -175,10 +180,14 @@ void checkNeighbours(const OpCase& op, const std::string& what) {
       } else {
         for (int i = 0; i < scaled(kEagerIters); ++i) enqueue(op, nb, true, mismatches, s);
       }
-      unsigned bad = ~0u;
-      CUDA_REQUIRE(cudaMemcpyAsync(&bad, mismatches, sizeof bad, cudaMemcpyDeviceToHost, s));
+      unsigned res[4] = {~0u, 0, 0, 0};
+      CUDA_REQUIRE(cudaMemcpyAsync(res, mismatches, sizeof res, cudaMemcpyDeviceToHost, s));
       CUDA_REQUIRE(cudaStreamSynchronize(s));
-      INFO(what << ", " << name(nb) << (graph ? ", CUDA graph" : ", eager") << ": " << fcGetLastError(nullptr));
+      const unsigned bad = res[0];
+      char detail[128] = "";
+      if (bad) snprintf(detail, sizeof detail, " (e.g. word %u: read 0x%08x, verified 0x%08x)", res[1], res[2], res[3]);
+      INFO(what << ", " << name(nb) << (graph ? ", CUDA graph" : ", eager") << detail << ": "
+                << fcGetLastError(nullptr));
       CHECK(bad == 0u);
     }
   }
@@ -187,7 +196,7 @@ void checkNeighbours(const OpCase& op, const std::string& what) {
   // window the waits above close. Not a failure: the contract requires the wait.
   unsigned seen[2] = {0, 0};
   for (int graph = 0; graph < 2; ++graph) {
-    CUDA_REQUIRE(cudaMemsetAsync(mismatches, 0, sizeof(unsigned), s));
+    reset();
     if (graph) {
       cudaGraph_t g;
       cudaGraphExec_t exec;
