@@ -220,20 +220,33 @@ void checkNeighbours(const OpCase& op, const std::string& what) {
            what.c_str(), seen[0], scaled(kEagerIters), seen[1], scaled(kGraphIters) * scaled(kGraphReplays));
 }
 
+// On the test's stream, waited for (see keepAsWanted: a pageable cudaMemcpy to the
+// device may also return before its DMA has landed, on the legacy stream).
 void upload(const Buf& b, const std::vector<char>& h) {
-  CUDA_REQUIRE(cudaMemcpy(b.p, h.data(), h.size(), cudaMemcpyHostToDevice));
+  cudaStream_t s = gpuEnv().streams[0];
+  CUDA_REQUIRE(cudaMemcpyAsync(b.p, h.data(), h.size(), cudaMemcpyHostToDevice, s));
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
 }
 
 std::vector<char> download(const Buf& b) {
   std::vector<char> h(b.bytes);
-  CUDA_REQUIRE(cudaMemcpy(h.data(), b.p, b.bytes, cudaMemcpyDeviceToHost));
+  cudaStream_t s = gpuEnv().streams[0];
+  CUDA_REQUIRE(cudaMemcpyAsync(h.data(), b.p, b.bytes, cudaMemcpyDeviceToHost, s));
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
   return h;
 }
 
-// The verified result of one plain call (stream synchronised), copied to `want`.
-void keepAsWanted(const OpCase& op) {
+// The verified result of one plain call (stream synchronised), copied to `want` on the
+// test's stream and waited for. Not cudaMemcpy: a device-to-device cudaMemcpy may return
+// before the copy is done, and it runs on the legacy default stream, which the test's
+// (non-blocking) stream does not wait for: the next iteration's poisoning of the output
+// then raced the copy, and `want` held the poison. Where ranks share a GPU the copy
+// lost that race every time (rank 1, 1 x 4096: every word "wrong", the verified value
+// 0xffffffff).
+void keepAsWanted(const OpCase& op, cudaStream_t s) {
   for (size_t k = 0; k < op.out.size(); ++k)
-    CUDA_REQUIRE(cudaMemcpy(op.want[k]->p, op.out[k]->p, op.out[k]->bytes, cudaMemcpyDeviceToDevice));
+    CUDA_REQUIRE(cudaMemcpyAsync(op.want[k]->p, op.out[k]->p, op.out[k]->bytes, cudaMemcpyDeviceToDevice, s));
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
 }
 
 }  // namespace
@@ -256,7 +269,7 @@ TEST_CASE("PDL neighbours: fcAllReduce behind a producer and before a consumer, 
       upload(src, h);
       OpCase op{{&in}, {&src}, {&out}, {&want},
                 [&](cudaStream_t st) { return fcAllReduce(in.p, out.p, count, kType, fcSum, fc.comm, st); }};
-      CUDA_REQUIRE(cudaMemset(out.p, 0xff, bytes));
+      CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));  // on s: a cudaMemset may land after the op
       FC_REQUIRE(op.call(s));
       CUDA_REQUIRE(cudaStreamSynchronize(s));
       const std::vector<char> got = download(out);
@@ -265,7 +278,7 @@ TEST_CASE("PDL neighbours: fcAllReduce behind a producer and before a consumer, 
       INFO(what);
       // CHECK, not REQUIRE: every rank goes on to the same collectives (gpu_env.h).
       CHECK(fcPatternSumError(got.data(), kType, count, seed, env.nranks) == 0.0);  // exact integer sums
-      keepAsWanted(op);
+      keepAsWanted(op, s);
       checkNeighbours(op, what);
     }
   }
@@ -296,8 +309,8 @@ TEST_CASE("PDL neighbours: fcAllReduceResidualRMSNorm behind a producer and befo
                   return fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, normOut.p, sh.tokens, sh.hidden,
                                                     kEps, kType, fc.comm, st);
                 }};
-      CUDA_REQUIRE(cudaMemset(resOut.p, 0xff, bytes));
-      CUDA_REQUIRE(cudaMemset(normOut.p, 0xff, bytes));
+      CUDA_REQUIRE(cudaMemsetAsync(resOut.p, 0xff, bytes, s));
+      CUDA_REQUIRE(cudaMemsetAsync(normOut.p, 0xff, bytes, s));
       FC_REQUIRE(op.call(s));
       CUDA_REQUIRE(cudaStreamSynchronize(s));
       const std::vector<char> gotRes = download(resOut), gotNorm = download(normOut);
@@ -327,7 +340,7 @@ TEST_CASE("PDL neighbours: fcAllReduceResidualRMSNorm behind a producer and befo
       }
       CHECK(resErr == 0.0);
       CHECK(normErr <= 0x1p-7);
-      keepAsWanted(op);
+      keepAsWanted(op, s);
       checkNeighbours(op, what);
     }
   }
