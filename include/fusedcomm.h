@@ -514,9 +514,10 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  *   C: [M, N] row-major; overlaps neither A nor B.
  *   M, N, K > 0 (M any count: no multiple of nranks needed); datatype fcBfloat16 or
  *   fcFloat16 for A, B and C. Pointers aligned to the element size; 16 bytes or more
- *   is faster, and decode rows need the same alignment class (16-byte aligned or not)
- *   on every rank: otherwise the ranks may take different paths, which is reported as
- *   a mismatched call (fcInvalidUsage, as for a different shape).
+ *   is faster, and C (decode rows: every buffer) needs the same alignment class
+ *   (16-byte aligned or not) on every rank: otherwise the ranks may take different
+ *   paths, which is reported as a mismatched call (fcInvalidUsage, as for a different
+ *   shape).
  * Precision: each rank's product is accumulated in fp32 and rounded once to datatype
  * (what a cuBLAS GEMM followed by an NCCL all-reduce computes); the sum over ranks is
  * accumulated in fp32 and rounded once: |C - exact| is at most nranks/2 units in the
@@ -525,11 +526,13 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  * The path is a function of the shape, the world size and the SM count, the same on
  * every rank (docs/design.md, "GEMM + all-reduce"): decode rows run one kernel that
  * reads B once and hands each tile's partial to the peers as soon as it is computed;
- * other shapes run the GEMM and then fcAllReduce's algorithm on its output, with no
- * copy in between. FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the
+ * large M at 2 ranks one persistent GEMM that reduce-scatters and all-gathers from its
+ * epilogue; other shapes the GEMM and then fcAllReduce's algorithm on its output, with
+ * no copy in between. FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the
  * one kernel where the shape allows it, else the GEMM's reduce-scatter as
  * fcMatmulReduceScatter computes it, then an all-gather) | engine (that reduce-scatter
- * on fcMatmulReduceScatter's persistent GEMM engine, then the all-gather) | auto
+ * on fcMatmulReduceScatter's persistent GEMM engine, with the all-gather in the same
+ * GEMM at 2 ranks, else after it) | auto
  * (default) forces a path for communicators created afterwards, where the shape allows
  * it.
  * Scratch: none, except where the fused paths' reduce-scatter needs it (as
