@@ -186,8 +186,9 @@ if __name__ == "__main__":
            "--quick: flags given win")
     expect(bench.parse_args(["--quick"]).breakdown == "all", "--quick: the breakdown at every workload")
     a = bench.parse_args([])
-    expect(a.breakdown == {("prefill", 2048), ("prefill", 8192), ("prefill", 16384), ("decode", 1), ("decode", 128)},
-           "--breakdown: issue 43's prefill misses and the decode ends by default")
+    expect(a.breakdown == "all", "--breakdown: every workload by default (each missed target explained)")
+    expect(bench.parse_args(["--breakdown", "prefill:2048,decode:8"]).breakdown == {("prefill", 2048), ("decode", 8)},
+           "--breakdown: a list of workloads")
     expect(bench.parse_args(["--breakdown", ""]).breakdown == set(), "--breakdown '': none")
     expect(bench.parse_args(["--breakdown", "decode:8"]).breakdown == {("decode", 8)}, "--breakdown decode:8")
     a = bench.parse_args(["--decode", "", "--hidden", "2048"])
