@@ -163,23 +163,28 @@ void checkNeighbours(const OpCase& op, const std::string& what) {
     CUDA_REQUIRE(cudaMemsetAsync(mismatches, 0, sizeof(unsigned), s));
     CUDA_REQUIRE(cudaMemsetAsync(mismatches + 1, 0xff, 3 * sizeof(unsigned), s));
   };
+  // The iterations with neighbour nb: eager calls in a row, or a captured graph of
+  // some replayed; then the stream synchronised.
+  auto run = [&](Neighbour nb, bool consumerWaits, bool graph) {
+    if (graph) {
+      cudaGraph_t g;
+      cudaGraphExec_t exec;
+      CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < scaled(kGraphIters); ++i) enqueue(op, nb, consumerWaits, mismatches, s);
+      CUDA_REQUIRE(cudaStreamEndCapture(s, &g));
+      CUDA_REQUIRE(cudaGraphInstantiate(&exec, g, 0));
+      for (int r = 0; r < scaled(kGraphReplays); ++r) CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+      CUDA_REQUIRE(cudaStreamSynchronize(s));
+      CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+      CUDA_REQUIRE(cudaGraphDestroy(g));
+    } else {
+      for (int i = 0; i < scaled(kEagerIters); ++i) enqueue(op, nb, consumerWaits, mismatches, s);
+    }
+  };
   for (Neighbour nb : {Neighbour::Consumer, Neighbour::SlowProducer, Neighbour::EarlyProducer}) {
     for (int graph = 0; graph < 2; ++graph) {
       reset();
-      if (graph) {
-        cudaGraph_t g;
-        cudaGraphExec_t exec;
-        CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        for (int i = 0; i < scaled(kGraphIters); ++i) enqueue(op, nb, true, mismatches, s);
-        CUDA_REQUIRE(cudaStreamEndCapture(s, &g));
-        CUDA_REQUIRE(cudaGraphInstantiate(&exec, g, 0));
-        for (int r = 0; r < scaled(kGraphReplays); ++r) CUDA_REQUIRE(cudaGraphLaunch(exec, s));
-        CUDA_REQUIRE(cudaStreamSynchronize(s));
-        CUDA_REQUIRE(cudaGraphExecDestroy(exec));
-        CUDA_REQUIRE(cudaGraphDestroy(g));
-      } else {
-        for (int i = 0; i < scaled(kEagerIters); ++i) enqueue(op, nb, true, mismatches, s);
-      }
+      run(nb, true, graph);
       unsigned res[4] = {~0u, 0, 0, 0};
       CUDA_REQUIRE(cudaMemcpyAsync(res, mismatches, sizeof res, cudaMemcpyDeviceToHost, s));
       CUDA_REQUIRE(cudaStreamSynchronize(s));
@@ -197,20 +202,7 @@ void checkNeighbours(const OpCase& op, const std::string& what) {
   unsigned seen[2] = {0, 0};
   for (int graph = 0; graph < 2; ++graph) {
     reset();
-    if (graph) {
-      cudaGraph_t g;
-      cudaGraphExec_t exec;
-      CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < scaled(kGraphIters); ++i) enqueue(op, Neighbour::Consumer, false, mismatches, s);
-      CUDA_REQUIRE(cudaStreamEndCapture(s, &g));
-      CUDA_REQUIRE(cudaGraphInstantiate(&exec, g, 0));
-      for (int r = 0; r < scaled(kGraphReplays); ++r) CUDA_REQUIRE(cudaGraphLaunch(exec, s));
-      CUDA_REQUIRE(cudaStreamSynchronize(s));
-      CUDA_REQUIRE(cudaGraphExecDestroy(exec));
-      CUDA_REQUIRE(cudaGraphDestroy(g));
-    } else {
-      for (int i = 0; i < scaled(kEagerIters); ++i) enqueue(op, Neighbour::Consumer, false, mismatches, s);
-    }
+    run(Neighbour::Consumer, false, graph);
     CUDA_REQUIRE(cudaMemcpyAsync(&seen[graph], mismatches, sizeof(unsigned), cudaMemcpyDeviceToHost, s));
     CUDA_REQUIRE(cudaStreamSynchronize(s));
   }

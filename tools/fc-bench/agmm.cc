@@ -31,24 +31,7 @@
 
 namespace {
 
-struct Shape {
-  size_t M, N, K;
-};
-
-std::vector<Shape> parseShapes(const std::string& s) {
-  std::vector<Shape> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ';')) {
-    Shape sh{};
-    if (sscanf(item.c_str(), "%zu,%zu,%zu", &sh.M, &sh.N, &sh.K) != 3) {
-      fprintf(stderr, "fc-bench: bad shape '%s' (want M,N,K;M,N,K...)\n", item.c_str());
-      exit(2);
-    }
-    out.push_back(sh);
-  }
-  return out;
-}
+using Shape = GemmShape;
 
 double maxAbs(const std::vector<char>& v, fcDataType_t t, size_t n) {
   double m = 0;

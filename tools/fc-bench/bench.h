@@ -63,6 +63,12 @@ struct Ctx {
 size_t parseBytes(const std::string& s);
 // A comma-separated list of sizes (K/M/G suffixes as parseBytes).
 std::vector<size_t> parseList(const std::string& s);
+// "M,N,K;M,N,K;...": the GEMM shapes of the fused modes, every dimension > 0 and M a
+// multiple of rowsMultiple; anything else exits with a message.
+struct GemmShape {
+  size_t M, N, K;
+};
+std::vector<GemmShape> parseShapes(const std::string& s, size_t rowsMultiple = 1);
 fcDataType_t parseType(const std::string& s);
 
 // Share `values` (one per rank) with every rank through our own all-reduce.

@@ -24,6 +24,22 @@ std::vector<size_t> parseList(const std::string& s) {
   return v;
 }
 
+std::vector<GemmShape> parseShapes(const std::string& s, size_t rowsMultiple) {
+  std::vector<GemmShape> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ';');) {
+    GemmShape sh{};
+    if (sscanf(item.c_str(), "%zu,%zu,%zu", &sh.M, &sh.N, &sh.K) != 3 || sh.M == 0 || sh.N == 0 || sh.K == 0 ||
+        sh.M % rowsMultiple != 0) {
+      fprintf(stderr, "fc-bench: bad shape '%s' (want M,N,K;M,N,K...; M a multiple of %zu)\n", item.c_str(),
+              rowsMultiple);
+      exit(2);
+    }
+    out.push_back(sh);
+  }
+  return out;
+}
+
 fcDataType_t parseType(const std::string& s) {
   if (s == "bf16" || s == "bfloat16") return fcBfloat16;
   if (s == "fp16" || s == "half" || s == "float16") return fcFloat16;

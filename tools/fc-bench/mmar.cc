@@ -99,13 +99,8 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
            "fused_b2b_us,fused_host_us,ar_us,fused_over_bound\n");
   }
   int failures = 0;
-  std::stringstream ss(shapes);
-  for (std::string item; std::getline(ss, item, ';');) {
-    size_t M, N, K;
-    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M == 0 || N == 0 || K == 0) {
-      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K)\n", item.c_str());
-      exit(2);
-    }
+  for (const GemmShape& sh : parseShapes(shapes, 1)) {
+    const size_t M = sh.M, N = sh.N, K = sh.K;
     const size_t n = M * N, bytes = n * es;
     GemmOperands x(c, M, N, K, type, M);
     void *A = x.A, *B = x.B, *P = x.P, *C = x.C;

@@ -71,13 +71,8 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
   fcComm_t engineComm = commWithEnv(c, "FC_MMRS_ALGO", "engine");
   printGemmHeader(c, o, "mmrs", haveNccl, why);
   int failures = 0;
-  std::stringstream ss(shapes);
-  for (std::string item; std::getline(ss, item, ';');) {
-    size_t M, N, K;
-    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M % W) {
-      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M a multiple of %zu)\n", item.c_str(), W);
-      exit(2);
-    }
+  for (const GemmShape& sh : parseShapes(shapes, W)) {
+    const size_t M = sh.M, N = sh.N, K = sh.K;
     const size_t ms = M / W;
     const char* partials = getenv("FC_MMRS_PARTIALS");
     const bool fp32Partials = partials != nullptr && std::string(partials) == "fp32";
@@ -149,13 +144,8 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
   const char* partials = getenv("FC_MMRS_PARTIALS");
   const bool fp32Partials = partials != nullptr && std::string(partials) == "fp32";
   int failures = 0;
-  std::stringstream ss(shapes);
-  for (std::string item; std::getline(ss, item, ';');) {
-    size_t M, N, K;
-    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M % W) {
-      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M a multiple of %zu)\n", item.c_str(), W);
-      exit(2);
-    }
+  for (const GemmShape& sh : parseShapes(shapes, W)) {
+    const size_t M = sh.M, N = sh.N, K = sh.K;
     const size_t ms = M / W;
     const MmrsOperands x(c, M, N, K, type);
     void *A = x.A, *B = x.B, *P = x.P, *C = x.C, *Crs, *As;
@@ -249,13 +239,8 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
            "auto_us,relerr\n",
            describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
   int failures = 0;
-  std::stringstream ss(shapes);
-  for (std::string item; std::getline(ss, item, ';');) {
-    size_t M, N, K;
-    if (sscanf(item.c_str(), "%zu,%zu,%zu", &M, &N, &K) != 3 || M % W || M / W % 128) {
-      fprintf(stderr, "fc-bench: bad shape '%s' (M,N,K with M / %zu a multiple of 128)\n", item.c_str(), W);
-      exit(2);
-    }
+  for (const GemmShape& sh : parseShapes(shapes, W * 128)) {
+    const size_t M = sh.M, N = sh.N, K = sh.K;
     const MmrsOperands x(c, M, N, K, type);
     void *A = x.A, *B = x.B, *P = x.P, *C = x.C;
     // 200 sampled elements, the partials rounded to the type (the default).
