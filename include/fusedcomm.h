@@ -514,10 +514,9 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  *   C: [M, N] row-major; overlaps neither A nor B.
  *   M, N, K > 0 (M any count: no multiple of nranks needed); datatype fcBfloat16 or
  *   fcFloat16 for A, B and C. Pointers aligned to the element size; 16 bytes or more
- *   is faster, and C (decode rows: every buffer) needs the same alignment class
- *   (16-byte aligned or not) on every rank: otherwise the ranks may take different
- *   paths, which is reported as a mismatched call (fcInvalidUsage, as for a different
- *   shape).
+ *   is faster, and every buffer needs the same alignment class (16-byte aligned or
+ *   not) on every rank: otherwise the ranks may take different paths, which is
+ *   reported as a mismatched call (fcInvalidUsage, as for a different shape).
  * Precision: each rank's product is accumulated in fp32 and rounded once to datatype
  * (what a cuBLAS GEMM followed by an NCCL all-reduce computes); the sum over ranks is
  * accumulated in fp32 and rounded once: |C - exact| is at most nranks/2 units in the

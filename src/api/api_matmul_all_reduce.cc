@@ -92,8 +92,9 @@ MarPath choosePath(const MarCall& m, int channel) {
   q.oneKernelFits = gemvFits(m, channel);
   q.rowsSplit = m.M % size_t(q.nranks) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
   q.norm = m.norm != nullptr;
-  // As if C were aligned: whether this rank gathers (viaReduceScatter) is in the op's
-  // signature; the path must not differ between ranks for that alone.
+  // The shape's answer (as if every buffer were 16-byte aligned): the path must not
+  // differ between ranks for one rank's alignment; viaReduceScatter catches a rank that
+  // cannot gather with its buffers as a mismatch.
   q.engineGathers =
       q.rowsSplit && matmulReduceScatterGathers(m.comm->dev, reduceScatterArgs(m), reduceScatterChoice(m.comm), true);
   return tuning::chooseMatmulAllReduce(q);
@@ -204,10 +205,15 @@ fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   MatmulReduceScatterArgs args = reduceScatterArgs(m);
   char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);
   const bool gathered = matmulReduceScatterGathers(comm->dev, args, choice);
-  // Whether we gather rests on our C's alignment (the epilogue's TMA stores): ranks that
-  // disagree meet a mismatch at the op's barrier instead of reading what never came.
+  // Whether we gather rests on our buffers' alignment (the engine reads and stores them
+  // by TMA), so it is in the op's signature. Where the shape says the ranks gather and
+  // ours cannot, a barrier with our signature goes first: it meets the peer's entry
+  // barrier (gathering, its engine pushes behind one) and both ranks report the
+  // mismatch at once, instead of waiting for tiles the other form never signals.
   args.sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
                          shapeKey(m.M, m.N, m.K, pathFlags(m, MarPath::ReduceScatterAllGather) | (gathered ? 16u : 0u)));
+  if (!gathered && matmulReduceScatterGathers(comm->dev, args, choice, true))
+    FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulReduceScatter, args.sig, stream));
   const size_t scratchBytes = matmulReduceScatterScratch(comm->dev, args, choice);
   if (scratchBytes > 0) FC_CHECK(commScratch(comm, m.fn, c.lane, scratchBytes, &args.scratch));
   FC_CHECK(launchMatmulReduceScatter(comm->dev, c.lane.channel, *comm->copies[ch], *comm->gemms[ch], args, choice,

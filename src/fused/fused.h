@@ -96,10 +96,10 @@ size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatte
 // peer's workspace (a.gatherToPeer, and the engine adding in its epilogue). Then, once
 // the call's final barrier has passed on our stream, our workspace (slot 0) holds the
 // peer's block's sums at its block's rows: rows [peer * M/2, (peer+1) * M/2).
-// anyC: as if C were 16-byte aligned (the engine's epilogue stores it by TMA): for
-// choices that must not rest on one rank's buffers.
+// anyAlignment: as if A, B and C were 16-byte aligned (the engine reads and stores them
+// by TMA): the shape's answer, for choices that must not rest on one rank's buffers.
 bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice,
-                                bool anyC = false);
+                                bool anyAlignment = false);
 
 // C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
 // fcMatmulReduceScatter.

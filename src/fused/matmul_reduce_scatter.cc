@@ -302,9 +302,14 @@ size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatte
 }
 
 bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice,
-                                bool anyC) {
+                                bool anyAlignment) {
   MatmulReduceScatterArgs b = a;
-  if (anyC) b.C = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(a.C) / 16 * 16);
+  if (anyAlignment) {
+    auto aligned = [](const void* p) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) / 16 * 16); };
+    b.A = aligned(a.A);
+    b.B = aligned(a.B);
+    b.C = aligned(a.C);
+  }
   return enginePushes(dc, b) && planOf(dc, b, choice).path == Path::Engine;
 }
 

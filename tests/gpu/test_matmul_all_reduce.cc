@@ -320,6 +320,60 @@ TEST_CASE("fcMatmulAllReduce: both forms back to back in a CUDA graph, replayed 
   CUDA_REQUIRE(cudaGraphDestroy(graph));
 }
 
+TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other ops on the channel, exact") {
+  // FC_MMAR_ALGO=engine, set while a second communicator initialises: at 2 ranks (the
+  // epilogue add on) its GEMM pushes into the peer's workspace behind an entry barrier
+  // and the peer's sums are read from ours after the final barrier (design.md, "The
+  // engine's all-gather"); an all-reduce and the norm form between reuse the same
+  // workspace on the same stream, and the second plain call must see none of it.
+  // Elsewhere (4 ranks, ranks sharing a GPU) the same calls take the engine without
+  // the gather, then an all-gather: the same results.
+  const GpuEnv& env = gpuEnv();
+  const char* before = getenv("FC_MMAR_ALGO");
+  const std::string saved = before ? before : "";
+  setenv("FC_MMAR_ALGO", "engine", 1);
+  fcConfig_t config = FC_CONFIG_INITIALIZER;
+  config.workspaceBytes = GpuEnv::kWorkspaceBytes;
+  config.scratchBytes = GpuEnv::kScratchBytes;
+  fcComm_t comm = nullptr;
+  const fcResult_t made = makeComm(&comm, &config);
+  if (before) setenv("FC_MMAR_ALGO", saved.c_str(), 1);
+  else unsetenv("FC_MMAR_ALGO");
+  FC_REQUIRE(made);
+  const Shape sh{1024, 1032, 136};  // blocks of whole 128-row tiles at 2 and 4 ranks
+  const fcDataType_t t = fcBfloat16;
+  const size_t cBytes = sh.M * sh.N * 2, arCount = 256 * 1024;
+  cudaStream_t s = env.streams[0];
+  const Problem p1{sh.M, sh.N, sh.K, fcOpT, t}, p2{sh.M, sh.N, sh.K, fcOpT, t};
+  DeviceBuffer A1(sh.M * sh.K * 2), B1(sh.K * sh.N * 2), C1(cBytes), A2(sh.M * sh.K * 2), B2(sh.K * sh.N * 2),
+      C2(cBytes), arIn(arCount * 2), arOut(arCount * 2);
+  NormInputs x(sh, t, cBytes);
+  p1.uploadInputs(A1.p, B1.p, env.rank);
+  p2.uploadInputs(A2.p, B2.p, env.rank);
+  const uint64_t arSeed = freshSeed();
+  upload(arIn.p, fcPatternInput(t, arCount, arSeed, env.rank));
+  for (const DeviceBuffer* b : {&C1, &C2, &arOut}) CUDA_REQUIRE(cudaMemset(b->p, 0xff, b->bytes()));
+  CUDA_REQUIRE(cudaDeviceSynchronize());  // the uploads and poisonings (legacy stream) before s's work
+  for (int round = 0; round < 3; ++round) {
+    FC_REQUIRE(fcMatmulAllReduce(A1.p, B1.p, C1.p, sh.M, sh.N, sh.K, fcOpT, t, comm, s));
+    FC_REQUIRE(fcAllReduce(arIn.p, arOut.p, arCount, t, fcSum, comm, s));
+    FC_REQUIRE(fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, sh.M, sh.N,
+                                                sh.K, 1e-6f, fcOpT, t, comm, s));
+    FC_REQUIRE(fcMatmulAllReduce(A2.p, B2.p, C2.p, sh.M, sh.N, sh.K, fcOpT, t, comm, s));
+  }
+  CUDA_REQUIRE(cudaStreamSynchronize(s));
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(comm, &async));
+  INFO(fcGetLastError(nullptr));
+  CHECK(async == fcSuccess);
+  CHECK(checkC(p1, download(C1.p, C1.bytes())) == 0);
+  CHECK(checkC(p2, download(C2.p, C2.bytes())) == 0);
+  CHECK(fcPatternSumError(download(arOut.p, arOut.bytes()).data(), t, arCount, arSeed, env.nranks) == 0.0);
+  CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
+  CHECK(ranksDiffering(download(C2.p, C2.bytes())) == 0);
+  FC_REQUIRE(fcCommDestroy(comm));
+}
+
 TEST_CASE("fcMatmulAllReduce: bad shapes and arguments are rejected and touch nothing") {
   const GpuEnv& env = gpuEnv();
   const size_t M = 16, N = 64, K = 32, es = 2;

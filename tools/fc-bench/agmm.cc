@@ -129,7 +129,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
   fcComm_t pipelineComm = commWithEnv(c, "FC_AGMM_ALGO", "pipeline");  // the cuBLASLt pipeline wherever it fits
   printGemmHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
-  for (const Shape& sh : parseShapes(shapes)) {
+  for (const Shape& sh : parseShapes(shapes, size_t(c.nranks))) {
     Operands x(c, type, sh);
     void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
     const size_t ms = sh.M / W;
@@ -209,7 +209,7 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
   CommCandidates comm(c, "FC_ALLGATHER_ALGO");
   printFormsHeader(c, o, "agmm", haveNccl, why);
   int failures = 0;
-  for (const Shape& sh : parseShapes(shapes)) {
+  for (const Shape& sh : parseShapes(shapes, size_t(c.nranks))) {
     Operands x(c, type, sh);
     void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
     const size_t ms = sh.M / W, shardBytes = ms * sh.K * es;
@@ -313,7 +313,7 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
     printf("%s,auto_us,relerr\n", header.c_str());
   }
   int failures = 0;
-  for (const Shape& sh : parseShapes(shapes)) {
+  for (const Shape& sh : parseShapes(shapes, size_t(c.nranks))) {
     Operands x(c, type, sh);
     void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
     x.reference(fcOpT, solo);

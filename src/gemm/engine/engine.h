@@ -68,9 +68,9 @@ struct EpilogueSource {
   const uint32_t* counters = nullptr;  // [piece]: the peer's tiles landed; NULL: no waits
   int producer = -1;                   // the rank whose partial C is (the error record's peer)
   // GEMM + all-reduce: the block's sums also stored into the peer's memory here ([blockRows,
-  // N], e.g. over C once read: each tile's C rows are loaded before its sums are stored), by
-  // TMA from the epilogue's shared memory beside D: the all-gather half of the all-reduce
-  // rides in the GEMM (own_block_epilogue.cuh). NULL: no such store (the kernels without it).
+  // N]: fcMatmulAllReduce passes the peer's workspace at our block's rows), by TMA from the
+  // epilogue's shared memory beside D: the all-gather half of the all-reduce rides in the
+  // GEMM (own_block_epilogue.cuh). NULL: no such store (the kernels without it).
   void* gather = nullptr;
 };
 
