@@ -227,21 +227,20 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
         relerr.push_back(x.relerrOf(op, c.comm, f.symmetric ? As : A, f.agathered ? AG : nullptr));
 
       auto gemmOp = [&] { FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, op, type, solo, c.stream)); };
+      // The columns in printFormRows' order: the GEMM alone, the unfused pair, the
+      // communication candidates, the forms, NCCL + the GEMM.
       std::vector<std::function<void()>> timed = {gemmOp, [&] {
                                                     FC_OK(fcAllGather(A, G, ms * sh.K, type, c.comm, c.stream));
                                                     gemmOp();
                                                   }};
-      const size_t firstComm = timed.size();
       for (size_t i = 0; i < comm.comms.size(); ++i)
         timed.push_back([&, i] { FC_OK(fcAllGather(comm.send[i], G, ms * sh.K, type, comm.comms[i], c.stream)); });
-      const size_t firstForm = timed.size();
       for (const CallerForm& f : forms) {
         const void* a = f.symmetric ? As : A;
         void* ag = f.agathered ? AG : nullptr;
         timed.push_back(
             [&, a, ag] { FC_OK(fcAllGatherMatmul(a, B, C, ag, sh.M, sh.N, sh.K, op, type, c.comm, c.stream)); });
       }
-      const size_t ncclAt = timed.size();
       if (haveNccl)
         timed.push_back([&] {
           if (c.nccl.allGather(A, G, ms * sh.K, int(type), c.ncclComm, c.stream) != 0) exit(1);
@@ -249,20 +248,7 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
         });
       std::vector<double> us = timeGraphs(c, t, timed);
       maxOverRanks(c, us);
-      const size_t best = size_t(std::min_element(us.begin() + firstComm, us.begin() + firstForm) - us.begin());
-      const double gemmUs = us[0], fcUs = us[1], commUs = us[best], ncclUs = haveNccl ? us[ncclAt] : 0;
-      for (size_t k = 0; k < forms.size(); ++k) {
-        const double opUs = us[firstForm + k];
-        const bool ok = relerr[k] == 0.0;
-        failures += !ok;
-        if (c.rank == 0)
-          printf("%zu,%zu,%zu,%s,%s,%s,%d,%.1f,%.1f,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%d,%d\n", sh.M, sh.N, sh.K,
-                 fcTypeName(type), op == fcOpN ? "N" : "T", forms[k].symmetric ? "symmetric" : "plain",
-                 int(forms[k].agathered), gemmUs, commUs, comm.names[best - firstComm].c_str(), ncclUs, fcUs, opUs,
-                 opUs / gemmUs, haveNccl ? opUs / ncclUs : 0.0, opUs - std::max(gemmUs, commUs), relerr[k],
-                 ok ? "OK" : "FAIL", t.iters, t.replays);
-      }
-      if (c.rank == 0) fflush(stdout);
+      failures += printFormRows(c, sh, op, type, true, forms, relerr, us, comm, haveNccl, t);
     }
     comm.unbind();
     FC_OK(fcMemFree(c.comm, As));

@@ -207,6 +207,15 @@ Options timingFor(const Options& o, double flops);
 void printFormsHeader(const Ctx& c, const Options& o, const char* mode, bool haveNccl, const std::string& why);
 // Max over ranks of each time (in place).
 void maxOverRanks(const Ctx& c, std::vector<double>& us);
+struct CommCandidates;
+// The caller-form table's rows of one shape (rank 0 prints; every rank counts): `us`
+// the columns timeGraphs measured (max over ranks) in the order [the GEMM alone, our
+// collective + the GEMM, comm's candidates..., each form's op..., NCCL + the GEMM (if
+// haveNccl)]; relerr per form; agmm: the table has the Agathered column. Returns the
+// forms whose check failed.
+int printFormRows(const Ctx& c, const GemmShape& sh, fcOperation_t op, fcDataType_t type, bool agmm,
+                  const std::vector<CallerForm>& forms, const std::vector<double>& relerr,
+                  const std::vector<double>& us, const CommCandidates& comm, bool haveNccl, const Options& t);
 
 // "The communication alone" of the caller-form tables: the op's collective on the same
 // bytes, our fastest, so that the fixed cost (op - max(GEMM alone, communication

@@ -360,3 +360,27 @@ void CommCandidates::unbind() {
     if (symmetric_[i]) FC_OK(fcMemFree(comms[i], send[i]));
   send.clear();
 }
+
+int printFormRows(const Ctx& c, const GemmShape& sh, fcOperation_t op, fcDataType_t type, bool agmm,
+                  const std::vector<CallerForm>& forms, const std::vector<double>& relerr,
+                  const std::vector<double>& us, const CommCandidates& comm, bool haveNccl, const Options& t) {
+  const size_t firstComm = 2, firstForm = firstComm + comm.comms.size(), ncclAt = firstForm + forms.size();
+  const size_t best = size_t(std::min_element(us.begin() + firstComm, us.begin() + firstForm) - us.begin());
+  const double gemmUs = us[0], fcUs = us[1], commUs = us[best], ncclUs = haveNccl ? us[ncclAt] : 0;
+  int failures = 0;
+  for (size_t k = 0; k < forms.size(); ++k) {
+    const double opUs = us[firstForm + k];
+    const bool ok = relerr[k] == 0.0;
+    failures += !ok;
+    if (c.rank != 0) continue;
+    char agathered[8] = "";
+    if (agmm) snprintf(agathered, sizeof agathered, ",%d", int(forms[k].agathered));
+    printf("%zu,%zu,%zu,%s,%s,%s%s,%.1f,%.1f,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%d,%d\n", sh.M, sh.N, sh.K,
+           fcTypeName(type), op == fcOpN ? "N" : "T", forms[k].symmetric ? "symmetric" : "plain", agathered, gemmUs,
+           commUs, comm.names[best - firstComm].c_str(), ncclUs, fcUs, opUs, opUs / gemmUs,
+           haveNccl ? opUs / ncclUs : 0.0, opUs - std::max(gemmUs, commUs), relerr[k], ok ? "OK" : "FAIL", t.iters,
+           t.replays);
+  }
+  if (c.rank == 0) fflush(stdout);
+  return failures;
+}

@@ -160,20 +160,19 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
       std::vector<double> relerr;
       for (const CallerForm& f : forms) relerr.push_back(x.relerr(c.comm, op, 1000, fp32Partials, f.symmetric ? As : A));
       auto gemm = [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, op, type, solo, c.stream)); };
+      // The columns in printFormRows' order: the GEMM alone, the unfused pair, the
+      // communication candidates, the forms, NCCL + the GEMM.
       std::vector<std::function<void()>> timed = {gemm, [&] {
                                                     gemm();
                                                     FC_OK(fcReduceScatter(P, Crs, ms * N, type, fcSum, c.comm, c.stream));
                                                   }};
-      const size_t firstComm = timed.size();
       for (size_t i = 0; i < comm.comms.size(); ++i)
         timed.push_back(
             [&, i] { FC_OK(fcReduceScatter(comm.send[i], Crs, ms * N, type, fcSum, comm.comms[i], c.stream)); });
-      const size_t firstForm = timed.size();
       for (const CallerForm& f : forms) {
         const void* a = f.symmetric ? As : A;
         timed.push_back([&, a] { FC_OK(fcMatmulReduceScatter(a, B, C, M, N, K, op, type, c.comm, c.stream)); });
       }
-      const size_t ncclAt = timed.size();
       if (haveNccl)
         timed.push_back([&] {
           gemm();
@@ -181,20 +180,7 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
         });
       std::vector<double> us = timeGraphs(c, t, timed);
       maxOverRanks(c, us);
-      const size_t best = size_t(std::min_element(us.begin() + firstComm, us.begin() + firstForm) - us.begin());
-      const double gemmUs = us[0], fcUs = us[1], commUs = us[best], ncclUs = haveNccl ? us[ncclAt] : 0;
-      for (size_t k = 0; k < forms.size(); ++k) {
-        const double opUs = us[firstForm + k];
-        const bool ok = relerr[k] == 0.0;
-        failures += !ok;
-        if (c.rank == 0)
-          printf("%zu,%zu,%zu,%s,%s,%s,%.1f,%.1f,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.1f,%g,%s,%d,%d\n", M, N, K,
-                 fcTypeName(type), op == fcOpN ? "N" : "T", forms[k].symmetric ? "symmetric" : "plain", gemmUs,
-                 commUs, comm.names[best - firstComm].c_str(), ncclUs, fcUs, opUs, opUs / gemmUs,
-                 haveNccl ? opUs / ncclUs : 0.0, opUs - std::max(gemmUs, commUs), relerr[k], ok ? "OK" : "FAIL",
-                 t.iters, t.replays);
-      }
-      if (c.rank == 0) fflush(stdout);
+      failures += printFormRows(c, sh, op, type, false, forms, relerr, us, comm, haveNccl, t);
     }
     comm.unbind();
     FC_OK(fcMemFree(c.comm, As));
