@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -59,6 +61,29 @@ fcResult_t makeComm(fcComm_t* comm, fcConfig_t* config);
     INFO(#call << ": " << fcGetErrorString(r_) << ": " << fcGetLastError(nullptr)); \
     REQUIRE(r_ == fcSuccess);                                                 \
   } while (0)
+
+// A communicator of the suite's ranks with one FC_* variable set while it initialises
+// (the choices are read then; var NULL: none), destroyed with the object. Collective.
+struct ForcedComm {
+  ForcedComm(const char* var, const char* value) {
+    const char* before = var ? getenv(var) : nullptr;
+    const std::string saved = before ? before : "";
+    if (var) setenv(var, value, 1);
+    fcConfig_t config = FC_CONFIG_INITIALIZER;
+    config.workspaceBytes = GpuEnv::kWorkspaceBytes;
+    config.scratchBytes = GpuEnv::kScratchBytes;
+    const fcResult_t r = makeComm(&comm, &config);
+    if (var) {
+      if (before) setenv(var, saved.c_str(), 1);
+      else unsetenv(var);
+    }
+    FC_REQUIRE(r);
+  }
+  ~ForcedComm() { fcCommDestroy(comm); }
+  ForcedComm(const ForcedComm&) = delete;
+  ForcedComm& operator=(const ForcedComm&) = delete;
+  fcComm_t comm = nullptr;
+};
 
 // A device buffer of the test's lifetime (at least one byte).
 struct DeviceBuffer {

@@ -329,17 +329,8 @@ TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other op
   // Elsewhere (4 ranks, ranks sharing a GPU) the same calls take the engine without
   // the gather, then an all-gather: the same results.
   const GpuEnv& env = gpuEnv();
-  const char* before = getenv("FC_MMAR_ALGO");
-  const std::string saved = before ? before : "";
-  setenv("FC_MMAR_ALGO", "engine", 1);
-  fcConfig_t config = FC_CONFIG_INITIALIZER;
-  config.workspaceBytes = GpuEnv::kWorkspaceBytes;
-  config.scratchBytes = GpuEnv::kScratchBytes;
-  fcComm_t comm = nullptr;
-  const fcResult_t made = makeComm(&comm, &config);
-  if (before) setenv("FC_MMAR_ALGO", saved.c_str(), 1);
-  else unsetenv("FC_MMAR_ALGO");
-  FC_REQUIRE(made);
+  ForcedComm engine("FC_MMAR_ALGO", "engine");
+  fcComm_t comm = engine.comm;
   const Shape sh{1024, 1032, 136};  // blocks of whole 128-row tiles at 2 and 4 ranks
   const fcDataType_t t = fcBfloat16;
   const size_t cBytes = sh.M * sh.N * 2, arCount = 256 * 1024;
@@ -371,7 +362,6 @@ TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other op
   CHECK(fcPatternSumError(download(arOut.p, arOut.bytes()).data(), t, arCount, arSeed, env.nranks) == 0.0);
   CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
   CHECK(ranksDiffering(download(C2.p, C2.bytes())) == 0);
-  FC_REQUIRE(fcCommDestroy(comm));
 }
 
 TEST_CASE("fcMatmulAllReduce: bad shapes and arguments are rejected and touch nothing") {

@@ -92,27 +92,6 @@ struct Buf {
   size_t bytes;
 };
 
-// A communicator of the suite's ranks with one FC_* variable set while it initialises
-// (the choices are read then), destroyed with the object. Collective.
-struct ForcedComm {
-  ForcedComm(const char* var, const char* value) {
-    const char* before = var ? getenv(var) : nullptr;
-    const std::string saved = before ? before : "";
-    if (var) setenv(var, value, 1);
-    fcConfig_t config = FC_CONFIG_INITIALIZER;
-    config.workspaceBytes = GpuEnv::kWorkspaceBytes;
-    config.scratchBytes = GpuEnv::kScratchBytes;
-    const fcResult_t r = makeComm(&comm, &config);
-    if (var) {
-      if (before) setenv(var, saved.c_str(), 1);
-      else unsetenv(var);
-    }
-    FC_REQUIRE(r);
-  }
-  ~ForcedComm() { fcCommDestroy(comm); }
-  fcComm_t comm = nullptr;
-};
-
 enum class Neighbour {
   Consumer,       // (a): inputs in place; a PDL consumer that waits checks the outputs
   SlowProducer,   // (b): a producer without PDL writes the inputs late
