@@ -52,10 +52,21 @@ constexpr size_t kCeReduceScatterMin = 32 * MiB;
 constexpr size_t kCeAllGatherMin = 64 * MiB;
 
 // ---- fcAllReduceResidualRMSNorm ---------------------------------------------------------
-// One kernel up to 1 MiB (the sizes measured), never beyond the one-shot's Lamport
-// limit; above, at <= 4 ranks, the two-shot kernel (kLamportTwoShotMaxRanks).
-//                                                          perf-log: allReduceNormOneKernelMaxBytes
+// At 2 ranks one kernel up to 1 MiB (the sizes measured), never beyond the one-shot's
+// Lamport limit; above, the two-shot kernel.             perf-log: allReduceNormOneKernelMaxBytes
 constexpr size_t kNormOneKernelMax = 1 * MiB;
+// Beyond 2 ranks the one kernel only where the all-reduce alone is no longer a one-shot
+// (above oneShotMaxBytes) and up to 576 KiB: at 4 ranks the all-reduce's one-shot + the
+// norm kernel were 0.8-1.2 us ahead of it at 1-64 tokens of every hidden size (its CTA
+// per row pushes W-1 copies of the row, the one-shot spreads them over its grid); the
+// one kernel was ahead of the two-shot all-reduce + norm from 256 to 557 KiB, behind
+// from 655 KiB. 8 ranks (unmeasured) follow the same rule. perf-log: allReduceNormOneKernelMaxBytes
+constexpr int kNormOneKernelFromZeroMaxRanks = 2;
+constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
+// The two-shot kernel only at 2 ranks: at 4 a pass is half a 1 MiB push slot, so its grid
+// (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
+// was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
+constexpr int kNormTwoShotMaxRanks = 2;
 // FC_ARNORM_CLUSTER_PACKS' default beyond one CTA's row: clusters of 256 packs per CTA
 // (ahead of 128 and of one CTA at hidden 8192).             perf-log: normClusterPacks
 constexpr uint32_t kNormClusterPacks = 256;
@@ -209,15 +220,29 @@ MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes) {
 
 // ---- All-reduce + RMSNorm -------------------------------------------------------------------
 
-size_t allReduceNormOneKernelMaxBytes(int nranks) { return std::min(kNormOneKernelMax, lamportMaxBytes(nranks)); }
+size_t allReduceNormOneKernelMaxBytes(int nranks) {
+  return std::min(nranks <= kNormOneKernelFromZeroMaxRanks ? kNormOneKernelMax : kNormOneKernelMaxWide,
+                  lamportMaxBytes(nranks));
+}
+
+size_t allReduceNormOneKernelAboveBytes(int nranks) {
+  return nranks <= kNormOneKernelFromZeroMaxRanks ? 0 : oneShotMaxBytes(nranks);
+}
+
+bool allReduceNormTwoShotAuto(int nranks) { return nranks <= kNormTwoShotMaxRanks && lamportTwoShotAuto(nranks); }
 
 NormPath chooseAllReduceNorm(const NormQuery& q) {
   const size_t most = q.maxOverride ? size_t(q.maxOverride) : allReduceNormOneKernelMaxBytes(q.nranks);
   const bool oneKernel = q.forced == NormAlgo::OneKernel ? q.bytes <= lamportSlotBytes(q.nranks)
-                         : q.forced == NormAlgo::Unfused ? false
-                                                         : q.bytes <= most;
+                         : q.forced == NormAlgo::Unfused
+                             ? false
+                             : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most;
   if (oneKernel) return NormPath::OneKernel;
-  if (q.forced != NormAlgo::Unfused && lamportTwoShotAuto(q.nranks) && q.twoShotFits) return NormPath::TwoShot;
+  // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.
+  const bool twoShot = q.forced == NormAlgo::OneKernel ? lamportTwoShotAuto(q.nranks)
+                       : q.forced == NormAlgo::Unfused ? false
+                                                       : allReduceNormTwoShotAuto(q.nranks);
+  if (twoShot && q.twoShotFits) return NormPath::TwoShot;
   return NormPath::Unfused;
 }
 

@@ -66,8 +66,13 @@ MoveAlgo chooseReduceScatter(int nranks, MoveAlgo forced, size_t block, size_t t
 MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes);
 
 // ---- All-reduce + residual + RMSNorm (fcAllReduceResidualRMSNorm) -----------------------
-// One Lamport kernel up to this many bytes (auto).
+// One Lamport kernel up to this many bytes (auto) ...
 size_t allReduceNormOneKernelMaxBytes(int nranks);
+// ... and above this many (0 at 2 ranks; beyond, the all-reduce's one-shot limit: below
+// it the one-shot + the norm kernel are ahead).
+size_t allReduceNormOneKernelAboveBytes(int nranks);
+// Whether auto takes the two-shot kernel above the one kernel (else the unfused path).
+bool allReduceNormTwoShotAuto(int nranks);
 
 struct NormQuery {
   NormAlgo forced = NormAlgo::Auto;  // FC_ARNORM_ALGO

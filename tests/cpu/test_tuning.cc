@@ -106,8 +106,12 @@ TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
 
 TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(allReduceNormOneKernelMaxBytes(2) == 1 * MiB);
-  CHECK(allReduceNormOneKernelMaxBytes(4) == 1 * MiB);
+  CHECK(allReduceNormOneKernelMaxBytes(4) == 576 * KiB);
   CHECK(allReduceNormOneKernelMaxBytes(8) == 256 * KiB);
+  CHECK(allReduceNormOneKernelAboveBytes(2) == 0);
+  CHECK(allReduceNormOneKernelAboveBytes(4) == oneShotMaxBytes(4));
+  CHECK(allReduceNormTwoShotAuto(2));
+  CHECK_FALSE(allReduceNormTwoShotAuto(4));
   auto pick = [](int W, size_t bytes, NormAlgo forced = NormAlgo::Auto, bool twoShotFits = true,
                  uint64_t maxOverride = 0) {
     NormQuery q;
@@ -121,12 +125,21 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(2, 1 * MiB) == NormPath::OneKernel);
   CHECK(pick(2, 2 * MiB) == NormPath::TwoShot);
   CHECK(pick(2, 2 * MiB, NormAlgo::Auto, false) == NormPath::Unfused);  // rows beyond half a slot
-  CHECK(pick(4, 1 * MiB) == NormPath::OneKernel);
-  CHECK(pick(4, 64 * MiB) == NormPath::TwoShot);
-  CHECK(pick(8, 256 * KiB) == NormPath::OneKernel);
+  // 4 ranks: the all-reduce's one-shot + the norm kernel up to the one-shot's limit, the
+  // one kernel above it to 576 KiB, the unfused path (the Lamport two-shot + norm) beyond.
+  CHECK(pick(4, 8 * KiB) == NormPath::Unfused);
+  CHECK(pick(4, oneShotMaxBytes(4)) == NormPath::Unfused);
+  CHECK(pick(4, oneShotMaxBytes(4) + 16) == NormPath::OneKernel);
+  CHECK(pick(4, 576 * KiB) == NormPath::OneKernel);
+  CHECK(pick(4, 576 * KiB + 16) == NormPath::Unfused);
+  CHECK(pick(4, 1 * MiB) == NormPath::Unfused);
+  CHECK(pick(4, 64 * MiB) == NormPath::Unfused);
+  // 8 ranks: the one-shot's limit (512 KiB) is above the one kernel's Lamport limit.
+  CHECK(pick(8, 256 * KiB) == NormPath::Unfused);
   CHECK(pick(8, 512 * KiB) == NormPath::Unfused);
   CHECK(pick(2, 4 * MiB, NormAlgo::OneKernel) == NormPath::OneKernel);  // "fused": to the push slot
   CHECK(pick(2, 4 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
+  CHECK(pick(4, 16, NormAlgo::OneKernel) == NormPath::OneKernel);  // forced: from the first byte
   CHECK(pick(4, 1 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
   CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
   CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES

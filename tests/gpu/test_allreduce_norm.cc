@@ -62,15 +62,18 @@ double ulp(fcDataType_t t, double x) {
 
 // Whether a call of `bytes` rounds the all-reduced sum before it adds the residual:
 // the two-shot kernel and the unfused path (all-reduce, then the local norm) do; the
-// one-kernel path does not. It takes calls up to 1 MiB at <= 4 ranks (256 KiB beyond),
-// up to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2 ranks, 1 MiB at 3-4,
-// src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
+// one-kernel path does not. Auto takes it up to 1 MiB at 2 ranks, above the
+// all-reduce's one-shot limit (256 KiB) to 576 KiB at 3-4 ranks, never beyond
+// (src/tuning/tuning.cc); up to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2
+// ranks, 1 MiB at 3-4, src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
 bool roundsSumFirst(size_t bytes, int nranks) {
   const char* algo = getenv("FC_ARNORM_ALGO");
   const std::string a = algo ? algo : "auto";
   if (a == "unfused") return true;
   if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
-  return bytes > (nranks <= 4 ? size_t(1) << 20 : size_t(256) << 10);
+  if (nranks <= 2) return bytes > size_t(1) << 20;
+  if (nranks <= 4) return bytes <= size_t(256) << 10 || bytes > size_t(576) << 10;
+  return true;
 }
 
 struct Shape {
@@ -168,8 +171,9 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   const GpuEnv& env = gpuEnv();
   // Odd token counts; hidden from one pack to rows longer than the registers keep
   // (20480 bf16 = 2560 packs: 5 per thread of 512); more rows than CTAs; and sizes
-  // past the one-kernel limit (the two-shot kernel at up to 4 ranks: 300 x 8192 runs
-  // in 2-3 passes of the push buffers at 2 ranks, 3-5 at 4; else all-reduce + norm).
+  // past the one-kernel limit (the two-shot kernel at 2 ranks, and at 4 with
+  // FC_ARNORM_ALGO=fused: 300 x 8192 runs in 2-3 passes of the push buffers at 2 ranks,
+  // 3-5 at 4; else all-reduce + norm).
   const Shape shapes[] = {{1, 8},     {3, 24},     {7, 4096},   {33, 5120}, {1, 8192},  {128, 4096},
                           {5, 20480}, {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192}};
   for (fcDataType_t t : kTypes) {
@@ -366,8 +370,8 @@ TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale
     float scale;
   };
   // 0.005 makes every normed value beyond 2.32 in magnitude exceed 464 (saturated to
-  // 448); 300 x 2056 is above the one-kernel limit: the two-shot kernel at up to 4
-  // ranks, else (and with FC_ARNORM_ALGO=unfused) the all-reduce into the scratch,
+  // 448); 300 x 2056 is above the one-kernel limit: the two-shot kernel at 2 ranks
+  // (at 4 with FC_ARNORM_ALGO=fused), else (and with FC_ARNORM_ALGO=unfused) the all-reduce into the scratch,
   // then the local kernel.
   const Case cases[] = {{3, 4096, 0.005f}, {7, 8192, 1.f}, {300, 2056, 0.05f}};
   for (fcDataType_t t : {fcBfloat16, fcFloat32}) {
