@@ -103,6 +103,7 @@ fcResult_t chooseNorm(Call& c, const NormCall& n, NormPlan* plan) {
   q.forced = comm->params.allReduceNormAlgo;
   q.nranks = comm->nranks;
   q.bytes = c.sendElems * c.elem;
+  q.rows = n.tokens;
   q.maxOverride = comm->params.lamportMaxBytes;
   q.twoShotFits = allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
   plan->path = tuning::chooseAllReduceNorm(q);

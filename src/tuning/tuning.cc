@@ -7,6 +7,7 @@
 #include "tuning/tuning.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "device/device_comm.h"  // the Lamport push slots' sizes (a memory layout, not a choice)
 
@@ -52,9 +53,13 @@ constexpr size_t kCeReduceScatterMin = 32 * MiB;
 constexpr size_t kCeAllGatherMin = 64 * MiB;
 
 // ---- fcAllReduceResidualRMSNorm ---------------------------------------------------------
-// At 2 ranks one kernel up to 1 MiB (the sizes measured), never beyond the one-shot's
-// Lamport limit; above, the two-shot kernel.             perf-log: allReduceNormOneKernelMaxBytes
-constexpr size_t kNormOneKernelMax = 1 * MiB;
+// At 2 ranks one kernel for up to 160 rows, up to its push slot (4 MiB), the two-shot
+// kernel beyond: the one kernel runs a CTA (or cluster) per row, each pushing its whole
+// row, the two-shot a CTA per row of a rank's block. On 2 H100s the one kernel was ahead
+// at <= 128 rows at every hidden size 2048-16384 and up to 4 MiB (64 x 16384: 12.9
+// against 16.5 us), the two-shot from 200 rows, also below 1 MiB (200 x 2048: 7.2
+// against 8.3).                                            perf-log: allReduceNormOneKernelMaxBytes
+constexpr size_t kNormOneKernelMaxRows = 160;
 // Beyond 2 ranks the one kernel only where the all-reduce alone is no longer a one-shot
 // (above oneShotMaxBytes) and up to 576 KiB: at 4 ranks the all-reduce's one-shot + the
 // norm kernel were 0.8-1.2 us ahead of it at 1-64 tokens of every hidden size (its CTA
@@ -221,8 +226,12 @@ MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes) {
 // ---- All-reduce + RMSNorm -------------------------------------------------------------------
 
 size_t allReduceNormOneKernelMaxBytes(int nranks) {
-  return std::min(nranks <= kNormOneKernelFromZeroMaxRanks ? kNormOneKernelMax : kNormOneKernelMaxWide,
-                  lamportMaxBytes(nranks));
+  return nranks <= kNormOneKernelFromZeroMaxRanks ? lamportMaxBytes(nranks)
+                                                  : std::min(kNormOneKernelMaxWide, lamportMaxBytes(nranks));
+}
+
+size_t allReduceNormOneKernelMaxRows(int nranks) {
+  return nranks <= kNormOneKernelFromZeroMaxRanks ? kNormOneKernelMaxRows : SIZE_MAX;
 }
 
 size_t allReduceNormOneKernelAboveBytes(int nranks) {
@@ -236,7 +245,8 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
   const bool oneKernel = q.forced == NormAlgo::OneKernel ? q.bytes <= lamportSlotBytes(q.nranks)
                          : q.forced == NormAlgo::Unfused
                              ? false
-                             : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most;
+                             : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most &&
+                                   q.rows <= allReduceNormOneKernelMaxRows(q.nranks);
   if (oneKernel) return NormPath::OneKernel;
   // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.
   const bool twoShot = q.forced == NormAlgo::OneKernel ? lamportTwoShotAuto(q.nranks)

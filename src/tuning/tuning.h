@@ -66,8 +66,9 @@ MoveAlgo chooseReduceScatter(int nranks, MoveAlgo forced, size_t block, size_t t
 MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes);
 
 // ---- All-reduce + residual + RMSNorm (fcAllReduceResidualRMSNorm) -----------------------
-// One Lamport kernel up to this many bytes (auto) ...
+// One Lamport kernel up to this many bytes (auto), of up to this many rows ...
 size_t allReduceNormOneKernelMaxBytes(int nranks);
+size_t allReduceNormOneKernelMaxRows(int nranks);
 // ... and above this many (0 at 2 ranks; beyond, the all-reduce's one-shot limit: below
 // it the one-shot + the norm kernel are ahead).
 size_t allReduceNormOneKernelAboveBytes(int nranks);
@@ -78,6 +79,7 @@ struct NormQuery {
   NormAlgo forced = NormAlgo::Auto;  // FC_ARNORM_ALGO
   int nranks = 1;
   size_t bytes = 0;                  // tokens * hidden * element size
+  size_t rows = 0;                   // tokens
   uint64_t maxOverride = 0;          // FC_LAMPORT_MAX_BYTES (0: the table's)
   bool twoShotFits = false;          // a row fits half a push slot (allReduceNormTwoShotRows > 0)
 };

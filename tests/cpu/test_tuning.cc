@@ -105,7 +105,9 @@ TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
 }
 
 TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
-  CHECK(allReduceNormOneKernelMaxBytes(2) == 1 * MiB);
+  CHECK(allReduceNormOneKernelMaxBytes(2) == 4 * MiB);
+  CHECK(allReduceNormOneKernelMaxRows(2) == 160);
+  CHECK(allReduceNormOneKernelMaxRows(4) == SIZE_MAX);
   CHECK(allReduceNormOneKernelMaxBytes(4) == 576 * KiB);
   CHECK(allReduceNormOneKernelMaxBytes(8) == 256 * KiB);
   CHECK(allReduceNormOneKernelAboveBytes(2) == 0);
@@ -113,18 +115,25 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(allReduceNormTwoShotAuto(2));
   CHECK_FALSE(allReduceNormTwoShotAuto(4));
   auto pick = [](int W, size_t bytes, NormAlgo forced = NormAlgo::Auto, bool twoShotFits = true,
-                 uint64_t maxOverride = 0) {
+                 uint64_t maxOverride = 0, size_t rows = 1) {
     NormQuery q;
     q.forced = forced;
     q.nranks = W;
     q.bytes = bytes;
+    q.rows = rows;
     q.maxOverride = maxOverride;
     q.twoShotFits = twoShotFits;
     return chooseAllReduceNorm(q);
   };
-  CHECK(pick(2, 1 * MiB) == NormPath::OneKernel);
-  CHECK(pick(2, 2 * MiB) == NormPath::TwoShot);
-  CHECK(pick(2, 2 * MiB, NormAlgo::Auto, false) == NormPath::Unfused);  // rows beyond half a slot
+  // 2 ranks: the one kernel up to 160 rows and its 4 MiB slot, the two-shot beyond either.
+  auto rows2 = [&](size_t bytes, size_t rows) { return pick(2, bytes, NormAlgo::Auto, true, 0, rows); };
+  CHECK(rows2(1 * MiB, 128) == NormPath::OneKernel);
+  CHECK(rows2(4 * MiB, 128) == NormPath::OneKernel);
+  CHECK(rows2(4 * MiB + 16, 128) == NormPath::TwoShot);
+  CHECK(rows2(640 * KiB, 160) == NormPath::OneKernel);
+  CHECK(rows2(640 * KiB, 161) == NormPath::TwoShot);
+  CHECK(rows2(800 * KiB, 200) == NormPath::TwoShot);
+  CHECK(pick(2, 2 * MiB, NormAlgo::Auto, false, 0, 300) == NormPath::Unfused);  // rows beyond half a slot
   // 4 ranks: the all-reduce's one-shot + the norm kernel up to the one-shot's limit, the
   // one kernel above it to 576 KiB, the unfused path (the Lamport two-shot + norm) beyond.
   CHECK(pick(4, 8 * KiB) == NormPath::Unfused);

@@ -234,7 +234,7 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   const float eps = 1e-5f;
   // Decode rows (the one-kernel path and the norm on its fp32 sums), rows for the one
   // Lamport all-reduce + norm kernel, rows past its limit (300 x 2056: the two-shot
-  // kernel at up to 4 ranks, else all-reduce + norm), N not a power of two.
+  // kernel at 2 ranks, else all-reduce + norm), N not a power of two.
   const Shape shapes[] = {{1, 4096, 512}, {7, 2056, 264}, {64, 4096, 136}, {300, 2056, 136}, {512, 3840, 256}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
