@@ -212,5 +212,54 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "plot " + name)
         expect("](perf/%s)" % name in text, "plot %s linked" % name)
 
+# Two folders (tests/data/report-sample, then tests/data/report-sample-4ranks: its manifest
+# says 4 ranks, made-up rows relabelled): the main run as alone, then a part "At 4 ranks"
+# with its own summary and its sections a level down, read at 4 ranks (torch-mmar-4.csv,
+# torch-allreduce-grid-4.csv) or, lacking that, at 2 (torch-arnorm-2.csv); the 4-rank plots
+# beside the 2-rank ones; README's block the main run's, plus one line pointing at the part.
+with tempfile.TemporaryDirectory() as tmp:
+    readme = os.path.join(tmp, "README.md")
+    with open(readme, "w") as f:
+        f.write("# title\n<!-- report:begin -->\nstale\n<!-- report:end -->\n")
+    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
+    os.makedirs(os.path.dirname(perf))
+    report = [sys.executable, os.path.join(root, "tools", "report")]
+    subprocess.run(report + [sample, sample + "-4ranks", "--perf", perf, "--plots", plots, "--readme", readme],
+                   check=True)
+    text = open(perf).read()
+    main_part, _, part4 = text.partition("\n## At 4 ranks (4x made-up GPU (not a measurement), 2026-11-28, commit "
+                                         "1111111)\n")
+    expect(part4 != "", "two folders: the 4-rank part's heading")
+    anchor = "#at-4-ranks-4x-made-up-gpu-not-a-measurement-2026-11-28-commit-1111111"
+    expect("`tools/report %s %s-4ranks`" % (os.path.relpath(sample), os.path.relpath(sample)) in main_part,
+           "two folders: the command names both")
+    summary = main_part.split("## Summary", 1)[-1].split("Where we are slower", 1)[0]
+    expect("- at 4 ranks (4x made-up GPU (not a measurement), 2026-11-28, commit 1111111): 3 sections with their own "
+           "summary ([its part](%s))" % anchor in summary, "two folders: one summary line points at the part")
+    expect("## GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks)" in main_part and
+           "## All-reduce (bf16, 2 ranks)" in main_part, "two folders: the main run's sections first")
+    expect("decode grid" not in main_part.split("## The model:")[0], "two folders: the 4-rank figures stay in their part")
+    expect("### Summary at 4 ranks" in part4 and "decode grid (issue 44), from PyTorch" in part4,
+           "two folders: the part's own summary")
+    expect("### GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 4 ranks)" in part4 and "at TP 4," in part4,
+           "two folders: torch-mmar-4.csv at 4 ranks, TP 4")
+    expect("| llama3-8b.o_proj | 1 | 5.90 | 18.40 | 9.50 | 10.80 | 8.20 |" in part4, "two folders: torch-mmar-4 row")
+    expect("### Decode grid: ours against TensorRT-LLM's kernels (bf16, 4 ranks)" in part4 and
+           "#### All-reduce (fcAllReduce / kAllReduce) (4-rank run)" in part4, "two folders: the grid at 4 ranks")
+    expect("### All-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks) (4-rank run)" in part4 and
+           "| 1 | 4096 | 5.79 | 9.80 | 15.28 |" in part4, "two folders: a 2-rank file of the 4-rank folder, so titled")
+    expect("\n## " not in part4, "two folders: the part's headings a level down")
+    for name in ("grid-allreduce-flashinfer-4.png", "allreduce-2.png"):
+        path = os.path.join(plots, name)
+        expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and
+               "](perf/%s)" % name in text, "two folders: plot %s, linked" % name)
+    new = open(readme).read()
+    expect("Measured 2026-11-23" in new and "(docs/perf.md%s)" % anchor in new and "decode grid" not in new,
+           "two folders: README block of the main run, one line for the other")
+    # Plot names carry the rank count: two folders of one count are refused.
+    same = subprocess.run(report + [sample, sample + "-grid", "--perf", perf, "--plots", plots, "--readme", ""],
+                          capture_output=True, text=True)
+    expect(same.returncode != 0 and "must differ in ranks" in same.stderr, "two folders of one rank count refused")
+
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)
