@@ -16,8 +16,16 @@
 // unfused path (all-reduce, then the local norm) does: the sum is rounded before the
 // residual is added (two roundings; the one-shot kernel rounds once).
 //
-// Reuse. Row r of a pass's block is CTA r % grid's on every rank, in both halves and
-// every pass, so a CTA only ever exchanges with the same CTA of its peers, as in the
+// Clusters. Where a pass's blocks have too few rows to fill the grid (long rows in a
+// small slot: 16-64 rows at hidden 4096-16384 at 4 ranks), a row is a thread block
+// cluster's (tuning::normTwoShotClusterCtas): its CTA of cluster rank k takes packs
+// [k * share, (k + 1) * share) of the row in every step, and the row's sum of squares
+// goes through distributed shared memory (norm_rows.cuh, ClusterRowSum), as in the one
+// kernel.
+//
+// Reuse. Row r of a pass's block is cluster r % clusters' on every rank (the same
+// packs of it the same CTA's), in both halves and every pass, so a CTA only ever
+// exchanges with the same CTA of its peers, as in the
 // chunked kinds: pass p uses buffer (buf + p) % 3, and a peer's CTA b that writes
 // pass p + 1 into our buffer (p + 1) % 3 = (p - 2) % 3 has received our CTA b's pass
 // p data, which we pushed after our CTA b had read (and cleared) pass p - 2. Every CTA
@@ -34,6 +42,7 @@
 #include "core/datatype.h"
 #include "core/preload.h"
 #include "core/result.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
@@ -46,12 +55,26 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceNormTwoShotKernel(DeviceComm dc, int channel, NormCall c, size_t passRows, uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
+  __shared__ uint64_t clusterSums[2][norm::ClusterRowSum::kMaxCtas];
+  namespace cg = cooperative_groups;
+  const unsigned ctas = cg::this_cluster().num_blocks(), clusterRank = cg::this_cluster().block_rank();
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
   const size_t rowPacks = c.hidden / E;
+  // This CTA's packs of each of its cluster's rows, and the cluster's rows of a block.
+  const size_t share = (rowPacks + ctas - 1) / ctas;
+  const size_t begin = size_t(clusterRank) * share < rowPacks ? size_t(clusterRank) * share : rowPacks;
+  const size_t end = begin + share < rowPacks ? begin + share : rowPacks;
+  const size_t firstRow = blockIdx.x / ctas, rowStep = gridDim.x / ctas;
   const unsigned threads = dev::lamportDataThreads();
   const Pack* in = static_cast<const Pack*>(c.in);
   const size_t passes = (c.tokens + passRows - 1) / passRows;
+  // The cluster's slots hold no row yet (sequence 0) before this CTA tells its partners
+  // it has started; the cluster barriers only in a cluster launch (allreduce_norm.cu
+  // says why).
+  const bool cluster = ctas > 1;
+  if (threadIdx.x < 2 * norm::ClusterRowSum::kMaxCtas) (&clusterSums[0][0])[threadIdx.x] = 0u;
+  if (cluster) asm volatile("barrier.cluster.arrive.release;" ::: "memory");
   dev::waitForPreviousGrid();  // programmatic dependent launch, as the one-shot's
   Run run(dc, channel);
   dev::LamportCall call(dc, channel, sig, c.tokens * c.hidden);
@@ -66,76 +89,93 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     const uint32_t before = arriving ? run.arrive() : 0u;
     if (blockIdx.x == 0) call.run(Op::AllReduceNorm, channel);  // a mismatch is recorded
     if (arriving) run.advanceIfLast(before, uint32_t(passes));
-    return;
-  }
-  const uint32_t start = run.buf;
-  bool failed = false;
-  int parity = 0;
-  auto total = [&](float ss, bool&) { return norm::rowSum(ss, red, parity, threads); };
-  for (size_t p = 0; p < passes; ++p) {
-    run.buf = uint32_t((start + p) % 3);
-    const size_t first = p * passRows, n = c.tokens - first < passRows ? c.tokens - first : passRows;
-    const size_t per = (n + size_t(W) - 1) / size_t(W);  // rows of a rank's block
-    auto blockBegin = [&](int s) { return size_t(s) * per < n ? size_t(s) * per : n; };
-    auto blockRows = [&](int s) {
-      const size_t b = blockBegin(s);
-      return (b + per < n ? b + per : n) - b;
+    // This warp no longer exits here (it meets the cluster barriers at the end), so it
+    // lets the next kernel launch itself rather than hold the trigger back to the end.
+    dev::allowDependentLaunch();
+    if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+  } else {
+    if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+    const uint32_t start = run.buf;
+    bool failed = false;
+    int parity = 0;
+    uint32_t seq = 0;  // the cluster's rows so far: every CTA of it takes the same ones
+    auto total = [&](float ss, bool& f) {
+      const norm::ClusterRowSum sum{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, seq};
+      return sum(ss, f);
     };
-    // This pass's pushes may let a peer write what the pass before last cleared.
-    if (p > 0) __threadfence();
-
-    // 1. Each peer's block of our input into our slot of its set (first half).
-    for (int j = 1; j < W; ++j) {
-      const int s = (rank + j) % W;
-      Pack* to = run.slot(s, run.buf, 0, rank);
-      for (size_t r = blockIdx.x; r < blockRows(s); r += gridDim.x) {
-        const Pack* from = in + (first + blockBegin(s) + r) * rowPacks;
-        for (size_t q = threadIdx.x; q < rowPacks; q += threads) to[r * rowPacks + q] = dev::notEmpty(from[q]);
-      }
-    }
-    // The next kernel may start launching; it waits for this one before it reads.
-    if (p == 0) dev::allowDependentLaunch();
-
-    // 2. Our block: every rank's rows summed in rank order, rounded once, pushed to
-    //    every peer's second half (the same bits everywhere), then residual + norm.
-    for (size_t r = blockIdx.x; r < blockRows(rank); r += gridDim.x, parity ^= 1) {
-      const size_t row = first + blockBegin(rank) + r;
-      auto sum = [&](size_t pk, float(&acc)[E]) {
-        const size_t at = r * rowPacks + (pk - row * rowPacks);  // in the slots
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, at, in[pk], acc)) return false;
-        run.clearRead(at);
-        const Pack rounded = dev::notEmpty(dev::toPack<T>(acc));
-#pragma unroll 8
-        for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[halfPacks + at] = rounded;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[e] = 0.f;
-        dev::accumulate<T>(acc, rounded);
-        return true;
+    for (size_t p = 0; p < passes; ++p) {
+      run.buf = uint32_t((start + p) % 3);
+      const size_t first = p * passRows, n = c.tokens - first < passRows ? c.tokens - first : passRows;
+      const size_t per = (n + size_t(W) - 1) / size_t(W);  // rows of a rank's block
+      auto blockBegin = [&](int s) { return size_t(s) * per < n ? size_t(s) * per : n; };
+      auto blockRows = [&](int s) {
+        const size_t b = blockBegin(s);
+        return (b + per < n ? b + per : n) - b;
       };
-      failed |= !norm::normRow<T>(c, row, 0, rowPacks, threads, failed, invScale, sum, total);
-    }
+      // This pass's pushes may let a peer write what the pass before last cleared.
+      if (p > 0) __threadfence();
 
-    // 3. Every peer's block of rounded sums from our second half, then residual + norm.
-    for (int j = 1; j < W; ++j) {
-      const int s = (rank + j) % W;
-      const Pack* from = run.slot(rank, run.buf, 0, s) + halfPacks;
-      for (size_t r = blockIdx.x; r < blockRows(s); r += gridDim.x, parity ^= 1) {
-        const size_t row = first + blockBegin(s) + r;
+      // 1. Each peer's block of our input into our slot of its set (first half).
+      for (int j = 1; j < W; ++j) {
+        const int s = (rank + j) % W;
+        Pack* to = run.slot(s, run.buf, 0, rank);
+        for (size_t r = firstRow; r < blockRows(s); r += rowStep) {
+          const Pack* from = in + (first + blockBegin(s) + r) * rowPacks;
+          for (size_t q = begin + threadIdx.x; q < end; q += threads) to[r * rowPacks + q] = dev::notEmpty(from[q]);
+        }
+      }
+      // The next kernel may start launching; it waits for this one before it reads.
+      if (p == 0) dev::allowDependentLaunch();
+
+      // 2. Our block: every rank's rows summed in rank order, rounded once, pushed to
+      //    every peer's second half (the same bits everywhere), then residual + norm.
+      for (size_t r = firstRow; r < blockRows(rank); r += rowStep, parity ^= 1) {
+        const size_t row = first + blockBegin(rank) + r;
         auto sum = [&](size_t pk, float(&acc)[E]) {
-          const size_t at = r * rowPacks + (pk - row * rowPacks);
-          Pack v = dev::loadVolatilePack(from + at);
-          if (!dev::pollPack(dc, Op::AllReduceNorm, channel, run.buf, from + at, v, s)) return false;
-          run.clearReadFrom(halfPacks + at, s);
+          const size_t at = r * rowPacks + (pk - row * rowPacks);  // in the slots
+          if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, at, in[pk], acc)) return false;
+          run.clearRead(at);
+          const Pack rounded = dev::notEmpty(dev::toPack<T>(acc));
+#pragma unroll 8
+          for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[halfPacks + at] = rounded;
 #pragma unroll
           for (int e = 0; e < E; ++e) acc[e] = 0.f;
-          dev::accumulate<T>(acc, v);
+          dev::accumulate<T>(acc, rounded);
           return true;
         };
-        failed |= !norm::normRow<T>(c, row, 0, rowPacks, threads, failed, invScale, sum, total);
+        ++seq;
+        failed |= !norm::normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total);
+      }
+
+      // 3. Every peer's block of rounded sums from our second half, then residual + norm.
+      for (int j = 1; j < W; ++j) {
+        const int s = (rank + j) % W;
+        const Pack* from = run.slot(rank, run.buf, 0, s) + halfPacks;
+        for (size_t r = firstRow; r < blockRows(s); r += rowStep, parity ^= 1) {
+          const size_t row = first + blockBegin(s) + r;
+          auto sum = [&](size_t pk, float(&acc)[E]) {
+            const size_t at = r * rowPacks + (pk - row * rowPacks);
+            Pack v = dev::loadVolatilePack(from + at);
+            if (!dev::pollPack(dc, Op::AllReduceNorm, channel, run.buf, from + at, v, s)) return false;
+            run.clearReadFrom(halfPacks + at, s);
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[e] = 0.f;
+            dev::accumulate<T>(acc, v);
+            return true;
+          };
+          ++seq;
+          failed |= !norm::normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total);
+        }
       }
     }
+    // A wait that gave up recorded its error; the Rows state moved on regardless.
   }
-  // A wait that gave up recorded its error; the Rows state moved on regardless.
+  // No CTA of a cluster leaves while a partner may still write into its shared memory
+  // (allreduce_norm.cu says why).
+  if (cluster) {
+    asm volatile("barrier.cluster.arrive.release;" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
+  }
 }
 
 }  // namespace
@@ -162,13 +202,16 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
                            : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 2, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm two-shot", [&](auto tag) {
     using T = decltype(tag);
-    // A CTA per row of a rank's block (rows in turn beyond maxCtas).
+    // A cluster of ctas CTAs per row of a rank's block (rows in turn beyond maxCtas),
+    // more than one where the rows alone leave the grid short.
+    const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
     const size_t per = ((c.tokens < passRows ? c.tokens : passRows) + size_t(dc.nranks) - 1) / size_t(dc.nranks);
-    const unsigned grid = unsigned(per < size_t(dc.maxCtas) ? per : size_t(dc.maxCtas));
-    const unsigned threads =
-        norm::rowThreads(c.hidden / dev::PackTraits<T>::kElems) + unsigned(dev::kCallWarpThreads);
+    const unsigned ctas = tuning::normTwoShotClusterCtas(per, rowPacks, size_t(dc.maxCtas));
+    const size_t clusters = per < size_t(dc.maxCtas) / ctas ? per : size_t(dc.maxCtas) / ctas;
+    const unsigned threads = norm::rowThreads((rowPacks + ctas - 1) / ctas) + unsigned(dev::kCallWarpThreads);
     auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceNormTwoShotKernel<T, decltype(nr)::value>; });
-    return launchKernelEx(kernel, dim3(grid), dim3(threads), stream, pdl, dc, channel, c, passRows, sig);
+    return launchClusterKernelEx(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), ctas, stream, pdl, dc,
+                                 channel, c, passRows, sig);
   });
 }
 

@@ -72,6 +72,13 @@ constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormTwoShotMaxRanks = 2;
+// The two-shot kernel's rows over clusters of CTAs where a pass's blocks have too few
+// rows to fill the grid (long rows in small slots): the width doubles while a block's
+// clusters still fit maxCtas CTAs and each CTA keeps at least 128 packs, up to the
+// portable cluster size. 4 H100s: 2048 x 16384 at 2 ranks 232 us (2 CTAs a row) against
+// 274 (one), at 4 ranks 592 (8) against 1110 (one).        perf-log: normTwoShotClusterCtas
+constexpr unsigned kNormTwoShotMaxClusterCtas = 8;
+constexpr size_t kNormTwoShotMinClusterPacks = 128;
 // FC_ARNORM_CLUSTER_PACKS' default beyond one CTA's row: clusters of 256 packs per CTA
 // (ahead of 128 and of one CTA at hidden 8192).             perf-log: normClusterPacks
 constexpr uint32_t kNormClusterPacks = 256;
@@ -254,6 +261,14 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
                                                        : allReduceNormTwoShotAuto(q.nranks);
   if (twoShot && q.twoShotFits) return NormPath::TwoShot;
   return NormPath::Unfused;
+}
+
+unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCtas) {
+  unsigned ctas = 1;
+  while (ctas * 2 <= kNormTwoShotMaxClusterCtas && blockRows * ctas * 2 <= maxCtas &&
+         rowPacks / (ctas * 2) >= kNormTwoShotMinClusterPacks)
+    ctas *= 2;
+  return ctas;
 }
 
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {

@@ -85,6 +85,10 @@ struct NormQuery {
 };
 NormPath chooseAllReduceNorm(const NormQuery& q);
 
+// The two-shot kernel's CTAs per row (a thread block cluster) for blocks of blockRows
+// rows of rowPacks 16-byte packs on a grid of at most maxCtas CTAs: 1, 2, 4 or 8.
+unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCtas);
+
 // FC_ARNORM_CLUSTER_PACKS' default: 0 (one CTA per row) while one CTA's data threads
 // hold the row one pack each, else clusters of this many 16-byte packs per CTA.
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);

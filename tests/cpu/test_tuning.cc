@@ -153,6 +153,14 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
   CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES
 
+  // The two-shot kernel's clusters: only where a block's rows leave the grid short.
+  CHECK(normTwoShotClusterCtas(128, 1024, 128) == 1);  // 2 ranks, hidden 8192
+  CHECK(normTwoShotClusterCtas(64, 2048, 128) == 2);   // 2 ranks, hidden 16384
+  CHECK(normTwoShotClusterCtas(16, 2048, 128) == 8);   // 4 ranks, hidden 16384
+  CHECK(normTwoShotClusterCtas(32, 1024, 128) == 4);   // 4 ranks, hidden 8192
+  CHECK(normTwoShotClusterCtas(51, 640, 128) == 2);    // 4 ranks, hidden 5120
+  CHECK(normTwoShotClusterCtas(16, 256, 128) == 2);    // short rows keep 128 packs a CTA
+  CHECK(normTwoShotClusterCtas(1, 4096, 128) == 8);
   CHECK(normClusterPacks(512, 512) == 0);
   CHECK(normClusterPacks(1024, 512) == 256);
 }
