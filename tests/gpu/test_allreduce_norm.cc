@@ -40,8 +40,12 @@ std::vector<char> download(const void* src, size_t bytes) {
   return h;
 }
 
+// Ends with a device synchronisation: the ops under test run on non-blocking streams,
+// which are not ordered after the legacy stream's copy, and a cudaMemcpy from pageable
+// memory may return before its DMA has landed (OnesCalls uploads, then calls at once).
 void upload(void* dst, const std::vector<char>& h) {
   CUDA_REQUIRE(cudaMemcpy(dst, h.data(), h.size(), cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
 }
 
 // n normal values (scale s) rounded to t, from seed.

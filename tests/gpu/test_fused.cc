@@ -414,6 +414,9 @@ TEST_CASE("fcMatmulReduceScatter: back to back in a CUDA graph, replayed; bad ar
     const MmrsProblem p{ms, N, K, fcOpN, fcBfloat16, freshSeed(), freshSeed(), W, env.rank};
     uploadMmrs(p, A.p, B.p, C1.p);
     CUDA_REQUIRE(cudaMemset(C2.p, 0xff, ms * N * 2));
+    // The poisoning (legacy stream, asynchronous) before the replay on the non-blocking s:
+    // unwaited, it could land after the graph has written C2.
+    CUDA_REQUIRE(cudaDeviceSynchronize());
     CUDA_REQUIRE(cudaGraphLaunch(exec, s));
     CUDA_REQUIRE(cudaStreamSynchronize(s));
     INFO("replay " << replay);

@@ -245,6 +245,9 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
         const float scale = 0.05f;
         DeviceBuffer scaleBuf(sizeof(float));
         CUDA_REQUIRE(cudaMemcpy(scaleBuf.p, &scale, sizeof(float), cudaMemcpyHostToDevice));
+        // A cudaMemcpy from pageable memory may return before its DMA has landed, and the
+        // op runs on a non-blocking stream: wait for the scale before the fp8 form reads it.
+        CUDA_REQUIRE(cudaDeviceSynchronize());
         void* ro = form == 1 ? x.res.p : x.resOut.p;
         const fcResult_t r =
             form == 2 ? fcMatmulAllReduceResidualRMSNormFp8(x.A.p, x.B.p, x.res.p, x.w.p, ro, x.out.p,
