@@ -103,6 +103,24 @@ with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(plots, "model-2-breakdown.png")
     expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and
            "](perf/model-2-breakdown.png)" in text, "plot model-2-breakdown.png, linked")
+    # A prefill of 8 sequences (model-2-seqs8.csv, made-up rows): a subsection of model-2.csv's
+    # part, before its breakdown, with the same columns; 16384 tokens: ours (fc-sp 34710.2)
+    # over torch-async-tp's 33950.3 -> 1.02x, a loss named with its sequences.
+    model_sec = text.split("## The model:", 1)[-1].split("\n## ", 1)[0]
+    expect("### Prefill of 8 sequences: llama3-8b, 4 layers, 2 ranks" in model_sec,
+           "section model seqs8, in the model's")
+    expect(model_sec.find("### Prefill of 8 sequences") < model_sec.find("### Where the step's time goes") and
+           "### Prefill of 8 sequences" in model_sec, "model seqs8 before the breakdown")
+    expect("| workload | nccl | torch-async-tp | fc | fc-sp | fc-async-tp | bound | ours / bound | best other / ours "
+           "| nccl / ours | torch / fc async TP |" in model_sec.split("### Prefill of 8 sequences")[-1],
+           "model seqs8: the model table's columns")
+    expect("| prefill 2048 (8 x 256) | 4620.4 | 4501.8 | 4338.0 | 4276.5 | 4420.2 | 4060.3 | 1.053 | 1.053 | 1.080 "
+           "| 1.018 |" in text, "model seqs8 row from the sample")
+    expect("model llama3-8b, prefill 16384 (8 sequences): ours (best of fc, fc-sp) 1.02x the best other variant's time"
+           in text, "model seqs8 loss listed")
+    expect("[model-2-seqs8.csv](" in model_sec and "--seqs 8 --prefill 2048,8192,16384" in model_sec,
+           "model seqs8: raw file and command")
+    expect("crossover" not in text, "no crossover section without its file")
     new = open(readme).read()
     expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nMeasured 2026-11-23"), "README block rewritten")
     expect("stale figures" not in new and new.endswith("<!-- report:end -->\nafter\n"), "README outside the block kept")
@@ -118,6 +136,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 1 | 4096 | 8 KiB | 4.36 | 5.35 | 5.23 | 2.77 | 1.43 | 1.59 | 1.198 |" in text, "arnorm row from the sample")
     expect("all-reduce + RMSNorm at 1 x 4096: 1.59 us over the all-reduce alone" in text, "arnorm loss listed")
     expect("## All-reduce (bf16" not in text, "no section without its file")
+    expect("Prefill of" not in text and "crossover" not in text, "no seqs8 or crossover section without the files")
 
 # A 2-rank sample of fc-bench agmmstages (tests/data/report-sample-share): its section,
 # a row with the differences computed from the sample (waits = engine - no-wait, pulls =
@@ -234,7 +253,7 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("`tools/report %s %s-4ranks`" % (os.path.relpath(sample), os.path.relpath(sample)) in main_part,
            "two folders: the command names both")
     summary = main_part.split("## Summary", 1)[-1].split("Where we are slower", 1)[0]
-    expect("- at 4 ranks (4x made-up GPU (not a measurement), 2026-11-28, commit 1111111): 3 sections with their own "
+    expect("- at 4 ranks (4x made-up GPU (not a measurement), 2026-11-28, commit 1111111): 4 sections with their own "
            "summary ([its part](%s))" % anchor in summary, "two folders: one summary line points at the part")
     expect("## GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks)" in main_part and
            "## All-reduce (bf16, 2 ranks)" in main_part, "two folders: the main run's sections first")
@@ -248,6 +267,21 @@ with tempfile.TemporaryDirectory() as tmp:
            "#### All-reduce (fcAllReduce / kAllReduce) (4-rank run)" in part4, "two folders: the grid at 4 ranks")
     expect("### All-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks) (4-rank run)" in part4 and
            "| 1 | 4096 | 5.79 | 9.80 | 15.28 |" in part4, "two folders: a 2-rank file of the 4-rank folder, so titled")
+    # stages-crossover-4.csv (made-up rows in fc-bench stages' format): the Lamport one-shot
+    # ('full') beside auto per size, which is faster (a tie within 2 %), the crossover read off:
+    # auto ahead at every size from 500000 B (488.281 KiB); the one-shot ahead at 320000 B.
+    expect("### One-shot / two-shot crossover at 4 ranks (fc-bench stages, bf16)" in part4,
+           "two folders: the crossover section at 4 ranks")
+    expect("crossover" not in main_part, "two folders: no crossover in the 2-rank run (no file)")
+    expect(-1 < part4.find("### Decode grid:") < part4.find("### One-shot / two-shot crossover"),
+           "two folders: the crossover after the decode grid")
+    expect("| size | one-shot (full) | auto | auto / one-shot | faster |" in part4, "crossover: columns")
+    expect("| 312.5 KiB | 14.90 | 15.60 | 1.047 | **one-shot** |" in part4 and
+           "| 953.674 KiB | 32.60 | 25.40 | 0.779 | **auto** |" in part4 and
+           "| 390.625 KiB | 17.20 | 17.00 | 0.988 | tie (within 2 %) |" in part4, "crossover: rows from the sample")
+    expect("auto is ahead of the one-shot from 488.281 KiB on; the one-shot is faster at 312.5 KiB" in part4,
+           "crossover: read off")
+    expect("Prefill of" not in part4, "two folders: no seqs8 subsection in the 4-rank part (no file)")
     expect("\n## " not in part4, "two folders: the part's headings a level down")
     for name in ("grid-allreduce-flashinfer-4.png", "allreduce-2.png"):
         path = os.path.join(plots, name)
@@ -260,6 +294,28 @@ with tempfile.TemporaryDirectory() as tmp:
     same = subprocess.run(report + [sample, sample + "-grid", "--perf", perf, "--plots", plots, "--readme", ""],
                           capture_output=True, text=True)
     expect(same.returncode != 0 and "must differ in ranks" in same.stderr, "two folders of one rank count refused")
+
+# Without model-2.csv, model-2-seqs8.csv is a model part of its own; a stages-crossover file
+# without fcAllReduce's column (an older fc-bench) gets its section with a note, no table.
+with tempfile.TemporaryDirectory() as tmp:
+    import shutil
+    folder = os.path.join(tmp, "results")
+    os.makedirs(folder)
+    shutil.copy(os.path.join(sample, "manifest.json"), folder)
+    shutil.copy(os.path.join(sample, "model-2-seqs8.csv"), folder)
+    with open(os.path.join(sample + "-4ranks", "stages-crossover-4.csv")) as f:
+        lines = [",".join(line.rstrip("\n").split(",")[:-1]) + "\n" for line in f]  # allreduce-auto_us dropped
+    with open(os.path.join(folder, "stages-crossover-4.csv"), "w") as f:
+        f.writelines(lines)
+    perf = os.path.join(tmp, "perf.md")
+    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), folder, "--perf", perf,
+                    "--plots", os.path.join(tmp, "perf"), "--readme", ""], check=True)
+    text = open(perf).read()
+    expect(text.count("## The model:") == 1 and "## The model: llama3-8b, 4 layers, 2 ranks (tools/bench-model, bf16)\n"
+           "\n### Prefill of 8 sequences" in text, "seqs8 alone: a model part of its own")
+    expect("| prefill 8192 (8 x 1024) | 17950.2 |" in text, "seqs8 alone: its rows")
+    expect("## One-shot / two-shot crossover at 4 ranks" in text and "lacks the column allreduce-auto_us" in text
+           and "| size | one-shot (full)" not in text, "crossover without auto's column: a note, no table")
 
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)
