@@ -227,5 +227,15 @@ if __name__ == "__main__":
     expect(all("CUDA: registered at %s" % atp.__file__ in d for d in on), "async_tp: ours is the CUDA kernel when on")
     expect(atp._LIB is lib, "async_tp: registered once")
 
+    # FlashInfer's variant hands its fused kernel what vLLM would (64 / 2 / 0.5 MB of bf16
+    # input at 2 / 4 / 8 ranks), its workspace sized for that, not for the longest prefill.
+    fi = bench.flashinfer_fused_tokens
+    expect(fi(2, 4096, 16384) == (8192, 64), "flashinfer: 2 ranks, hidden 4096: 8192 tokens fused (64 MB)")
+    expect(fi(4, 8192, 16384) == (128, 2), "flashinfer: 4 ranks, hidden 8192: 128 tokens fused (2 MB)")
+    expect(fi(8, 8192, 16384) == (32, 0.5), "flashinfer: 8 ranks, hidden 8192: 32 tokens fused (0.5 MB)")
+    expect(fi(2, 4096, 512) == (512, 64), "flashinfer: never more tokens than the run's largest step")
+    expect(fi(3, 16384, 16384)[1] == 0.5, "flashinfer: a world size vLLM does not list takes the smallest limit")
+    expect(fi(8, 1 << 20, 16384)[0] == 1, "flashinfer: at least one token")
+
     print("FAILED: %s" % ", ".join(failures) if failures else "all sharded-math checks passed")
     sys.exit(1 if failures else 0)
