@@ -111,8 +111,10 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
 // A [M, K] x B^T (B [N, K], an nn.Linear weight), GEMV and Lamport all-reduce in one
 // kernel; out in datatype, or (fp32Out) the unrounded fp32 sums. gemvAllReduceFits says
 // where it runs: bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples
-// of 8, 16-byte aligned buffers, M x N within a Lamport push slot.
-constexpr size_t kGemvAllReduceMaxRows = 4;
+// of 8, 16-byte aligned buffers, M x N within a Lamport push slot. form: FMAs or MMAs
+// (Auto: tuning::gemvAllReduceMma; Fma where M allows it).
+constexpr size_t kGemvAllReduceMaxRows = 16;
+constexpr size_t kGemvFmaMaxRowsInstantiated = 4;  // the FMA form's instantiations
 struct GemvAllReduceArgs {
   const void* A;
   const void* B;
@@ -121,6 +123,7 @@ struct GemvAllReduceArgs {
   fcOperation_t transB;
   fcDataType_t datatype;
   bool fp32Out;
+  GemvForm form = GemvForm::Auto;
 };
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
 // sig: the op signature the call headers compare; pdl: programmatic dependent launch.

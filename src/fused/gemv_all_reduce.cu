@@ -19,16 +19,24 @@
 // CTAs, which are resident too.
 // The Rows kind's bookkeeping is the rank's (any grid): every CTA reads the buffer
 // index, the last to arrive moves it on, and readers clear the packs they read.
+//
+// Two forms of the product (GemvForm): CUDA-core FMAs on tiles of 8 columns (up to 4
+// rows: each row costs its FMAs, so from 2 rows they fall behind cuBLAS's tensor
+// cores), and tensor-core MMAs (mma.sync m16n8k16, fp32 accumulation) on tiles of 32
+// columns for 2-16 rows, where the rows ride in an MMA's M for free and the kernel stays
+// bound by reading B. Both push, poll and sum the same 8-column packs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
 #include "collectives/launch.h"
 #include "core/preload.h"
 #include "fused/fused.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
@@ -197,43 +205,229 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
 }
 
-// The launch of a call: rows of the instantiation (MR), warps per tile S, grid, tiles
-// per slot and the partials' shared memory. S: the one that gives the slots the least
-// work, perSlot tiles of K / S each (ties: fewer warps per tile), among those that
-// leave each warp at least kMinIterations loads of B per lane (fewer leave its loads
-// no time to overlap). On 2 H100s, S = 1 everywhere kept 640 of a 128-CTA grid's
-// 1024 warps busy at N = 5120 and took 60.1 us where cuBLAS alone took 53.4 at K =
-// 13824 (docs/perf-log.md, 2026-11-26).
+
+// ---- The tensor-core form -----------------------------------------------------------------
+// A tile is kSub x 8 = 32 columns. A warp's lane l holds column (l / 4) of each 8-column
+// part and packs of 8 k-elements at k = 32g + 8(l % 4) of a group g of 32 (B [N, K] is
+// row-major in k, so each lane loads whole 16-byte packs), and the same packs of A's
+// rows l / 4 and l / 4 + 8. The MMA's fragments want k pairs {2q, 2q+1} and {2q+8,
+// 2q+9} of each 16 (q = l % 4): a lane's pack holds k 8q..8q+7, which two MMAs take as
+// (8q+{0,1}, 8q+{2,3}) and (8q+{4,5}, 8q+{6,7}). That permutes k within the group the
+// same way for A and B, so every product A[m][k] B[k][n] is still summed once.
+constexpr int kSub = 4;                  // 8-column parts of a tile
+constexpr int kTileCols = kSub * E;      // a tile's columns
+constexpr int kGroupsAhead = 2;          // groups of 32 k per load batch (8 B packs per lane)
+constexpr int kRedStride = kTileCols + 8;  // red[] row stride: fewer bank conflicts
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+// One batch of loads: kGroupsAhead groups of 32 k, B's packs of the lane's column in
+// each part, A's packs of rows g (and g + 8 where MR = 16); zero past K, N or M.
+template <int MR>
+struct MmaLoads {
+  Pack b[kGroupsAhead][kSub];
+  Pack a[kGroupsAhead][MR / 8];
+};
+
+template <typename T, int MR>
+__device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const Pack* const (&b)[kSub],
+                                          int firstGroup, int kPacks, int M, int g, int q) {
+  const Pack zero{0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int u = 0; u < kGroupsAhead; ++u) {
+    const int kp = (firstGroup + u) * 4 + q;
+    const bool inK = kp < kPacks;
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) L.b[u][j] = inK && b[j] != nullptr ? loadPack(b[j] + kp) : zero;
+#pragma unroll
+    for (int h = 0; h < MR / 8; ++h) {
+      const int m = g + 8 * h;
+      L.a[u][h] = inK && m < M ? loadPack(a + size_t(m) * kPacks + kp) : zero;
+    }
+  }
+}
+
+template <typename T, int MR>
+__device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>& L) {
+#pragma unroll
+  for (int u = 0; u < kGroupsAhead; ++u) {
+    const Pack r0 = L.a[u][0];
+    const Pack r1 = MR == 16 ? L.a[u][MR / 8 - 1] : Pack{0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) {
+      const Pack& bp = L.b[u][j];
+      mma16816<T>(d[j], r0.x, r1.x, r0.y, r1.y, bp.x, bp.y);
+      mma16816<T>(d[j], r0.z, r1.z, r0.w, r1.w, bp.z, bp.w);
+    }
+  }
+}
+
+// The tensor-core form of gemvAllReduceKernel (same arguments; MR: 8 or 16 rows; the
+// tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
+template <typename T, int NR, int MR>
+__global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
+    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
+                           int N, int K, int S, int perSlot, uint32_t sig) {
+  static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
+  __shared__ __align__(16) float red[kWarps][MR * kRedStride];
+  extern __shared__ Pack own[];
+  const int W = NR > 0 ? NR : dc.nranks;
+  const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int parts = N / E, tiles = (parts + kSub - 1) / kSub, kPacks = K / E;
+  const int kBatches = (kPacks + 4 * kGroupsAhead - 1) / (4 * kGroupsAhead);
+  const int slots = kWarps / S, stride = int(gridDim.x) * slots;
+  dev::waitForPreviousGrid();  // as gemvAllReduceKernel
+  dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
+  __syncthreads();
+  if (threadIdx.x >= unsigned(kData)) {
+    if (blockIdx.x == 0) {
+      dev::LamportCall call(dc, channel, sig, uint64_t(M) * uint64_t(N));
+      call.run(Op::MatmulAllReduce, channel);
+    }
+    return;
+  }
+  uint32_t before = 0;
+  if (threadIdx.x == 0) before = run.arrive();
+  const int slot = warp / S, kSplit = warp % S, g = lane / 4, q = lane % 4;
+  const int slotThread = kSplit * 32 + lane;
+  const Pack* a = reinterpret_cast<const Pack*>(A);
+  int n = 0;
+  for (int tile = int(blockIdx.x) * slots + slot; tile < tiles; tile += stride, ++n) {
+    const Pack* b[kSub];
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) {
+      const int part = tile * kSub + j;
+      b[j] = part < parts ? reinterpret_cast<const Pack*>(B + (size_t(part) * E + size_t(g)) * size_t(K)) : nullptr;
+    }
+    float d[kSub][4];
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+    // Batches kSplit, kSplit + S, ... of this warp, one batch's loads in flight ahead.
+    int batch = kSplit;
+    MmaLoads<MR> cur;
+    if (batch < kBatches) loadBatch<T, MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
+    while (batch < kBatches) {
+      const int next = batch + S;
+      MmaLoads<MR> ahead;
+      if (next < kBatches) loadBatch<T, MR>(ahead, a, b, next * kGroupsAhead, kPacks, M, g, q);
+      mmaBatch<T, MR>(d, cur);
+      if (next < kBatches) cur = ahead;
+      batch = next;
+    }
+    // The tile's sums: every warp's fragments into red[], then each pack (row, part)
+    // summed over the slot's warps in order, rounded once, kept and pushed.
+    float* mine = red[warp];
+#pragma unroll
+    for (int j = 0; j < kSub; ++j) {
+      *reinterpret_cast<float2*>(mine + g * kRedStride + j * E + 2 * q) = make_float2(d[j][0], d[j][1]);
+      if (MR == 16)
+        *reinterpret_cast<float2*>(mine + (g + 8) * kRedStride + j * E + 2 * q) = make_float2(d[j][2], d[j][3]);
+    }
+    if (S > 1) namedBarrier(1 + slot, S * 32); else __syncwarp();
+    for (int i = slotThread; i < M * kSub; i += S * 32) {
+      const int m = i / kSub, j = i % kSub, part = tile * kSub + j;
+      if (part >= parts) continue;
+      float s[E];
+#pragma unroll
+      for (int c = 0; c < E; ++c) s[c] = red[slot * S][m * kRedStride + j * E + c];
+      for (int w = 1; w < S; ++w)
+#pragma unroll
+        for (int c = 0; c < E; ++c) s[c] += red[slot * S + w][m * kRedStride + j * E + c];
+      const Pack p = dev::toPack<T>(s);  // the rank's partial, rounded once
+      own[((slot * perSlot + n) * kSub + j) * MR + m] = p;
+      const Pack pushed = dev::notEmpty(p);
+      const size_t pk = size_t(m) * size_t(parts) + size_t(part);
+#pragma unroll 8
+      for (int jr = 1; jr < W; ++jr) run.slot((rank + jr) % W, run.buf, 0, rank)[pk] = pushed;
+    }
+    if (S > 1) namedBarrier(1 + slot, S * 32); else __syncwarp();  // red[] is rewritten next tile
+  }
+  dev::allowDependentLaunch();
+  namedBarrier(kFinalBarrier, kData);  // own[] complete
+  if (threadIdx.x == 0) run.advanceIfLast(before);
+  for (int i = int(threadIdx.x); i < slots * perSlot * kSub * MR; i += kData) {
+    const int m = i % MR, j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
+    const int tile = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride, part = tile * kSub + j;
+    if (tile >= tiles || part >= parts || m >= M) continue;
+    const size_t pk = size_t(m) * size_t(parts) + size_t(part);
+    float acc[E];
+    if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, own[i], acc)) return;
+    run.clearRead(pk);
+    const size_t at = size_t(m) * size_t(N) + size_t(part) * E;
+    if (fp32Out) {
+      float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
+      o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+      o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+    } else {
+      *reinterpret_cast<Pack*>(static_cast<T*>(out) + at) = dev::toPack<T>(acc);
+    }
+  }
+}
+
+// The launch of a call: the form, rows of the instantiation (MR), warps per tile S,
+// grid, tiles per slot and the partials' shared memory. S: the one that gives the slots
+// the least work, perSlot tiles of K / S each (ties: fewer warps per tile), among those
+// that leave each warp at least kMinIterations batches of loads of B per lane (fewer
+// leave its loads no time to overlap). On 2 H100s, S = 1 everywhere kept 640 of a
+// 128-CTA grid's 1024 warps busy at N = 5120 and took 60.1 us where cuBLAS alone took
+// 53.4 at K = 13824 (docs/perf-log.md, 2026-11-26).
 constexpr int kMinIterations = 4;
 struct Shape {
+  bool mma;
   int rows, S, perSlot;
   size_t grid, smem;
 };
 Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   Shape s{};
-  s.rows = g.M <= 1 ? 1 : g.M <= 2 ? 2 : 4;
-  const size_t tiles = g.N / E, kPacks = g.K / E;
+  s.mma = g.M > kGemvFmaMaxRowsInstantiated || g.form == GemvForm::Mma ||
+          (g.form == GemvForm::Auto && tuning::gemvAllReduceMma(g.M));
+  const size_t parts = g.N / E, kPacks = g.K / E;
+  // Tiles (of 8 or 32 columns) and batches of loads of K per lane (8 or 64 elements).
+  const size_t tiles = s.mma ? (parts + kSub - 1) / kSub : parts;
+  const size_t batches = s.mma ? kPacks / (4 * kGroupsAhead) : kPacks / 32;
+  s.rows = s.mma ? (g.M <= 8 ? 8 : 16) : g.M <= 1 ? 1 : g.M <= 2 ? 2 : 4;
   s.grid = std::min<size_t>(size_t(dc.maxCtas), std::max<size_t>(1, tiles));
   auto perSlot = [&](int S) { return (tiles + s.grid * size_t(kWarps / S) - 1) / (s.grid * size_t(kWarps / S)); };
   s.S = 1;
-  for (int S = 2; S <= kWarps && kPacks >= size_t(S) * 32 * kMinIterations; S *= 2)
+  for (int S = 2; S <= kWarps && batches >= size_t(S) * kMinIterations; S *= 2)
     if (perSlot(S) * size_t(s.S) < perSlot(s.S) * size_t(S)) s.S = S;  // perSlot / S smaller
   s.perSlot = int(perSlot(s.S));
   const size_t slots = size_t(kWarps / s.S);
-  s.smem = slots * size_t(s.perSlot) * size_t(s.rows) * sizeof(Pack);
+  s.smem = slots * size_t(s.perSlot) * size_t(s.mma ? kSub : 1) * size_t(s.rows) * sizeof(Pack);
   return s;
 }
 
-template <typename T, int MR>
+template <typename T, int MR, bool Mma>
 fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, const Shape& s, uint32_t sig,
                       bool pdl, cudaStream_t stream) {
   static_assert(kData + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
   return byWorldSize(dc.nranks, [&](auto nr) {
     constexpr int NR = decltype(nr)::value;
-    return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, dim3(unsigned(s.grid)),
-                              dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem, stream, pdl, dc, channel,
-                              static_cast<const T*>(g.A), static_cast<const T*>(g.B), g.out, g.fp32Out, int(g.M),
-                              int(g.N), int(g.K), s.S, s.perSlot, sig);
+    auto kernel = [] {
+      if constexpr (Mma)
+        return gemvMmaAllReduceKernel<T, NR, MR>;
+      else
+        return gemvAllReduceKernel<T, NR, MR>;
+    }();
+    return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
+                              stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B), g.out,
+                              g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
   });
 }
 
@@ -260,9 +454,12 @@ fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllR
       return setError(fcInternalError, "GEMV + all-reduce: 16-bit types only");
     } else {
       const Shape s = shapeOf(dc, g);
-      return s.rows == 1   ? launchRows<T, 1>(dc, channel, g, s, sig, pdl, stream)
-             : s.rows == 2 ? launchRows<T, 2>(dc, channel, g, s, sig, pdl, stream)
-                           : launchRows<T, 4>(dc, channel, g, s, sig, pdl, stream);
+      if (s.mma)
+        return s.rows == 8 ? launchRows<T, 8, true>(dc, channel, g, s, sig, pdl, stream)
+                           : launchRows<T, 16, true>(dc, channel, g, s, sig, pdl, stream);
+      return s.rows == 1   ? launchRows<T, 1, false>(dc, channel, g, s, sig, pdl, stream)
+             : s.rows == 2 ? launchRows<T, 2, false>(dc, channel, g, s, sig, pdl, stream)
+                           : launchRows<T, 4, false>(dc, channel, g, s, sig, pdl, stream);
     }
   });
 }

@@ -47,4 +47,8 @@ enum class MatmulAllReduceAlgo { Auto, Fused, Unfused, Engine };
 // the GEMM then the all-reduce (+ norm), or the reduce-scatter + all-gather.
 enum class MatmulAllReducePath { OneKernel, AllReduce, ReduceScatterAllGather };
 
+// The one decode kernel's product (fused/gemv_all_reduce.cu): CUDA-core FMAs or
+// tensor-core MMAs. FC_GEMV_FORM ("auto", "fma": up to 4 rows, "mma").
+enum class GemvForm { Auto, Fma, Mma };
+
 }  // namespace fc

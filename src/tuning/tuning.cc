@@ -139,6 +139,9 @@ constexpr size_t kMmarOneKernelMaxRows = 1;
 // ... with K up to 8192 (at 13824 it read B slower than cuBLAS).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarOneKernelMaxK = 8192;
+// Its FMA form for one row, the MMA form (tensor cores) from 2.
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr size_t kGemvFmaMaxRows = 1;
 // The reduce-scatter + all-gather (plain form) only at 2 ranks, from 4096 rows per rank
 // (1-8 % ahead at 8192 rows; behind at 2048; the norm forms behind everywhere).
 //                                                          perf-log: chooseMatmulAllReduce
@@ -359,6 +362,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
     return P::ReduceScatterAllGather;
   return P::AllReduce;
 }
+
+bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------
 

@@ -152,6 +152,9 @@ struct MatmulAllReduceQuery {
 // all-gather, else the all-reduce), else a function of the shape and the world size.
 MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 
+// The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows.
+bool gemvAllReduceMma(size_t M);
+
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather
 // engine's M x N x K GEMM (2-byte elements) on smCount SMs.
