@@ -3,8 +3,9 @@
 // "GEMM + all-reduce"):
 //   GEMV: decode rows in one kernel that streams the weight once and pushes each tile's
 //     partial into the peers' Lamport buffers as soon as it is computed
-//     (fused/gemv_all_reduce.cu); the norm forms then run the residual + RMSNorm kernel
-//     on its unrounded fp32 sums (PDL);
+//     (fused/gemv_all_reduce.cu); for the norm forms the same kernel adds the residual
+//     and normalises the rows (its CTAs meet at a grid barrier for the rows' sums of
+//     squares: fused/gemv_finish.cuh);
 //   all-reduce: the GEMM writes this rank's product where the all-reduce (+ norm) reads
 //     it - C itself or normOut (then the all-reduce runs in place), or our own
 //     workspace for the Lamport kernels, which read their input locally only - and
@@ -48,20 +49,13 @@ uint32_t pathFlags(const MarCall& m, MarPath path) {
   return uint32_t(m.transB) | (m.norm ? 2u : 0u) | (uint32_t(path) << 2);
 }
 
-// The decode kernel's arguments for the call (its output: C, or fp32 sums in our
-// workspace for the norm forms).
-GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
-  const fcComm* comm = m.comm;
-  void* out = m.norm == nullptr ? m.C : ce::slot(comm->dev, comm->rank, channel, 0);
-  return GemvAllReduceArgs{m.A,        m.B,        out, m.M, m.N, m.K, m.transB,
-                           m.datatype, m.norm != nullptr, comm->params.gemvForm};
+// The decode kernel's arguments for the call (C, or the norm forms' call: the kernel
+// adds the residual and normalises too).
+GemvAllReduceArgs gemvArgs(const MarCall& m) {
+  return GemvAllReduceArgs{m.A, m.B, m.C, m.norm, m.M, m.N, m.K, m.transB, m.datatype, m.comm->params.gemvForm};
 }
 
-bool gemvFits(const MarCall& m, int channel) {
-  const fcComm* comm = m.comm;
-  return (m.norm == nullptr || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) &&
-         gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
-}
+bool gemvFits(const MarCall& m) { return gemvAllReduceFits(m.comm->dev, gemvArgs(m)); }
 
 // fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
 // our block of the sum buffer (C, or normOut), the engine's gather asked for.
@@ -85,12 +79,12 @@ FusedAlgo reduceScatterChoice(const fcComm* comm) {
 // the shape allows it, else a function of the shape and the world size). The
 // reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
 // which only its all-reduce path has without more scratch.
-MarPath choosePath(const MarCall& m, int channel) {
+MarPath choosePath(const MarCall& m) {
   tuning::MatmulAllReduceQuery q;
   q.forced = m.comm->params.matmulAllReduceAlgo;
   q.nranks = m.comm->nranks;
   q.M = m.M, q.N = m.N, q.K = m.K;
-  q.oneKernelFits = gemvFits(m, channel);
+  q.oneKernelFits = gemvFits(m);
   q.rowsSplit = m.M % size_t(q.nranks) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
   q.norm = m.norm != nullptr;
   // The shape's answer (as if every buffer were 16-byte aligned): the path must not
@@ -101,12 +95,9 @@ MarPath choosePath(const MarCall& m, int channel) {
   return tuning::chooseMatmulAllReduce(q);
 }
 
-// The decode path: one kernel, then (norm forms) the residual + RMSNorm on its fp32 sums.
+// The decode path: one kernel (the norm forms' residual + RMSNorm in it too).
 fcResult_t viaGemv(const MarCall& m, const Call& c, uint32_t sig, cudaStream_t stream) {
-  const GemvAllReduceArgs g = gemvArgs(m, c.lane.channel);
-  FC_CHECK(launchGemvAllReduce(m.comm->dev, c.lane.channel, g, sig, m.comm->params.pdl, stream));
-  if (m.norm == nullptr) return fcSuccess;
-  return launchResidualNorm(*m.norm, g.out, m.comm->params.pdl, stream, true);
+  return launchGemvAllReduce(m.comm->dev, c.lane.channel, gemvArgs(m), sig, m.comm->params.pdl, stream);
 }
 
 // Checks the norm forms add to the GEMM's (with tokens = M, hidden = N; c: the call
@@ -252,7 +243,7 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
                            {"residualOut", n.residualOut}, {outName, out}, {"scale", n.scale}}));
   }
   FC_CHECK(commOpBegin(comm, m.fn, stream, &c.lane));
-  const MarPath path = choosePath(m, c.lane.channel);
+  const MarPath path = choosePath(m);
   if (comm->nranks == 1) {
     fcResult_t res = fcSuccess;
     if (m.norm == nullptr) {

@@ -9,8 +9,8 @@
 // Lamport buffer (the Rows kind of lamport.cuh: the data is its own flag), while the
 // other tiles are still being computed. At the end every CTA polls for its tiles'
 // packs from every peer, sums them with its own in rank order in fp32 (the same bits
-// on every rank) and stores the sum rounded once, or unrounded in fp32 for the norm
-// forms, whose residual + RMSNorm kernel adds the residual and rounds once.
+// on every rank) and stores the sum rounded once - or, for the norm forms, adds the
+// residual, rounds once, and normalises the rows (gemv_finish.cuh).
 //
 // Work: a CTA's warps form slots of S warps (S splits K); each slot takes tiles in
 // turn at its own pace, so that the loads of B never wait for another slot. The grid
@@ -36,6 +36,7 @@
 #include "collectives/launch.h"
 #include "core/preload.h"
 #include "fused/fused.h"
+#include "fused/gemv_finish.cuh"
 #include "tuning/tuning.h"
 
 namespace fc {
@@ -80,12 +81,12 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
   }
 }
 
-// out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
+// o: C, or the norm forms' outputs (gemv_finish.cuh). S: warps per tile (a power of
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, uint32_t sig) {
+    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, gemv::Output o, int M, int N, int K,
+                        int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -186,25 +187,15 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   namedBarrier(kFinalBarrier, kData);  // own[] complete
   if (threadIdx.x == 0) run.advanceIfLast(before);
   // Every pack of this CTA's tiles: the peers' partials (polled), ours, summed in rank
-  // order, stored. A wait that gives up has recorded the error: the thread stops.
-  for (int i = int(threadIdx.x); i < slots * perSlot * MR; i += kData) {
-    const int m = i % MR, sn = i / MR, sl = sn / perSlot, tile = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
-    if (tile >= tiles || m >= M) continue;
-    const size_t pk = size_t(m) * size_t(tiles) + size_t(tile);
-    float acc[E];
-    if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, own[i], acc)) return;
-    run.clearRead(pk);
-    const size_t at = size_t(m) * size_t(N) + size_t(tile) * E;
-    if (fp32Out) {
-      float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
-      o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-    } else {
-      *reinterpret_cast<Pack*>(static_cast<T*>(out) + at) = dev::toPack<T>(acc);
-    }
-  }
+  // order, stored (gemv_finish.cuh). A wait that gives up has recorded the error.
+  gemv::finishPacks<T, NR, MR, kData>(dc, channel, run, own, slots * perSlot * MR, M, N, o, kFinalBarrier,
+                                      [&](int i, int& m, int& part) {
+                                        m = i % MR;
+                                        const int sn = i / MR, sl = sn / perSlot;
+                                        part = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
+                                        return part < tiles && m < M;
+                                      });
 }
-
 
 // ---- The tensor-core form -----------------------------------------------------------------
 // A tile is kSub x 8 = 32 columns. A warp's lane l holds column (l / 4) of each 8-column
@@ -282,8 +273,8 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 // tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
-                           int N, int K, int S, int perSlot, uint32_t sig) {
+    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, gemv::Output o, int M, int N, int K,
+                           int S, int perSlot, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -361,23 +352,14 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
   if (threadIdx.x == 0) run.advanceIfLast(before);
-  for (int i = int(threadIdx.x); i < slots * perSlot * kSub * MR; i += kData) {
-    const int m = i % MR, j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
-    const int tile = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride, part = tile * kSub + j;
-    if (tile >= tiles || part >= parts || m >= M) continue;
-    const size_t pk = size_t(m) * size_t(parts) + size_t(part);
-    float acc[E];
-    if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, own[i], acc)) return;
-    run.clearRead(pk);
-    const size_t at = size_t(m) * size_t(N) + size_t(part) * E;
-    if (fp32Out) {
-      float4* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
-      o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-      o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-    } else {
-      *reinterpret_cast<Pack*>(static_cast<T*>(out) + at) = dev::toPack<T>(acc);
-    }
-  }
+  gemv::finishPacks<T, NR, MR, kData>(dc, channel, run, own, slots * perSlot * kSub * MR, M, N, o, kFinalBarrier,
+                                      [&](int i, int& m, int& part) {
+                                        m = i % MR;
+                                        const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
+                                        const int tile = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
+                                        part = tile * kSub + j;
+                                        return tile < tiles && part < parts && m < M;
+                                      });
 }
 
 // The launch of a call: the form, rows of the instantiation (MR), warps per tile S,
@@ -413,6 +395,14 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
+// The kernels' static shared memory (an upper bound): red[] and the finish's arrays.
+size_t staticSmem(const Shape& s) {
+  const size_t finish = (size_t(kWarps) + 1) * size_t(s.rows) * sizeof(float);
+  const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
+                           : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
+  return finish + red;
+}
+
 template <typename T, int MR, bool Mma>
 fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, const Shape& s, uint32_t sig,
                       bool pdl, cudaStream_t stream) {
@@ -426,24 +416,32 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
         return gemvAllReduceKernel<T, NR, MR>;
     }();
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
-                              stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B), g.out,
-                              g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
+                              stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
+                              gemv::Output{g.C, g.norm ? *g.norm : NormCall{}, g.norm != nullptr}, int(g.M),
+                              int(g.N), int(g.K), s.S, s.perSlot, sig);
   });
 }
 
 }  // namespace
+
+static_assert(kGemvAllReduceMaxRows <= size_t(kRowPartialsRows), "rowPartials holds every row");
 
 // Loaded with the communicator, not at first launch (core/preload.h).
 FC_PRELOAD_MODULE_OF(gemvAllReduceKernel<__nv_bfloat16, 2, 1>);
 
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const NormCall* n = g.norm;
+  const bool outputsAligned = n == nullptr ? aligned(g.C)
+                                           : aligned(n->residual) && aligned(n->weight) && aligned(n->residualOut) &&
+                                                 aligned(n->out) && aligned(n->outFp8);
   // Sizes as the kernel's int arithmetic takes them; every pack of C in one Lamport
-  // slot; the partials in at most 48 KiB of shared memory.
+  // slot; the partials and the kernel's own arrays in at most 48 KiB of shared memory.
+  const Shape s = shapeOf(dc, g);
   return dc.nranks >= 2 && (g.datatype == fcBfloat16 || g.datatype == fcFloat16) && g.transB == fcOpT && g.M >= 1 &&
          g.M <= kGemvAllReduceMaxRows && g.N % E == 0 && g.K % E == 0 && g.N < (size_t(1) << 28) &&
-         g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && aligned(g.out) &&
-         g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && shapeOf(dc, g).smem <= (size_t(48) << 10);
+         g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && outputsAligned &&
+         g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= (size_t(48) << 10);
 }
 
 fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, uint32_t sig, bool pdl,

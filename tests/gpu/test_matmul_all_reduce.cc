@@ -133,12 +133,14 @@ struct Shape {
 
 TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtypes, decode and prefill shapes") {
   const GpuEnv& env = gpuEnv();
-  // Decode rows (1, 3, 5, 8: the one-kernel path with B^T where N and K are multiples
-  // of 8; 70 x 40 is not: cuBLAS + the Lamport one-shot), mid-size, and products past
+  // Decode rows (1, 3, 5, 8, 12, 16: the one-kernel path with B^T where N and K are
+  // multiples of 8, FMAs or tensor cores by M; 70 x 40 is not: cuBLAS + the Lamport
+  // one-shot), mid-size, and products past
   // the Lamport one-shot's slot (the two-shot) with M a multiple of every world size
   // (the forced reduce-scatter + all-gather path runs there).
-  const Shape shapes[] = {{1, 72, 40}, {3, 70, 40}, {1, 4096, 512}, {5, 520, 264}, {8, 2056, 136},
-                          {16, 1032, 264}, {96, 520, 136}, {1024, 4224, 200}, {512, 3840, 256}};
+  const Shape shapes[] = {{1, 72, 40},     {3, 70, 40},     {1, 4096, 512},   {5, 520, 264},
+                          {8, 2056, 136},   {12, 4104, 1032}, {16, 1032, 264},  {96, 520, 136},
+                          {1024, 4224, 200}, {512, 3840, 256}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
@@ -232,10 +234,12 @@ std::vector<double> rowScales(const NormInputs& x, const std::vector<char>& gotR
 TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in place, fp8, the same bits") {
   const GpuEnv& env = gpuEnv();
   const float eps = 1e-5f;
-  // Decode rows (the one-kernel path and the norm on its fp32 sums), rows for the one
-  // Lamport all-reduce + norm kernel, rows past its limit (300 x 2056: the two-shot
-  // kernel at 2 ranks, else all-reduce + norm), N not a power of two.
-  const Shape shapes[] = {{1, 4096, 512}, {7, 2056, 264}, {64, 4096, 136}, {300, 2056, 136}, {512, 3840, 256}};
+  // Decode rows (the one-kernel path with the norm in it: FMAs for one row, tensor
+  // cores for 7 and 13, whose last tile of 32 columns is partial at N = 2056), rows for
+  // the one Lamport all-reduce + norm kernel, rows past its limit (300 x 2056: the
+  // two-shot kernel at 2 ranks, else all-reduce + norm), N not a power of two.
+  const Shape shapes[] = {{1, 4096, 512}, {7, 2056, 264},   {13, 2056, 520},
+                          {64, 4096, 136}, {300, 2056, 136}, {512, 3840, 256}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
       for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8
