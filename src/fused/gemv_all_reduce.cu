@@ -299,7 +299,10 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const int slotThread = kSplit * 32 + lane;
   const Pack* a = reinterpret_cast<const Pack*>(A);
   int n = 0;
-  for (int tile = int(blockIdx.x) * slots + slot; tile < tiles; tile += stride, ++n) {
+  // Tiles go to the CTAs first, then to their slots (tile = slot * grid + CTA + n *
+  // stride): where there are fewer tiles than slots, every SM still gets some, so that
+  // the loads of B spread over all of them (N = 5120: 160 tiles on 128 CTAs).
+  for (int tile = slot * int(gridDim.x) + int(blockIdx.x); tile < tiles; tile += stride, ++n) {
     const Pack* b[kSub];
 #pragma unroll
     for (int j = 0; j < kSub; ++j) {
@@ -356,7 +359,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                                       [&](int i, int& m, int& part) {
                                         m = i % MR;
                                         const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
-                                        const int tile = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
+                                        const int tile = sl * int(gridDim.x) + int(blockIdx.x) + (sn % perSlot) * stride;
                                         part = tile * kSub + j;
                                         return tile < tiles && part < parts && m < M;
                                       });

@@ -30,23 +30,25 @@ struct Output {
   bool withNorm;
 };
 
-// The kernel's grid barrier on this GPU (one thread per CTA; every CTA of the grid must
-// arrive): sense reversal on {arrivals, generation} in this rank's signal region. The
-// generation is read before arriving - it moves on only once every CTA has arrived, so
-// ours cannot be missed - and the last arrival resets the count, then publishes the
-// next generation with a release; the others acquire it. The caller's fence before it
-// makes its CTA's stores (made visible to this thread by a CTA barrier) visible to the
-// other CTAs that acquire. Bounded: WaitExits (deadline, abort, another CTA's error).
+// The kernel's grid barrier on this GPU (one thread per CTA, after a CTA barrier; every
+// CTA of the grid must arrive): sense reversal on {arrivals, generation} in this rank's
+// signal region. The generation is read (acquire) before arriving - it moves on only
+// once every CTA has arrived, so ours cannot be missed. The arrival is an acq_rel add:
+// its release covers the stores the CTA barrier ordered before it (cumulativity), and
+// the last arrival, which acquires every earlier one, resets the count and publishes
+// the next generation with a release that passes them all on; the others acquire it,
+// and a CTA barrier after this hands it to their threads. Bounded: WaitExits
+// (deadline, abort, another CTA's or rank's error).
 __device__ inline bool gridBarrier(const DeviceComm& dc, int channel, Op op) {
   uint32_t* words = reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kGridBarrierOffset +
                                                 size_t(channel) * 64);
   uint32_t* arrivals = words;
   uint32_t* generation = words + 1;
-  uint32_t gen;
+  uint32_t gen, before;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(generation) : "memory");
-  const uint32_t before = atomicAdd(arrivals, 1u);
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(arrivals) : "memory");
   if (before == gridDim.x - 1) {
-    *reinterpret_cast<volatile uint32_t*>(arrivals) = 0u;  // ordered before the release below
+    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(arrivals) : "memory");  // before the release
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(generation), "r"(gen + 1u) : "memory");
     return true;
   }
@@ -55,7 +57,6 @@ __device__ inline bool gridBarrier(const DeviceComm& dc, int channel, Op op) {
     uint32_t now;
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(generation) : "memory");
     if (now != gen) return true;
-    __nanosleep(32);
     if ((spin & 1023u) == 0u &&
         exits.giveUp(dc, op, dc.rank, channel, gen + 1u, dev::loadVolatile(arrivals), WaitKind::Grid))
       return false;
@@ -88,10 +89,29 @@ __device__ __forceinline__ bool finishPacks(const DeviceComm& dc, int channel,
     return any != 0u;
   };
   const Pack* residual = static_cast<const Pack*>(o.norm.residual);
+  const Pack* weight = static_cast<const Pack*>(o.norm.weight);
   Pack* residualOut = static_cast<Pack*>(o.norm.residualOut);
+  // The norm's loads of this thread's first kPre packs (residual, weight) go out before
+  // the polls, whose waits for the peers hide their latency (as normRow's prefetch).
+  constexpr int kPre = 2;
+  Pack residualPre[kPre], weightPre[kPre];
+  float invScale = 1.f;
+  if (o.withNorm) {
+    if (o.norm.scale != nullptr) invScale = 1.f / *o.norm.scale;
+#pragma unroll
+    for (int k = 0; k < kPre; ++k) {
+      int m, part;
+      const int i = tid + k * kData;
+      if (i < count && locate(i, m, part)) {
+        residualPre[k] = residual[size_t(m) * size_t(parts) + size_t(part)];
+        weightPre[k] = weight[part];
+      }
+    }
+  }
   float ss = 0.f;
   bool failed = false;
-  for (int i = tid; i < count && !failed; i += kData) {
+  int k = 0;
+  for (int i = tid; i < count && !failed; i += kData, ++k) {
     int m, part;
     if (!locate(i, m, part)) continue;
     const size_t pk = size_t(m) * size_t(parts) + size_t(part);
@@ -105,7 +125,7 @@ __device__ __forceinline__ bool finishPacks(const DeviceComm& dc, int channel,
       *reinterpret_cast<Pack*>(static_cast<T*>(o.C) + pk * E) = dev::toPack<T>(acc);
       continue;
     }
-    const Pack x = norm::addResidual<T>(acc, residual[pk], ss);  // rounded once
+    const Pack x = norm::addResidual<T>(acc, k < kPre ? residualPre[k] : residual[pk], ss);  // rounded once
     residualOut[pk] = x;
     own[i] = x;  // for the norm below (own[i] is this thread's alone)
   }
@@ -121,14 +141,10 @@ __device__ __forceinline__ bool finishPacks(const DeviceComm& dc, int channel,
     float s = 0.f;
     for (int w = 0; w < kWarps; ++w) s += warpSums[w][tid];
     partials[size_t(tid) * kMaxBlocks + blockIdx.x] = s;
-    __threadfence();  // our partial before thread 0's arrival (after the CTA barrier)
   }
-  anyAtBarrier(false);
+  anyAtBarrier(false);  // our partials before thread 0's arrival (its release covers them)
   bool gaveUp = false;
-  if (tid == 0) {
-    __threadfence();
-    gaveUp = !gridBarrier(dc, channel, Op::MatmulAllReduce);
-  }
+  if (tid == 0) gaveUp = !gridBarrier(dc, channel, Op::MatmulAllReduce);
   if (anyAtBarrier(gaveUp)) return false;
   // Each row's total over the grid's CTAs, in CTA order then a fixed butterfly: warp w
   // takes rows w, w + kWarps, ...
@@ -141,14 +157,14 @@ __device__ __forceinline__ bool finishPacks(const DeviceComm& dc, int channel,
     if (lane == 0) rstd[m] = rsqrtf(s / float(N) + o.norm.eps);
   }
   anyAtBarrier(false);
-  const float invScale = o.norm.scale ? 1.f / *o.norm.scale : 1.f;
-  const Pack* weight = static_cast<const Pack*>(o.norm.weight);
   Pack* out = static_cast<Pack*>(o.norm.out);  // NULL: the fp8 output instead
-  for (int i = tid; i < count; i += kData) {
+  k = 0;
+  for (int i = tid; i < count; i += kData, ++k) {
     int m, part;
     if (!locate(i, m, part)) continue;
     const size_t pk = size_t(m) * size_t(parts) + size_t(part);
-    norm::storeNormed<T>(o.norm, out, pk, pk * E, own[i], weight[part], rstd[m], invScale);
+    norm::storeNormed<T>(o.norm, out, pk, pk * E, own[i], k < kPre ? weightPre[k] : weight[part], rstd[m],
+                         invScale);
   }
   return true;
 }
