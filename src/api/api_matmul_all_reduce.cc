@@ -3,9 +3,8 @@
 // "GEMM + all-reduce"):
 //   GEMV: decode rows in one kernel that streams the weight once and pushes each tile's
 //     partial into the peers' Lamport buffers as soon as it is computed
-//     (fused/gemv_all_reduce.cu); for the norm forms the same kernel adds the residual
-//     and normalises the rows (its CTAs meet at a grid barrier for the rows' sums of
-//     squares: fused/gemv_finish.cuh);
+//     (fused/gemv_all_reduce.cu); the norm forms then run the residual + RMSNorm kernel
+//     on its unrounded fp32 sums (PDL);
 //   all-reduce: the GEMM writes this rank's product where the all-reduce (+ norm) reads
 //     it - C itself or normOut (then the all-reduce runs in place), or our own
 //     workspace for the Lamport kernels, which read their input locally only - and
@@ -49,13 +48,20 @@ uint32_t pathFlags(const MarCall& m, MarPath path) {
   return uint32_t(m.transB) | (m.norm ? 2u : 0u) | (uint32_t(path) << 2);
 }
 
-// The decode kernel's arguments for the call (C, or the norm forms' call: the kernel
-// adds the residual and normalises too).
-GemvAllReduceArgs gemvArgs(const MarCall& m) {
-  return GemvAllReduceArgs{m.A, m.B, m.C, m.norm, m.M, m.N, m.K, m.transB, m.datatype, m.comm->params.gemvForm};
+// The decode kernel's arguments for the call (its output: C, or fp32 sums in our
+// workspace for the norm forms).
+GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
+  const fcComm* comm = m.comm;
+  void* out = m.norm == nullptr ? m.C : ce::slot(comm->dev, comm->rank, channel, 0);
+  return GemvAllReduceArgs{m.A,        m.B,        out, m.M, m.N, m.K, m.transB,
+                           m.datatype, m.norm != nullptr, comm->params.gemvForm};
 }
 
-bool gemvFits(const MarCall& m) { return gemvAllReduceFits(m.comm->dev, gemvArgs(m)); }
+bool gemvFits(const MarCall& m, int channel) {
+  const fcComm* comm = m.comm;
+  return (m.norm == nullptr || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) &&
+         gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
+}
 
 // fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
 // our block of the sum buffer (C, or normOut), the engine's gather asked for.
@@ -79,12 +85,13 @@ FusedAlgo reduceScatterChoice(const fcComm* comm) {
 // the shape allows it, else a function of the shape and the world size). The
 // reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
 // which only its all-reduce path has without more scratch.
-MarPath choosePath(const MarCall& m) {
+MarPath choosePath(const MarCall& m, int channel) {
   tuning::MatmulAllReduceQuery q;
   q.forced = m.comm->params.matmulAllReduceAlgo;
   q.nranks = m.comm->nranks;
   q.M = m.M, q.N = m.N, q.K = m.K;
-  q.oneKernelFits = gemvFits(m);
+  q.oneKernelFits = gemvFits(m, channel);
+  q.maxCtas = m.comm->dev.maxCtas;
   q.rowsSplit = m.M % size_t(q.nranks) == 0 && (m.norm == nullptr || m.norm->out != nullptr);
   q.norm = m.norm != nullptr;
   // The shape's answer (as if every buffer were 16-byte aligned): the path must not
@@ -95,9 +102,12 @@ MarPath choosePath(const MarCall& m) {
   return tuning::chooseMatmulAllReduce(q);
 }
 
-// The decode path: one kernel (the norm forms' residual + RMSNorm in it too).
+// The decode path: one kernel, then (norm forms) the residual + RMSNorm on its fp32 sums.
 fcResult_t viaGemv(const MarCall& m, const Call& c, uint32_t sig, cudaStream_t stream) {
-  return launchGemvAllReduce(m.comm->dev, c.lane.channel, gemvArgs(m), sig, m.comm->params.pdl, stream);
+  const GemvAllReduceArgs g = gemvArgs(m, c.lane.channel);
+  FC_CHECK(launchGemvAllReduce(m.comm->dev, c.lane.channel, g, sig, m.comm->params.pdl, stream));
+  if (m.norm == nullptr) return fcSuccess;
+  return launchResidualNorm(*m.norm, g.out, m.comm->params.pdl, stream, true);
 }
 
 // Checks the norm forms add to the GEMM's (with tokens = M, hidden = N; c: the call
@@ -243,7 +253,7 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
                            {"residualOut", n.residualOut}, {outName, out}, {"scale", n.scale}}));
   }
   FC_CHECK(commOpBegin(comm, m.fn, stream, &c.lane));
-  const MarPath path = choosePath(m);
+  const MarPath path = choosePath(m, c.lane.channel);
   if (comm->nranks == 1) {
     fcResult_t res = fcSuccess;
     if (m.norm == nullptr) {

@@ -297,9 +297,6 @@ fcResult_t commCheckAsync(fcComm* comm) {
       snprintf(waited, sizeof waited, "for rank %d's data in Lamport push buffer %u", e->peer, e->expected);
     else if (WaitKind(e->waitKind) == WaitKind::Shard)
       snprintf(waited, sizeof waited, "for rank %d's shard of A to land (copy engine)", e->peer);
-    else if (WaitKind(e->waitKind) == WaitKind::Grid)
-      snprintf(waited, sizeof waited, "for the kernel's other CTAs on this GPU at its grid barrier (generation %u)",
-               e->expected);
     else if (WaitKind(e->waitKind) == WaitKind::Tiles)
       snprintf(waited, sizeof waited, "for rank %d's partial tiles of our block, %u of %u stored", e->peer,
                e->seen, e->expected);

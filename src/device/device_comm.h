@@ -20,11 +20,6 @@
 //                                   scatter's tiles of our block stored by each rank
 //   [kTileTicketsOffset, +8)        tileTickets[channel]: the GEMM + reduce-scatter
 //                                   engine's next tile to hand out (this rank's GEMM)
-//   [kGridBarrierOffset, +128)      gridBarrier[channel]: {arrivals, generation}, 64 B
-//                                   apart: a barrier of one kernel's CTAs on this GPU
-//                                   (fcMatmulAllReduce's decode kernel with the norm)
-//   [kRowPartialsOffset, +16 KiB)   rowPartials[channel][row][CTA]: that kernel's row
-//                                   sums of squares per CTA, fp32
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -76,14 +71,9 @@ constexpr size_t kTileCountersBytes = size_t(kMaxChannels) * kMaxRanks * kMaxPie
 // grid's last ticket puts it back to zero, so each call finds it zero.
 constexpr size_t kTileTicketsOffset = kTileCountersOffset + kTileCountersBytes;
 constexpr size_t kTileTicketsBytes = size_t(kMaxChannels) * sizeof(uint32_t);
-constexpr size_t kGridBarrierOffset = (kTileTicketsOffset + kTileTicketsBytes + 63) / 64 * 64;
-constexpr size_t kGridBarrierBytes = size_t(kMaxChannels) * 64;
-constexpr int kRowPartialsRows = 16;  // the decode kernel's most rows (fused.h)
-constexpr size_t kRowPartialsOffset = kGridBarrierOffset + kGridBarrierBytes;
-constexpr size_t kRowPartialsBytes = size_t(kMaxChannels) * kRowPartialsRows * kMaxBlocks * sizeof(float);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kRowPartialsOffset + kRowPartialsBytes <= kSignalBytes, "signal region too small");
+static_assert(kTileTicketsOffset + kTileTicketsBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank
@@ -152,8 +142,7 @@ enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, 
 // pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, or a
 // peer's partial tiles of our block (the GEMM + reduce-scatter engine: its gates, and
 // its epilogue's reads in place).
-// Grid: this GPU's other CTAs of the same kernel at its grid barrier (seen: arrivals).
-enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3, Grid = 4 };
+enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3 };
 
 // What a rank is doing at a barrier, carried next to the epoch so that ranks calling
 // different collectives (or counts) at the same point notice: op (4 bits), dtype (4

@@ -11,7 +11,6 @@
 
 #include <cstddef>
 
-#include "collectives/collectives.h"
 #include "core/copy_queue.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
@@ -108,23 +107,22 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
                                      const MatmulReduceScatterArgs& a, FusedAlgo choice,
                                      cudaStream_t stream);
 
-// fcMatmulAllReduce's decode path (gemv_all_reduce.cu): C = the sum over ranks of
+// fcMatmulAllReduce's decode path (gemv_all_reduce.cu): out = the sum over ranks of
 // A [M, K] x B^T (B [N, K], an nn.Linear weight), GEMV and Lamport all-reduce in one
-// kernel; or (norm: its tokens = M, hidden = N) the residual + RMSNorm of that sum in
-// the same kernel (residualOut, out / outFp8). gemvAllReduceFits says where it runs:
-// bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples of 8, 16-byte
-// aligned buffers, M x N within a Lamport push slot. form: FMAs or MMAs (Auto:
-// tuning::gemvAllReduceMma; Fma where M allows it).
+// kernel; out in datatype, or (fp32Out) the unrounded fp32 sums. gemvAllReduceFits says
+// where it runs: bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples
+// of 8, 16-byte aligned buffers, M x N within a Lamport push slot. form: FMAs or MMAs
+// (Auto: tuning::gemvAllReduceMma; Fma where M allows it).
 constexpr size_t kGemvAllReduceMaxRows = 16;
 constexpr size_t kGemvFmaMaxRowsInstantiated = 4;  // the FMA form's instantiations
 struct GemvAllReduceArgs {
   const void* A;
   const void* B;
-  void* C;               // the plain form's output, or NULL
-  const NormCall* norm;  // the norm forms' call, or NULL
+  void* out;
   size_t M, N, K;
   fcOperation_t transB;
   fcDataType_t datatype;
+  bool fp32Out;
   GemvForm form = GemvForm::Auto;
 };
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);

@@ -9,8 +9,9 @@
 // Lamport buffer (the Rows kind of lamport.cuh: the data is its own flag), while the
 // other tiles are still being computed. At the end every CTA polls for its tiles'
 // packs from every peer, sums them with its own in rank order in fp32 (the same bits
-// on every rank) and stores the sum rounded once - or, for the norm forms, adds the
-// residual, rounds once, and normalises the rows (gemv_finish.cuh).
+// on every rank) and stores the sum rounded once, or unrounded in fp32 for the norm
+// forms, whose residual + RMSNorm kernel adds the residual and rounds once
+// (gemv_finish.cuh).
 //
 // Work: a CTA's warps form slots of S warps (S splits K); each slot takes tiles in
 // turn at its own pace, so that the loads of B never wait for another slot. The grid
@@ -81,11 +82,11 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
   }
 }
 
-// o: C, or the norm forms' outputs (gemv_finish.cuh). S: warps per tile (a power of
+// out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, gemv::Output o, int M, int N, int K,
+    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N, int K,
                         int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   if (threadIdx.x == 0) run.advanceIfLast(before);
   // Every pack of this CTA's tiles: the peers' partials (polled), ours, summed in rank
   // order, stored (gemv_finish.cuh). A wait that gives up has recorded the error.
-  gemv::finishPacks<T, NR, MR, kData>(dc, channel, run, own, slots * perSlot * MR, M, N, o, kFinalBarrier,
+  gemv::finishPacks<T, NR>(dc, channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out,
                                       [&](int i, int& m, int& part) {
                                         m = i % MR;
                                         const int sn = i / MR, sl = sn / perSlot;
@@ -273,7 +274,7 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 // tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, gemv::Output o, int M, int N, int K,
+    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N, int K,
                            int S, int perSlot, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
@@ -355,7 +356,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
   if (threadIdx.x == 0) run.advanceIfLast(before);
-  gemv::finishPacks<T, NR, MR, kData>(dc, channel, run, own, slots * perSlot * kSub * MR, M, N, o, kFinalBarrier,
+  gemv::finishPacks<T, NR>(dc, channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out,
                                       [&](int i, int& m, int& part) {
                                         m = i % MR;
                                         const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
@@ -398,12 +399,11 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
-// The kernels' static shared memory (an upper bound): red[] and the finish's arrays.
+// The kernels' static shared memory: red[].
 size_t staticSmem(const Shape& s) {
-  const size_t finish = (size_t(kWarps) + 1) * size_t(s.rows) * sizeof(float);
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return finish + red;
+  return red;
 }
 
 template <typename T, int MR, bool Mma>
@@ -420,30 +420,23 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     }();
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
                               stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
-                              gemv::Output{g.C, g.norm ? *g.norm : NormCall{}, g.norm != nullptr}, int(g.M),
-                              int(g.N), int(g.K), s.S, s.perSlot, sig);
+                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
   });
 }
 
 }  // namespace
-
-static_assert(kGemvAllReduceMaxRows <= size_t(kRowPartialsRows), "rowPartials holds every row");
 
 // Loaded with the communicator, not at first launch (core/preload.h).
 FC_PRELOAD_MODULE_OF(gemvAllReduceKernel<__nv_bfloat16, 2, 1>);
 
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const NormCall* n = g.norm;
-  const bool outputsAligned = n == nullptr ? aligned(g.C)
-                                           : aligned(n->residual) && aligned(n->weight) && aligned(n->residualOut) &&
-                                                 aligned(n->out) && aligned(n->outFp8);
   // Sizes as the kernel's int arithmetic takes them; every pack of C in one Lamport
   // slot; the partials and the kernel's own arrays in at most 48 KiB of shared memory.
   const Shape s = shapeOf(dc, g);
   return dc.nranks >= 2 && (g.datatype == fcBfloat16 || g.datatype == fcFloat16) && g.transB == fcOpT && g.M >= 1 &&
          g.M <= kGemvAllReduceMaxRows && g.N % E == 0 && g.K % E == 0 && g.N < (size_t(1) << 28) &&
-         g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && outputsAligned &&
+         g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && aligned(g.out) &&
          g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= (size_t(48) << 10);
 }
 

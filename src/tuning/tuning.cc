@@ -133,15 +133,18 @@ constexpr size_t kMmrsScatterMax = kCeReduceScatterMin;
 constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 
 // ---- fcMatmulAllReduce ---------------------------------------------------------------------
-// The one decode kernel (GEMV + Lamport pushes per tile) for one row: from 2 rows its
-// CUDA-core FMAs fall behind cuBLAS's tensor cores.         perf-log: chooseMatmulAllReduce
-constexpr size_t kMmarOneKernelMaxRows = 1;
+// The one decode kernel (GEMV + Lamport pushes per tile): its FMA form for one row (from
+// 2 rows CUDA-core FMAs fall behind cuBLAS's tensor cores), its MMA form (tensor cores)
+// for 2-16 rows where its tiles of 32 columns spread evenly over its grid (N / 32 at
+// most, or a multiple of, its CTAs: at N = 5120, 160 tiles on 128 CTAs, the busiest SMs
+// take two tiles with half their warps and it fell behind the GEMM + all-reduce).
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr size_t kGemvFmaMaxRows = 1;
+constexpr size_t kMmarOneKernelMaxRows = 16;
+constexpr size_t kGemvMmaTileCols = 32;
 // ... with K up to 8192 (at 13824 it read B slower than cuBLAS).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarOneKernelMaxK = 8192;
-// Its FMA form for one row, the MMA form (tensor cores) from 2.
-//                                                          perf-log: chooseMatmulAllReduce
-constexpr size_t kGemvFmaMaxRows = 1;
 // The reduce-scatter + all-gather (plain form) only at 2 ranks, from 4096 rows per rank
 // (1-8 % ahead at 8192 rows; behind at 2048; the norm forms behind everywhere).
 //                                                          perf-log: chooseMatmulAllReduce
@@ -354,7 +357,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
     case MatmulAllReduceAlgo::Unfused: return P::AllReduce;
     default: break;
   }
-  if (q.oneKernelFits && q.M <= kMmarOneKernelMaxRows && q.K <= kMmarOneKernelMaxK) return P::OneKernel;
+  if (q.oneKernelFits && q.K <= kMmarOneKernelMaxK &&
+      (q.M <= kGemvFmaMaxRows || (q.M <= kMmarOneKernelMaxRows && gemvMmaBalanced(q.N, q.maxCtas))))
+    return P::OneKernel;
   if (q.rowsSplit && q.engineGathers &&
       q.M / size_t(q.nranks) >= (q.norm ? kMmarGatherNormMinRowsPerRank : kMmarGatherMinRowsPerRank))
     return P::ReduceScatterAllGather;
@@ -364,6 +369,11 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
 }
 
 bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
+
+bool gemvMmaBalanced(size_t N, int maxCtas) {
+  const size_t tiles = (N + kGemvMmaTileCols - 1) / kGemvMmaTileCols, ctas = size_t(maxCtas > 0 ? maxCtas : 1);
+  return tiles <= ctas || tiles % ctas == 0;
+}
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------
 

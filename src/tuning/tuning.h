@@ -141,6 +141,7 @@ struct MatmulAllReduceQuery {
   int nranks = 1;
   size_t M = 0, N = 0, K = 0;
   bool oneKernelFits = false;  // the decode kernel takes the shape (gemvAllReduceFits)
+  int maxCtas = 128;           // the decode kernel's most CTAs (the communicator's)
   bool rowsSplit = false;      // the reduce-scatter + all-gather can run (M % nranks == 0,
                                // the sums in the input type: not the fp8 form)
   bool norm = false;           // a residual + RMSNorm form
@@ -154,6 +155,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 
 // The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows.
 bool gemvAllReduceMma(size_t M);
+// Whether the MMA form's tiles of 32 columns of N spread evenly over maxCtas CTAs.
+bool gemvMmaBalanced(size_t N, int maxCtas);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather

@@ -332,9 +332,22 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 1, 4096, 7168, true, true) == P::OneKernel);
   CHECK(pick(2, 1, 5120, 2560, true) == P::OneKernel);
   CHECK(pick(2, 1, 5120, 13824, true) == P::AllReduce);  // K past 8192: cuBLAS reads B faster
-  CHECK(pick(2, 2, 4096, 2048, true) == P::AllReduce);   // 2 rows: cuBLAS's tensor cores win
   CHECK(pick(2, 1, 4096, 2048, false) == P::AllReduce);  // the kernel does not take the shape
   CHECK(pick(8, 1, 4096, 2048, true) == P::OneKernel);
+  // 2-16 rows (its tensor-core form) where N / 32 tiles spread evenly over 128 CTAs.
+  CHECK(pick(2, 2, 4096, 2048, true) == P::OneKernel);    // 128 tiles
+  CHECK(pick(2, 16, 4096, 7168, true, true) == P::OneKernel);
+  CHECK(pick(2, 8, 2048, 4096, true) == P::OneKernel);    // 64 tiles
+  CHECK(pick(2, 16, 8192, 3584, true) == P::OneKernel);   // 256 tiles
+  CHECK(pick(2, 4, 5120, 2560, true) == P::AllReduce);    // 160 tiles: the busiest SMs take two
+  CHECK(pick(2, 12, 7168, 2048, true) == P::AllReduce);   // 224 tiles
+  CHECK(pick(2, 17, 4096, 2048, true) == P::AllReduce);   // past 16 rows
+  CHECK(pick(2, 16, 4096, 13824, true) == P::AllReduce);  // K past 8192
+  CHECK(gemvMmaBalanced(4096, 128));
+  CHECK_FALSE(gemvMmaBalanced(4096, 100));  // 128 tiles on 100 CTAs
+  CHECK(gemvMmaBalanced(4104, 129));        // 129 tiles (the last partial)
+  CHECK(gemvAllReduceMma(2));
+  CHECK_FALSE(gemvAllReduceMma(1));
   // Prefill: the reduce-scatter + all-gather at 2 ranks from 4096 rows per rank, plain form only.
   CHECK(pick(2, 8192, 4096, 2048, false) == P::ReduceScatterAllGather);
   CHECK(pick(2, 8192, 4096, 2048, false, true) == P::AllReduce);

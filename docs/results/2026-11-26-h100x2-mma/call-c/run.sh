@@ -1,0 +1,19 @@
+#!/bin/bash
+# Session 20, call C on 2 GPUs: the MMA form's tiles spread over every CTA, the in-kernel
+# norm with prefetch and an acq_rel grid barrier: tests (forced and auto, 4 sharing), fc-bench mmar.
+set -u
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p $OUT/logs $OUT/csv
+. .gpu/build.sh || exit 1
+F=build-dev/tools/fcrun/fcrun B=build-dev/tools/fc-bench/fc-bench T=build-dev/tests/gpu/fc_gpu_tests
+t() { local n=$1; shift; local t0=$SECONDS; "$@" > $OUT/logs/$n.log 2>&1; echo "$n rc=$? $((SECONDS-t0))s: $(grep -E 'passed|failed' $OUT/logs/$n.log | tail -2 | tr '\n' ' ' | cut -c1-200)"; }
+p() { local n=$1; shift; local t0=$SECONDS; "$@" > $OUT/logs/$n.log 2>&1; echo "$n rc=$? $((SECONDS-t0))s"; grep -h '^\[rank 0\]' $OUT/logs/$n.log | sed 's/^\[rank 0\] //' | grep -v '^#' > $OUT/csv/$n.csv; }
+t mmar-fused timeout 100 env FC_MMAR_ALGO=fused $F -n 2 --timeout 100 -- $T "fcMatmulAllReduce*"
+t mmar-fused-mma timeout 100 env FC_MMAR_ALGO=fused FC_GEMV_FORM=mma $F -n 2 --timeout 100 -- $T "fcMatmulAllReduce*"
+t mmar-fused-4shared timeout 150 env FC_SHARE_GPU=1 FC_MMAR_ALGO=fused $F -n 4 --timeout 150 -- $T "fcMatmulAllReduce*"
+S="1,4096,2048;2,4096,2048;4,4096,2048;8,4096,2048;16,4096,2048;1,4096,7168;4,4096,7168;16,4096,7168;1,5120,2560;4,5120,2560;12,5120,2560;16,5120,2560;4,5120,13824;16,5120,13824;8,2048,4096;16,8192,3584"
+p bench-mma timeout 120 env FC_MMAR_ALGO=fused FC_GEMV_FORM=mma $F -n 2 --timeout 120 -- $B mmar --shapes "$S" --eager 0
+p bench-fma timeout 100 env FC_MMAR_ALGO=fused FC_GEMV_FORM=fma $F -n 2 --timeout 100 -- $B mmar --shapes "1,4096,2048;1,4096,7168;1,5120,2560;1,5120,13824;1,2048,4096;1,8192,3584" --eager 0
+t sanitize-sync timeout 80 env FC_MMAR_ALGO=fused $F -n 2 --timeout 80 -- compute-sanitizer --tool synccheck --error-exitcode 1 $T "fcMatmulAllReduceResidualRMSNorm*"
+t sanitize-mem timeout 80 env FC_MMAR_ALGO=fused $F -n 2 --timeout 80 -- compute-sanitizer --tool memcheck --error-exitcode 1 $T "fcMatmulAllReduceResidualRMSNorm*"
+cd $OUT && tar czf logs.tgz logs && rm -rf logs && tar czf csv.tgz csv && rm -rf csv
