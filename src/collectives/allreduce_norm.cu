@@ -150,6 +150,21 @@ template <typename T, typename S = T>
 __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const S* sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
+  if constexpr (std::is_same_v<S, float> && !std::is_same_v<T, float>) {
+    // Behind fcMatmulAllReduce's decode kernel only, which lets this grid launch after
+    // its own griddepcontrol.wait, so every kernel before it has completed: the residual
+    // and the weight are final before ours (only the sums are not). Their lines of this
+    // CTA's first row go into L1 while that kernel still runs (prefetch: no value read).
+    if (blockIdx.x < c.tokens) {
+      const size_t rowPacks = c.hidden / E;
+      const Pack* residual = static_cast<const Pack*>(c.residual) + size_t(blockIdx.x) * rowPacks;
+      const Pack* weight = static_cast<const Pack*>(c.weight);
+      for (size_t p = threadIdx.x; p < rowPacks; p += blockDim.x) {
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(residual + p));
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(weight + p));
+      }
+    }
+  }
   dev::waitForPreviousGrid();
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   auto load = [&](size_t pk, float(&acc)[E]) {
