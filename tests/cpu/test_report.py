@@ -290,10 +290,77 @@ with tempfile.TemporaryDirectory() as tmp:
     new = open(readme).read()
     expect("Measured 2026-11-23" in new and "(docs/perf.md%s)" % anchor in new and "decode grid" not in new,
            "two folders: README block of the main run, one line for the other")
-    # Plot names carry the rank count: two folders of one count are refused.
-    same = subprocess.run(report + [sample, sample + "-grid", "--perf", perf, "--plots", plots, "--readme", ""],
-                          capture_output=True, text=True)
-    expect(same.returncode != 0 and "must differ in ranks" in same.stderr, "two folders of one rank count refused")
+
+# A later folder at the main one's rank count (tests/data/report-sample-later: 2 ranks, only
+# mmar-2.csv, made-up rows): a part "Later at 2 ranks" with only its mmar section, headings a
+# level down and carrying its commit; the main run's part exactly as when alone (the same
+# losses and sections); one summary and README line pointing at the part.
+with tempfile.TemporaryDirectory() as tmp:
+    readme = os.path.join(tmp, "README.md")
+    with open(readme, "w") as f:
+        f.write("# title\n<!-- report:begin -->\nstale\n<!-- report:end -->\n")
+    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
+    os.makedirs(os.path.dirname(perf))
+    report = [sys.executable, os.path.join(root, "tools", "report")]
+    subprocess.run(report + [sample, "--perf", perf, "--plots", plots, "--readme", ""], check=True)
+    alone = open(perf).read()
+    subprocess.run(report + [sample, sample + "-later", "--perf", perf, "--plots", plots, "--readme", readme],
+                   check=True)
+    text = open(perf).read()
+    title = "Later at 2 ranks (2x made-up GPU (not a measurement), 2026-11-29, commit 2222222)"
+    main_part, _, later = text.partition("\n## %s\n" % title)
+    expect(later != "", "later folder: the part's heading")
+    expect("`tools/report %s %s-later`" % (os.path.relpath(sample), os.path.relpath(sample)) in main_part,
+           "later folder: the command names both")
+    expect("Later runs at the same rank count as an earlier one follow this one's sections" in main_part,
+           "later folder: the line before the summary names the part")
+    part_anchor = "#later-at-2-ranks-2x-made-up-gpu-not-a-measurement-2026-11-29-commit-2222222"
+    summary = main_part.split("## Summary", 1)[-1].split("Where we are slower", 1)[0]
+    expect("- later at 2 ranks (2x made-up GPU (not a measurement), 2026-11-29, commit 2222222): 1 sections with "
+           "their own summary ([its part](%s)); slower than the best alternative in 0 places there" % part_anchor
+           in summary, "later folder: one summary line points at the part")
+    tail = "Where we are slower than the best alternative in these results"
+    expect(main_part.split(tail, 1)[-1] == alone.split(tail, 1)[-1],
+           "later folder: the main run's losses and sections as when alone")
+    expect("| - | 2048 x 4096 x 7168 | T | 154.10 | 240.30 | 215.60 | 190.20 | 1.234 | 36.10 | 1.134 | 176.40 |"
+           in main_part, "later folder: the main run's mmar row kept")
+    expect("### Summary at 2 ranks (commit 2222222)" in later and
+           "GEMM + all-reduce (+ RMSNorm) (fc-bench, issue 42's layers): 1.25-1.37x the GEMM alone's time" in later,
+           "later folder: the part's own summary")
+    expect("### GEMM + all-reduce (+ residual + RMSNorm) (fc-bench mmar, bf16, 2 ranks) (commit 2222222)" in later,
+           "later folder: its mmar section, a level down, with its commit")
+    expect("| - | 1 x 4096 x 2048 | T | 5.90 | 14.20 | 9.80 | 7.40 | 1.254 | 1.50 | 1.324 |" in later and
+           "| + norm | 1 x 4096 x 2048 | T | 5.90 | 14.20 | 10.80 | 8.10 | 1.373 | 2.20 | 1.333 |" in later,
+           "later folder: its mmar rows")
+    expect("| 9.10 |" not in later and "2048 x 4096 x 7168" not in later, "later folder: none of the main run's rows")
+    expect(later.count("\n### ") == 2 and "\n## " not in later, "later folder: only its summary and mmar section")
+    new = open(readme).read()
+    expect("Measured 2026-11-23" in new and "- later at 2 ranks (" in new and "(docs/perf.md%s)" % part_anchor in new,
+           "later folder: README block of the main run, one line for the part")
+
+# The same folder twice, then a 4-rank one: the second copy is a later part at 2 ranks named by
+# its folder (its commit is the main run's), its plots suffixed with it, the main run's plots
+# kept; the 4-rank part as before.
+with tempfile.TemporaryDirectory() as tmp:
+    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
+    os.makedirs(os.path.dirname(perf))
+    subprocess.run(report + [sample, sample, sample + "-4ranks", "--perf", perf, "--plots", plots, "--readme", ""],
+                   check=True)
+    text = open(perf).read()
+    title = "Later at 2 ranks (2x NVIDIA H200 (nvidia-h200-x2), 2026-11-23, commit 8184aaf, folder report-sample)"
+    main_part, _, rest = text.partition("\n## %s\n" % title)
+    later, _, part4 = rest.partition("\n## At 4 ranks (4x made-up GPU (not a measurement), 2026-11-28, commit "
+                                     "1111111)\n")
+    expect(later != "" and part4 != "", "same folder twice: a later part, then the 4-rank part")
+    expect("Runs at other rank counts and later runs at the same rank count as an earlier one follow" in main_part,
+           "same folder twice: the line before the summary names both kinds")
+    expect("### All-reduce (bf16, 2 ranks) (folder report-sample)" in later, "same folder twice: headings labelled")
+    for name, part in (("allreduce-2.png", main_part), ("allreduce-2-report-sample.png", later),
+                       ("model-2-breakdown-report-sample.png", later), ("grid-allreduce-flashinfer-4.png", part4)):
+        path = os.path.join(plots, name)
+        expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and
+               "](perf/%s)" % name in part, "same folder twice: plot %s, linked from its part" % name)
+    expect("perf/allreduce-2.png" not in later, "same folder twice: the later part links none of the main plots")
 
 # Without model-2.csv, model-2-seqs8.csv is a model part of its own; a stages-crossover file
 # without fcAllReduce's column (an older fc-bench) gets its section with a note, no table.
