@@ -392,12 +392,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   auto perSlot = [&](int S) { return (tiles + s.grid * size_t(kWarps / S) - 1) / (s.grid * size_t(kWarps / S)); };
   s.S = 1;
   for (int S = 2; S <= kWarps && batches >= size_t(S) * kMinIterations; S *= 2)
-    // perSlot / S smaller; the MMA form also on a tie: as many warps per SM on B, with the
-    // same work per warp (N = 5120: every CTA's 8 warps on a tile, then 32 CTAs on a
-    // second, instead of 4 warps on most SMs).
-    if (perSlot(S) * size_t(s.S) < perSlot(s.S) * size_t(S) ||
-        (s.mma && perSlot(S) * size_t(s.S) == perSlot(s.S) * size_t(S)))
-      s.S = S;
+    if (perSlot(S) * size_t(s.S) < perSlot(s.S) * size_t(S)) s.S = S;  // perSlot / S smaller
   s.perSlot = int(perSlot(s.S));
   const size_t slots = size_t(kWarps / s.S);
   s.smem = slots * size_t(s.perSlot) * size_t(s.mma ? kSub : 1) * size_t(s.rows) * sizeof(Pack);
