@@ -86,8 +86,8 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N, int K,
-                        int S, int perSlot, uint32_t sig) {
+    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
+                        int K, int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -189,13 +189,13 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   if (threadIdx.x == 0) run.advanceIfLast(before);
   // Every pack of this CTA's tiles: the peers' partials (polled), ours, summed in rank
   // order, stored (gemv_finish.cuh). A wait that gives up has recorded the error.
-  gemv::finishPacks<T, NR>(dc, channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out,
-                                      [&](int i, int& m, int& part) {
-                                        m = i % MR;
-                                        const int sn = i / MR, sl = sn / perSlot;
-                                        part = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
-                                        return part < tiles && m < M;
-                                      });
+  const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][row]
+    m = i % MR;
+    const int sn = i / MR, sl = sn / perSlot;
+    part = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
+    return part < tiles && m < M;
+  };
+  gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out, locate);
 }
 
 // ---- The tensor-core form -----------------------------------------------------------------
@@ -237,7 +237,7 @@ struct MmaLoads {
   Pack a[kGroupsAhead][MR / 8];
 };
 
-template <typename T, int MR>
+template <int MR>
 __device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const Pack* const (&b)[kSub],
                                           int firstGroup, int kPacks, int M, int g, int q) {
   const Pack zero{0u, 0u, 0u, 0u};
@@ -274,8 +274,8 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 // tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N, int K,
-                           int S, int perSlot, uint32_t sig) {
+    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
+                           int N, int K, int S, int perSlot, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -316,11 +316,11 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     // Batches kSplit, kSplit + S, ... of this warp, one batch's loads in flight ahead.
     int batch = kSplit;
     MmaLoads<MR> cur;
-    if (batch < kBatches) loadBatch<T, MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
+    if (batch < kBatches) loadBatch<MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
     while (batch < kBatches) {
       const int next = batch + S;
       MmaLoads<MR> ahead;
-      if (next < kBatches) loadBatch<T, MR>(ahead, a, b, next * kGroupsAhead, kPacks, M, g, q);
+      if (next < kBatches) loadBatch<MR>(ahead, a, b, next * kGroupsAhead, kPacks, M, g, q);
       mmaBatch<T, MR>(d, cur);
       if (next < kBatches) cur = ahead;
       batch = next;
@@ -334,7 +334,10 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       if (MR == 16)
         *reinterpret_cast<float2*>(mine + (g + 8) * kRedStride + j * E + 2 * q) = make_float2(d[j][2], d[j][3]);
     }
-    if (S > 1) namedBarrier(1 + slot, S * 32); else __syncwarp();
+    if (S > 1)
+      namedBarrier(1 + slot, S * 32);
+    else
+      __syncwarp();
     for (int i = slotThread; i < M * kSub; i += S * 32) {
       const int m = i / kSub, j = i % kSub, part = tile * kSub + j;
       if (part >= parts) continue;
@@ -351,19 +354,22 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 #pragma unroll 8
       for (int jr = 1; jr < W; ++jr) run.slot((rank + jr) % W, run.buf, 0, rank)[pk] = pushed;
     }
-    if (S > 1) namedBarrier(1 + slot, S * 32); else __syncwarp();  // red[] is rewritten next tile
+    if (S > 1)  // red[] is rewritten by the slot's next tile
+      namedBarrier(1 + slot, S * 32);
+    else
+      __syncwarp();
   }
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
   if (threadIdx.x == 0) run.advanceIfLast(before);
-  gemv::finishPacks<T, NR>(dc, channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out,
-                                      [&](int i, int& m, int& part) {
-                                        m = i % MR;
-                                        const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
-                                        const int tile = sl * int(gridDim.x) + int(blockIdx.x) + (sn % perSlot) * stride;
-                                        part = tile * kSub + j;
-                                        return tile < tiles && part < parts && m < M;
-                                      });
+  const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][part][row]
+    m = i % MR;
+    const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
+    const int tile = sl * int(gridDim.x) + int(blockIdx.x) + (sn % perSlot) * stride;
+    part = tile * kSub + j;
+    return tile < tiles && part < parts && m < M;
+  };
+  gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out, locate);
 }
 
 // The launch of a call: the form, rows of the instantiation (MR), warps per tile S,

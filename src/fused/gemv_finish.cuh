@@ -20,10 +20,9 @@ using dev::Pack;
 // threads (threadIdx.x < dataThreads). out: [M, N] in T, or (fp32Out) in fp32. Returns
 // false where a wait gave up (its error recorded): the thread stops.
 template <typename T, int NR, typename Locate>
-__device__ __forceinline__ bool finishPacks(const DeviceComm& dc, int channel,
-                                            const dev::LamportRun<dev::LamportKind::Rows>& run, const Pack* own,
-                                            int count, int dataThreads, int N, void* out, bool fp32Out,
-                                            Locate locate) {
+__device__ __forceinline__ bool finishPacks(int channel, const dev::LamportRun<dev::LamportKind::Rows>& run,
+                                            const Pack* own, int count, int dataThreads, int N, void* out,
+                                            bool fp32Out, Locate locate) {
   constexpr int E = dev::PackTraits<T>::kElems;
   const int parts = N / E;
   for (int i = int(threadIdx.x); i < count; i += dataThreads) {

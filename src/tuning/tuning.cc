@@ -142,6 +142,9 @@ constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 constexpr size_t kGemvFmaMaxRows = 1;
 constexpr size_t kMmarOneKernelMaxRows = 16;
 constexpr size_t kGemvMmaTileCols = 32;
+// ... measured at 2 ranks only (at 3-8 the tests pass; its (W - 1) pushes per pack are
+// untimed): the older choice, cuBLAS + the all-reduce, stays there.
+constexpr int kGemvMmaMaxRanks = 2;
 // ... with K up to 8192 (at 13824 it read B slower than cuBLAS).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarOneKernelMaxK = 8192;
@@ -358,7 +361,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
     default: break;
   }
   if (q.oneKernelFits && q.K <= kMmarOneKernelMaxK &&
-      (q.M <= kGemvFmaMaxRows || (q.M <= kMmarOneKernelMaxRows && gemvMmaBalanced(q.N, q.maxCtas))))
+      (q.M <= kGemvFmaMaxRows ||
+       (q.M <= kMmarOneKernelMaxRows && q.nranks <= kGemvMmaMaxRanks && gemvMmaBalanced(q.N, q.maxCtas))))
     return P::OneKernel;
   if (q.rowsSplit && q.engineGathers &&
       q.M / size_t(q.nranks) >= (q.norm ? kMmarGatherNormMinRowsPerRank : kMmarGatherMinRowsPerRank))

@@ -343,6 +343,8 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 12, 7168, 2048, true) == P::AllReduce);   // 224 tiles
   CHECK(pick(2, 17, 4096, 2048, true) == P::AllReduce);   // past 16 rows
   CHECK(pick(2, 16, 4096, 13824, true) == P::AllReduce);  // K past 8192
+  CHECK(pick(4, 8, 4096, 2048, true) == P::AllReduce);    // measured at 2 ranks only
+  CHECK(pick(4, 8, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
   CHECK(gemvMmaBalanced(4096, 128));
   CHECK_FALSE(gemvMmaBalanced(4096, 100));  // 128 tiles on 100 CTAs
   CHECK(gemvMmaBalanced(4104, 129));        // 129 tiles (the last partial)
