@@ -53,11 +53,12 @@ with tempfile.TemporaryDirectory() as tmp:
     # 2048 x 3072 x 4096 in the sample: ours 110.5 against torch's 96.6 -> listed as a loss.
     expect("all-gather + GEMM 2048 x 3072 x 4096: 1.14x" in text, "losses listed")
     # GEMM + all-reduce (+ RMSNorm), fc-bench and PyTorch (made-up sample rows): the forced
-    # reduce-scatter path's column joined from mmar-fused-2.csv; the norm form's unfused
+    # path's column (FC_MMAR_ALGO=fused) joined from mmar-fused-2.csv; the norm form's unfused
     # pair is GEMM + ours (NCCL's column has no norm), so 231.00 against 225.20 is a loss.
     expect("## GEMM + all-reduce (+ residual + RMSNorm) (fc-bench mmar, bf16, 2 ranks)" in text, "section mmar")
     expect("| - | 2048 x 4096 x 7168 | T | 154.10 | 240.30 | 215.60 | 190.20 | 1.234 | 36.10 | 1.134 | 176.40 |" in text,
            "mmar row from the sample")
+    expect("| fused, forced |" in text, "the forced column named as FC_MMAR_ALGO=fused's")
     expect("GEMM + all-reduce + RMSNorm 2048 x 4096 x 7168 (B T): 1.03x the unfused pair's time" in text,
            "mmar loss listed")
     expect("## GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks)" in text, "section torch-mmar")
