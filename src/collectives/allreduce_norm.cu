@@ -154,15 +154,14 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
     // Behind fcMatmulAllReduce's decode kernel only, which lets this grid launch after
     // its own griddepcontrol.wait, so every kernel before it has completed: the residual
     // and the weight are final before ours (only the sums are not). Their lines of this
-    // CTA's first row go into L1 while that kernel still runs (prefetch: no value read).
-    if (blockIdx.x < c.tokens) {
-      const size_t rowPacks = c.hidden / E;
-      const Pack* residual = static_cast<const Pack*>(c.residual) + size_t(blockIdx.x) * rowPacks;
-      const Pack* weight = static_cast<const Pack*>(c.weight);
-      for (size_t p = threadIdx.x; p < rowPacks; p += blockDim.x) {
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(residual + p));
-        asm volatile("prefetch.global.L1 [%0];" ::"l"(weight + p));
-      }
+    // CTA's first row (the grid is at most the token count) go into L1 while that kernel
+    // still runs (prefetch: no value read), one prefetch per 128-byte line (8 packs).
+    const size_t rowPacks = c.hidden / E;
+    const Pack* residual = static_cast<const Pack*>(c.residual) + size_t(blockIdx.x) * rowPacks;
+    const Pack* weight = static_cast<const Pack*>(c.weight);
+    for (size_t p = size_t(threadIdx.x) * 8; p < rowPacks; p += size_t(blockDim.x) * 8) {
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(residual + p));
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(weight + p));
     }
   }
   dev::waitForPreviousGrid();

@@ -81,7 +81,10 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).
 // fp32Sum: `sum` holds fp32 sums (16-byte aligned), added to the residual before the one
-// rounding (fcMatmulAllReduce's decode kernel writes those).
+// rounding (fcMatmulAllReduce's decode kernel writes those). With fp32Sum the kernel
+// prefetches the residual and the weight before griddepcontrol.wait: launch it only
+// directly behind a kernel that allows dependents after its own griddepcontrol.wait (the
+// decode kernel does), so that both are final when it starts.
 fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream,
                               bool fp32Sum = false);
 

@@ -210,6 +210,7 @@ constexpr int kSub = 4;                  // 8-column parts of a tile
 constexpr int kTileCols = kSub * E;      // a tile's columns
 constexpr int kGroupsAhead = 2;          // groups of 32 k per load batch (8 B packs per lane)
 constexpr int kRedStride = kTileCols + 8;  // red[] row stride: fewer bank conflicts
+static_assert(size_t(kTileCols) == tuning::kGemvMmaTileCols, "the tuning rule's tile width");
 
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,

@@ -141,7 +141,6 @@ constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kGemvFmaMaxRows = 1;
 constexpr size_t kMmarOneKernelMaxRows = 16;
-constexpr size_t kGemvMmaTileCols = 32;
 // ... measured at 2 ranks only (at 3-8 the tests pass; its (W - 1) pushes per pack are
 // untimed): the older choice, cuBLAS + the all-reduce, stays there.
 constexpr int kGemvMmaMaxRanks = 2;

@@ -153,6 +153,8 @@ struct MatmulAllReduceQuery {
 // all-gather, else the all-reduce), else a function of the shape and the world size.
 MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 
+// The one decode kernel's tensor-core form's tile width in columns (its kernel asserts it).
+constexpr size_t kGemvMmaTileCols = 32;
 // The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows.
 bool gemvAllReduceMma(size_t M);
 // Whether the MMA form's tiles of 32 columns of N spread evenly over maxCtas CTAs.

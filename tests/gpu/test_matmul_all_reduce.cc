@@ -138,9 +138,12 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // one-shot), mid-size, and products past
   // the Lamport one-shot's slot (the two-shot) with M a multiple of every world size
   // (the forced reduce-scatter + all-gather path runs there).
-  const Shape shapes[] = {{1, 72, 40},     {3, 70, 40},     {1, 4096, 512},   {5, 520, 264},
-                          {8, 2056, 136},   {12, 4104, 1032}, {16, 1032, 264},  {96, 520, 136},
-                          {1024, 4224, 200}, {512, 3840, 256}};
+  // 3 x 33032 gives the tensor-core form 1033 tiles of 32 columns (two per slot, the last
+  // partial; auto: cuBLAS + the all-reduce, the tiles do not spread evenly, so the one
+  // kernel runs where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile.
+  const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},  {5, 520, 264},
+                          {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264}, {3, 33032, 136},
+                          {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
