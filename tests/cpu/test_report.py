@@ -30,14 +30,27 @@ def expect(cond, what):
         failures.append(what)
 
 
-with tempfile.TemporaryDirectory() as tmp:
-    readme = os.path.join(tmp, "README.md")
-    with open(readme, "w") as f:
-        f.write("# title\n\nbefore\n<!-- report:begin -->\nstale figures\n<!-- report:end -->\nafter\n")
+report = [sys.executable, os.path.join(root, "tools", "report")]
+STUB = "# title\n<!-- report:begin -->\nstale\n<!-- report:end -->\n"
+
+
+def docs_in(tmp, readme_text=STUB):
+    """tmp/docs/perf.md and tmp/docs/perf (the report's outputs), and a README holding
+    readme_text (None: no README, ''): (perf, plots, readme)."""
     perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
     os.makedirs(os.path.dirname(perf))
-    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), sample, "--perf", perf, "--plots", plots,
-                    "--readme", readme], check=True)
+    readme = ""
+    if readme_text is not None:
+        readme = os.path.join(tmp, "README.md")
+        with open(readme, "w") as f:
+            f.write(readme_text)
+    return perf, plots, readme
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    perf, plots, readme = docs_in(
+        tmp, "# title\n\nbefore\n<!-- report:begin -->\nstale figures\n<!-- report:end -->\nafter\n")
+    subprocess.run(report + [sample, "--perf", perf, "--plots", plots, "--readme", readme], check=True)
     text = open(perf).read()
     for heading in ("## Summary", "## All-reduce (bf16, 2 ranks)", "## Bus bandwidth (bf16, 2 ranks)",
                     "## All-gather + GEMM from PyTorch (bf16, 2 ranks)", "## All-gather + GEMM (fc-bench",
@@ -238,12 +251,7 @@ with tempfile.TemporaryDirectory() as tmp:
 # torch-allreduce-grid-4.csv) or, lacking that, at 2 (torch-arnorm-2.csv); the 4-rank plots
 # beside the 2-rank ones; README's block the main run's, plus one line pointing at the part.
 with tempfile.TemporaryDirectory() as tmp:
-    readme = os.path.join(tmp, "README.md")
-    with open(readme, "w") as f:
-        f.write("# title\n<!-- report:begin -->\nstale\n<!-- report:end -->\n")
-    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
-    os.makedirs(os.path.dirname(perf))
-    report = [sys.executable, os.path.join(root, "tools", "report")]
+    perf, plots, readme = docs_in(tmp)
     subprocess.run(report + [sample, sample + "-4ranks", "--perf", perf, "--plots", plots, "--readme", readme],
                    check=True)
     text = open(perf).read()
@@ -297,12 +305,7 @@ with tempfile.TemporaryDirectory() as tmp:
 # level down and carrying its commit; the main run's part exactly as when alone (the same
 # losses and sections); one summary and README line pointing at the part.
 with tempfile.TemporaryDirectory() as tmp:
-    readme = os.path.join(tmp, "README.md")
-    with open(readme, "w") as f:
-        f.write("# title\n<!-- report:begin -->\nstale\n<!-- report:end -->\n")
-    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
-    os.makedirs(os.path.dirname(perf))
-    report = [sys.executable, os.path.join(root, "tools", "report")]
+    perf, plots, readme = docs_in(tmp)
     subprocess.run(report + [sample, "--perf", perf, "--plots", plots, "--readme", ""], check=True)
     alone = open(perf).read()
     subprocess.run(report + [sample, sample + "-later", "--perf", perf, "--plots", plots, "--readme", readme],
@@ -343,8 +346,7 @@ with tempfile.TemporaryDirectory() as tmp:
 # its folder (its commit is the main run's), its plots suffixed with it, the main run's plots
 # kept; the 4-rank part as before.
 with tempfile.TemporaryDirectory() as tmp:
-    perf, plots = os.path.join(tmp, "docs", "perf.md"), os.path.join(tmp, "docs", "perf")
-    os.makedirs(os.path.dirname(perf))
+    perf, plots, _ = docs_in(tmp, None)
     subprocess.run(report + [sample, sample, sample + "-4ranks", "--perf", perf, "--plots", plots, "--readme", ""],
                    check=True)
     text = open(perf).read()
