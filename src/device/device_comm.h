@@ -98,7 +98,14 @@ constexpr size_t lamportPushBytes(int nranks) {
   return 3 * kLamportSets * lamportPeerSlots(nranks) * lamportSlotBytes(nranks);
 }
 constexpr size_t lamportCallBytes(int nranks) { return 3 * size_t(kMaxBlocks) * size_t(nranks) * 16; }
-constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nranks) + lamportCallBytes(nranks); }
+// After the call headers, the self slot: fcMatmulAllReduce's decode kernel writes its own
+// partials there as Lamport packs (the data is its flag), so that the CTA that owns a
+// row can wait for the other CTAs' tiles of it as for the peers' (the norm forms, rows
+// owned whole; fused/gemv_finish.cuh). Its reader clears what it reads.
+constexpr size_t kLamportSelfBytes = size_t(512) << 10;
+constexpr size_t lamportChannelBytes(int nranks) {
+  return lamportPushBytes(nranks) + lamportCallBytes(nranks) + kLamportSelfBytes;
+}
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;
