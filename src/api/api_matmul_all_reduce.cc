@@ -53,7 +53,9 @@ uint32_t pathFlags(const MarCall& m, MarPath path) {
 // With FC_GEMV_NORM=rows the norm forms' residual + RMSNorm runs in the kernel itself.
 GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
-  const bool rows = m.norm != nullptr && comm->params.gemvNormRows;
+  // (Only where the self slot holds M x N: elsewhere the kernel after it, so that the
+  // option never moves a call to another path.)
+  const bool rows = m.norm != nullptr && comm->params.gemvNormRows && m.M * m.N * 2 <= kLamportSelfBytes;
   void* out = m.norm == nullptr ? m.C : rows ? nullptr : ce::slot(comm->dev, comm->rank, channel, 0);
   return GemvAllReduceArgs{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr && !rows,
                            comm->params.gemvForm, rows ? m.norm : nullptr};

@@ -22,7 +22,8 @@
 //                                   engine's next tile to hand out (this rank's GEMM)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
-//                                   their call headers, [buffer 3][block][sender rank][16 B]
+//                                   their call headers, [buffer 3][block][sender rank][16 B],
+//                                   then the self slot (kLamportSelfBytes)
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 

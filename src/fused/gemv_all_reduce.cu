@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 #pragma unroll
       for (int c = 0; c < E; ++c)
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
+        for (int off = 16; off > 0; off >>= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], off);
     if (S > 1) {
       if (lane == 0)
 #pragma unroll
@@ -414,11 +414,12 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
-// The kernels' static shared memory: red[].
+// The kernels' static shared memory: red[], and finishRows' row sums (in both kernels
+// whichever the call's final phase: the choice is made at run time).
 size_t staticSmem(const Shape& s) {
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return red;
+  return red + gemv::kFinishRowsSmem;
 }
 
 template <typename T, int MR, bool Mma>

@@ -64,6 +64,8 @@ __device__ __forceinline__ bool finishPacks(int channel, const dev::LamportRun<d
 // The norm forms with rows owned whole (see the top): every data thread of the CTA
 // (threadIdx.x < dataThreads; dataBarrier 1 of them: norm_rows.cuh) calls it. Returns
 // false where a wait gave up (its error recorded).
+constexpr size_t kFinishRowsSmem = 2 * 32 * sizeof(float);  // its red[2][32]
+
 template <typename T, int NR>
 __device__ __forceinline__ bool finishRows(const DeviceComm& dc, int channel,
                                            const dev::LamportRun<dev::LamportKind::Rows>& run, int M, int dataThreads,
