@@ -50,21 +50,17 @@ uint32_t pathFlags(const MarCall& m, MarPath path) {
 
 // The decode kernel's arguments for the call (its output: C, or fp32 sums in our
 // workspace for the norm forms).
-// With FC_GEMV_NORM=rows the norm forms' residual + RMSNorm runs in the kernel itself.
 GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
-  // (Only where the self slot holds M x N: elsewhere the kernel after it, so that the
-  // option never moves a call to another path.)
-  const bool rows = m.norm != nullptr && comm->params.gemvNormRows && m.M * m.N * 2 <= kLamportSelfBytes;
-  void* out = m.norm == nullptr ? m.C : rows ? nullptr : ce::slot(comm->dev, comm->rank, channel, 0);
-  return GemvAllReduceArgs{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr && !rows,
-                           comm->params.gemvForm, rows ? m.norm : nullptr};
+  void* out = m.norm == nullptr ? m.C : ce::slot(comm->dev, comm->rank, channel, 0);
+  return GemvAllReduceArgs{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr,
+                           comm->params.gemvForm};
 }
 
 bool gemvFits(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
-  const GemvAllReduceArgs g = gemvArgs(m, channel);
-  return (!g.fp32Out || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) && gemvAllReduceFits(comm->dev, g);
+  return (m.norm == nullptr || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) &&
+         gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
 }
 
 // fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
@@ -110,7 +106,7 @@ MarPath choosePath(const MarCall& m, int channel) {
 fcResult_t viaGemv(const MarCall& m, const Call& c, uint32_t sig, cudaStream_t stream) {
   const GemvAllReduceArgs g = gemvArgs(m, c.lane.channel);
   FC_CHECK(launchGemvAllReduce(m.comm->dev, c.lane.channel, g, sig, m.comm->params.pdl, stream));
-  if (!g.fp32Out) return fcSuccess;  // C, or the norm done in the kernel
+  if (m.norm == nullptr) return fcSuccess;
   return launchResidualNorm(*m.norm, g.out, m.comm->params.pdl, stream, true);
 }
 

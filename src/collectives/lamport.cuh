@@ -156,13 +156,6 @@ __device__ __forceinline__ bool pollPack(const DeviceComm& dc, Op op, int channe
   return ok;
 }
 
-// Channel `channel`'s self slot on this rank (device_comm.h, kLamportSelfBytes), as packs.
-__device__ __forceinline__ Pack* lamportSelfSlot(const DeviceComm& dc, int channel) {
-  return reinterpret_cast<Pack*>(dc.base + size_t(dc.rank) * dc.stride + dc.lamportOffset +
-                                 size_t(channel) * lamportChannelBytes(dc.nranks) + lamportPushBytes(dc.nranks) +
-                                 lamportCallBytes(dc.nranks));
-}
-
 // Pack pk of the slots of every peer (rank+1, rank+2, ... in turn) in one set: where
 // they are and what they held at the last look.
 template <int NP>

@@ -81,10 +81,6 @@ struct CommParams {
   NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO
   MatmulAllReduceAlgo matmulAllReduceAlgo = MatmulAllReduceAlgo::Auto;  // FC_MMAR_ALGO
   GemvForm gemvForm = GemvForm::Auto;  // FC_GEMV_FORM (fused/gemv_all_reduce.cu)
-  // FC_GEMV_NORM=rows: the decode kernel does the norm forms' residual + RMSNorm itself,
-  // rows owned whole (fused/gemv_finish.cuh); "separate" (the default): the residual +
-  // RMSNorm kernel after it. A measurement option until timed.
-  bool gemvNormRows = false;
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
   // FC_SHARE_GPU=1: ranks may share a GPU. Their contexts then time-slice (no MPS), so

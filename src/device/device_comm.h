@@ -22,8 +22,7 @@
 //                                   engine's next tile to hand out (this rank's GEMM)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
-//                                   their call headers, [buffer 3][block][sender rank][16 B],
-//                                   then the self slot (kLamportSelfBytes)
+//                                   their call headers, [buffer 3][block][sender rank][16 B]
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
@@ -99,14 +98,7 @@ constexpr size_t lamportPushBytes(int nranks) {
   return 3 * kLamportSets * lamportPeerSlots(nranks) * lamportSlotBytes(nranks);
 }
 constexpr size_t lamportCallBytes(int nranks) { return 3 * size_t(kMaxBlocks) * size_t(nranks) * 16; }
-// After the call headers, the self slot: fcMatmulAllReduce's decode kernel writes its own
-// partials there as Lamport packs (the data is its flag), so that the CTA that owns a
-// row can wait for the other CTAs' tiles of it as for the peers' (the norm forms, rows
-// owned whole; fused/gemv_finish.cuh). Its reader clears what it reads.
-constexpr size_t kLamportSelfBytes = size_t(512) << 10;
-constexpr size_t lamportChannelBytes(int nranks) {
-  return lamportPushBytes(nranks) + lamportCallBytes(nranks) + kLamportSelfBytes;
-}
+constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nranks) + lamportCallBytes(nranks); }
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;

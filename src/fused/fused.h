@@ -11,7 +11,6 @@
 
 #include <cstddef>
 
-#include "collectives/collectives.h"
 #include "core/copy_queue.h"
 #include "device/device_comm.h"
 #include "fusedcomm.h"
@@ -125,9 +124,6 @@ struct GemvAllReduceArgs {
   fcDataType_t datatype;
   bool fp32Out;
   GemvForm form = GemvForm::Auto;
-  // The norm forms in the same kernel, rows owned whole (FC_GEMV_NORM=rows; out and
-  // fp32Out unused): the call, or NULL.
-  const NormCall* norm = nullptr;
 };
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
 // sig: the op signature the call headers compare; pdl: programmatic dependent launch.

@@ -86,8 +86,8 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, gemv::Output o, int M, int N, int K,
-                        int S, int perSlot, uint32_t sig) {
+    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
+                        int K, int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 #pragma unroll
       for (int c = 0; c < E; ++c)
 #pragma unroll
-        for (int off = 16; off > 0; off >>= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], off);
+        for (int o = 16; o > 0; o >>= 1) acc[m][c] += __shfl_xor_sync(0xffffffffu, acc[m][c], o);
     if (S > 1) {
       if (lane == 0)
 #pragma unroll
@@ -180,7 +180,6 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const size_t pk = size_t(lane) * size_t(tiles) + size_t(tile);
 #pragma unroll 8
       for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = pushed;
-      if (o.rows) dev::lamportSelfSlot(dc, channel)[pk] = pushed;  // for the row's owner CTA
     }
     if (S > 1) namedBarrier(1 + slot, S * 32);  // red[] is rewritten by the slot's next tile
   }
@@ -196,10 +195,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     part = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
     return part < tiles && m < M;
   };
-  if (o.rows)
-    gemv::finishRows<T, NR>(dc, channel, run, M, kData, o.norm);
-  else
-    gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, o.out, o.fp32Out, locate);
+  gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out, locate);
 }
 
 // ---- The tensor-core form -----------------------------------------------------------------
@@ -279,8 +275,8 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 // tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, gemv::Output o, int M, int N,
-                           int K, int S, int perSlot, uint32_t sig) {
+    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
+                           int N, int K, int S, int perSlot, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -358,7 +354,6 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const size_t pk = size_t(m) * size_t(parts) + size_t(part);
 #pragma unroll 8
       for (int jr = 1; jr < W; ++jr) run.slot((rank + jr) % W, run.buf, 0, rank)[pk] = pushed;
-      if (o.rows) dev::lamportSelfSlot(dc, channel)[pk] = pushed;  // for the row's owner CTA
     }
     if (S > 1)  // red[] is rewritten by the slot's next tile
       namedBarrier(1 + slot, S * 32);
@@ -375,10 +370,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     part = tile * kSub + j;
     return tile < tiles && part < parts && m < M;
   };
-  if (o.rows)
-    gemv::finishRows<T, NR>(dc, channel, run, M, kData, o.norm);
-  else
-    gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * kSub * MR, kData, N, o.out, o.fp32Out, locate);
+  gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out, locate);
 }
 
 // The launch of a call: the form, rows of the instantiation (MR), warps per tile S,
@@ -414,12 +406,11 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
-// The kernels' static shared memory: red[], and finishRows' row sums (in both kernels
-// whichever the call's final phase: the choice is made at run time).
+// The kernels' static shared memory: red[].
 size_t staticSmem(const Shape& s) {
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return red + gemv::kFinishRowsSmem;
+  return red;
 }
 
 template <typename T, int MR, bool Mma>
@@ -436,8 +427,7 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     }();
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
                               stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
-                              gemv::Output{g.out, g.fp32Out, g.norm != nullptr, g.norm ? *g.norm : NormCall{}},
-                              int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
+                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
   });
 }
 
@@ -454,10 +444,7 @@ bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return dc.nranks >= 2 && (g.datatype == fcBfloat16 || g.datatype == fcFloat16) && g.transB == fcOpT && g.M >= 1 &&
          g.M <= kGemvAllReduceMaxRows && g.N % E == 0 && g.K % E == 0 && g.N < (size_t(1) << 28) &&
          g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && aligned(g.out) &&
-         g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= (size_t(48) << 10) &&
-         (g.norm == nullptr || (g.M * g.N * 2 <= kLamportSelfBytes && aligned(g.norm->residual) &&
-                                aligned(g.norm->weight) && aligned(g.norm->residualOut) && aligned(g.norm->out) &&
-                                aligned(g.norm->outFp8)));
+         g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= (size_t(48) << 10);
 }
 
 fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, uint32_t sig, bool pdl,

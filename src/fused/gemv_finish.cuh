@@ -7,31 +7,13 @@
 // (The norm inside this kernel - the CTAs' row sums of squares meeting at a grid
 // barrier - was built and measured, 23bbc21 / bad92d3, and lost to the kernel after
 // it by 1.5-2.5 us: docs/perf-log.md, 2026-11-26, twentieth session.)
-//
-// finishRows (FC_GEMV_NORM=rows, a measurement option until timed): the norm forms in
-// the same kernel with rows owned whole, no grid barrier. Every tile's partial also goes
-// into this rank's self slot as a Lamport pack (the data is its flag); CTA b owns rows
-// b, b + grid, ...: it polls each pack of its row from the self slot and from every
-// peer's push, sums in rank order, adds the residual, and normalises the row over the
-// CTA (norm_rows.cuh's normRow, as the one-kernel all-reduce + RMSNorm does), clearing
-// every pack it read.
 #pragma once
 
 #include "collectives/lamport.cuh"
-#include "collectives/norm_rows.cuh"
 
 namespace fc::gemv {
 
 using dev::Pack;
-
-// Where the decode kernels store: out (C, or fp32 sums for the norm kernel after them),
-// or (rows) the norm forms' outputs in the same kernel.
-struct Output {
-  void* out;
-  bool fp32Out;
-  bool rows;      // finishRows: norm holds the call (tokens = M, hidden = N)
-  NormCall norm;
-};
 
 // The CTA's packs i in [0, count) (own[i]: this rank's partial of pack i; locate(i, m,
 // part) gives its row and 8-column part, false where there is none), by the data
@@ -59,37 +41,6 @@ __device__ __forceinline__ bool finishPacks(int channel, const dev::LamportRun<d
     }
   }
   return true;
-}
-
-// The norm forms with rows owned whole (see the top): every data thread of the CTA
-// (threadIdx.x < dataThreads; dataBarrier 1 of them: norm_rows.cuh) calls it. Returns
-// false where a wait gave up (its error recorded).
-constexpr size_t kFinishRowsSmem = 2 * 32 * sizeof(float);  // its red[2][32]
-
-template <typename T, int NR>
-__device__ __forceinline__ bool finishRows(const DeviceComm& dc, int channel,
-                                           const dev::LamportRun<dev::LamportKind::Rows>& run, int M, int dataThreads,
-                                           const NormCall& c) {
-  constexpr int E = dev::PackTraits<T>::kElems;
-  __shared__ float red[2][32];
-  Pack* self = dev::lamportSelfSlot(dc, channel);
-  const float invScale = c.scale ? 1.f / *c.scale : 1.f;
-  const size_t rowPacks = c.hidden / E;
-  bool failed = false;
-  int parity = 0;
-  for (int row = int(blockIdx.x); row < M; row += int(gridDim.x), parity ^= 1) {
-    auto sum = [&](size_t pk, float(&acc)[E]) {
-      Pack mine = dev::loadVolatilePack(self + pk);
-      if (!dev::pollPack(dc, Op::MatmulAllReduce, channel, run.buf, self + pk, mine, dc.rank)) return false;
-      self[pk] = Pack{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};  // read: cleared
-      if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, mine, acc)) return false;
-      run.clearRead(pk);
-      return true;
-    };
-    auto total = [&](float ss, bool&) { return norm::rowSum(ss, red, parity, unsigned(dataThreads)); };
-    failed |= !norm::normRow<T>(c, size_t(row), 0, rowPacks, unsigned(dataThreads), failed, invScale, sum, total);
-  }
-  return !failed;
 }
 
 }  // namespace fc::gemv
