@@ -84,9 +84,10 @@ constexpr size_t kNormTwoShotMinClusterPacks = 128;
 constexpr uint32_t kNormClusterPacks = 256;
 
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
-// The engine by default only at 2 ranks (the only world size measured).
+// The engine by default at 2-4 ranks (at 4 on 4 H100s and 4 H200s ahead of the pipeline
+// and the unfused path from shards of 1024 rows; 8 ranks unmeasured).
 //                                                          perf-log: chooseAllGatherMatmul
-constexpr int kAgmmEngineRanks = 2;
+constexpr int kAgmmEngineMaxRanks = 4;
 // ... with shards of at least 1024 rows (8 tile rows): below, its fixed costs exceed what
 // the overlap hides.                                       perf-log: chooseAllGatherMatmul
 constexpr size_t kAgmmEngineMinShardRows = 1024;
@@ -147,6 +148,11 @@ constexpr int kGemvMmaMaxRanks = 2;
 // ... with K up to 8192 (at 13824 it read B slower than cuBLAS).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarOneKernelMaxK = 8192;
+// The MMA form's load batches of 4 groups of 32 k (128 k, 16 packs of B per lane) from
+// this K, else 2 groups: more bytes in flight per SM where K is long enough to fill the
+// warps' batches (at K = 7168 the 2-group form read B slower than the FMA form).
+//                                                          perf-log: gemvMmaGroups
+constexpr size_t kGemvMmaDeepMinK = 4096;
 // The reduce-scatter + all-gather (plain form) only at 2 ranks, from 4096 rows per rank
 // (1-8 % ahead at 8192 rows; behind at 2048; the norm forms behind everywhere).
 //                                                          perf-log: chooseMatmulAllReduce
@@ -288,7 +294,7 @@ uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {
 namespace {
 FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
   const size_t shardRows = q.M / size_t(q.nranks);
-  if (q.nranks == kAgmmEngineRanks && shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
+  if (q.nranks <= kAgmmEngineMaxRanks && shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
       q.K <= kAgmmEngineMaxNK && tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms))
     return FusedAlgo::Engine;
   if (shardRows >= kAgmmPipelineMinShardRows && fillsWaves(tiles(shardRows, q.N), kAgmmPipelineMinWavesX4, q.gpuSms))
@@ -372,6 +378,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
 }
 
 bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
+
+int gemvMmaGroups(size_t K) { return K >= kGemvMmaDeepMinK ? 4 : 2; }
 
 bool gemvMmaBalanced(size_t N, int maxCtas) {
   const size_t tiles = (N + kGemvMmaTileCols - 1) / kGemvMmaTileCols, ctas = size_t(maxCtas > 0 ? maxCtas : 1);

@@ -159,6 +159,8 @@ constexpr size_t kGemvMmaTileCols = 32;
 bool gemvAllReduceMma(size_t M);
 // Whether the MMA form's tiles of 32 columns of N spread evenly over maxCtas CTAs.
 bool gemvMmaBalanced(size_t N, int maxCtas);
+// The MMA form's groups of 32 k per warp and load batch (2 or 4) for K.
+int gemvMmaGroups(size_t K);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather

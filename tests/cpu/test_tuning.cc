@@ -191,8 +191,13 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     CHECK(pick(2, sms, 512, 27648, 5120) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 512, 3072, 4096) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Auto, false) == FusedAlgo::Unfused);  // no engine: unfused
-    // 4 and 8 ranks: never the engine by default.
-    CHECK(pick(4, sms, 8192, 3072, 4096) == FusedAlgo::Pipeline);
+    // 4 ranks: the engine by the same rules (shards of 1024 rows); 8 ranks: never.
+    CHECK(pick(4, sms, 8192, 3072, 4096) == FusedAlgo::Engine);
+    CHECK(pick(4, sms, 4096, 1536, 4096) == FusedAlgo::Engine);
+    CHECK(pick(3, sms, 6144, 3072, 4096) == FusedAlgo::Engine);
+    CHECK(pick(4, sms, 2048, 7168, 4096) == FusedAlgo::Unfused);  // 512-row shards, < 2 waves
+    CHECK(pick(4, sms, 8192, 27648, 5120) == FusedAlgo::Pipeline);
+    CHECK(pick(8, sms, 16384, 3072, 4096) == FusedAlgo::Pipeline);
     CHECK(pick(8, sms, 8192, 8192, 4096) == FusedAlgo::Pipeline);
     CHECK(pick(8, sms, 2048, 4096, 4096) == FusedAlgo::Unfused);
     // Forced, and the fall-backs.
@@ -208,8 +213,9 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
   CHECK(pick(2, 132, 2048, 1920, 4096) == FusedAlgo::Unfused);
   CHECK(pick(2, 114, 2048, 1920, 4096) == FusedAlgo::Engine);
   CHECK(pick(2, 132, 2048, 1920, 4096, FusedAlgo::Auto, true, true, 64) == FusedAlgo::Engine);  // FC_ENGINE_SMS
-  CHECK(pick(4, 132, 8192, 1920, 4096) == FusedAlgo::Unfused);
-  CHECK(pick(4, 114, 8192, 1920, 4096) == FusedAlgo::Pipeline);
+  CHECK(pick(4, 132, 8192, 1920, 4096) == FusedAlgo::Engine);
+  CHECK(pick(4, 132, 2048, 1920, 4096) == FusedAlgo::Unfused);  // 512-row shards
+  CHECK(pick(4, 114, 2048, 1920, 4096) == FusedAlgo::Unfused);
   CHECK(pick(8, 132, 8192, 4096, 4096) == FusedAlgo::Unfused);
   CHECK(pick(8, 114, 8192, 4096, 4096) == FusedAlgo::Pipeline);
 
@@ -350,6 +356,9 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(gemvMmaBalanced(4104, 129));        // 129 tiles (the last partial)
   CHECK(gemvAllReduceMma(2));
   CHECK_FALSE(gemvAllReduceMma(1));
+  CHECK(gemvMmaGroups(2048) == 2);
+  CHECK(gemvMmaGroups(4096) == 4);
+  CHECK(gemvMmaGroups(7168) == 4);
   // Prefill: the reduce-scatter + all-gather at 2 ranks from 4096 rows per rank, plain form only.
   CHECK(pick(2, 8192, 4096, 2048, false) == P::ReduceScatterAllGather);
   CHECK(pick(2, 8192, 4096, 2048, false, true) == P::AllReduce);
