@@ -112,8 +112,7 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
 // kernel; out in datatype, or (fp32Out) the unrounded fp32 sums. gemvAllReduceFits says
 // where it runs: bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples
 // of 8, 16-byte aligned buffers, M x N within a Lamport push slot. form: FMAs or MMAs
-// (Auto: tuning::gemvAllReduceMma; Fma where M allows it). mmaGroups: the MMA form's
-// groups of 32 k per load batch, 2 or 4 (0: tuning::gemvMmaGroups).
+// (Auto: tuning::gemvAllReduceMma; Fma where M allows it).
 constexpr size_t kGemvAllReduceMaxRows = 16;
 constexpr size_t kGemvFmaMaxRowsInstantiated = 4;  // the FMA form's instantiations
 struct GemvAllReduceArgs {
@@ -125,7 +124,6 @@ struct GemvAllReduceArgs {
   fcDataType_t datatype;
   bool fp32Out;
   GemvForm form = GemvForm::Auto;
-  int mmaGroups = 0;
 };
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
 // sig: the op signature the call headers compare; pdl: programmatic dependent launch.

@@ -208,8 +208,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 // same way for A and B, so every product A[m][k] B[k][n] is still summed once.
 constexpr int kSub = 4;                  // 8-column parts of a tile
 constexpr int kTileCols = kSub * E;      // a tile's columns
-// A warp's loads per batch: GA groups of 32 k (GA x kSub packs of B per lane), one batch
-// in flight while the previous one's MMAs run: GA = 2 or 4 (tuning::gemvMmaGroups).
+constexpr int kGroupsAhead = 2;          // groups of 32 k per load batch (8 B packs per lane)
 constexpr int kRedStride = kTileCols + 8;  // red[] row stride: fewer bank conflicts
 static_assert(size_t(kTileCols) == tuning::kGemvMmaTileCols, "the tuning rule's tile width");
 
@@ -231,20 +230,20 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
   }
 }
 
-// One batch of loads: GA groups of 32 k, B's packs of the lane's column in each part,
-// A's packs of rows g (and g + 8 where MR = 16); zero past K, N or M.
-template <int MR, int GA>
+// One batch of loads: kGroupsAhead groups of 32 k, B's packs of the lane's column in
+// each part, A's packs of rows g (and g + 8 where MR = 16); zero past K, N or M.
+template <int MR>
 struct MmaLoads {
-  Pack b[GA][kSub];
-  Pack a[GA][MR / 8];
+  Pack b[kGroupsAhead][kSub];
+  Pack a[kGroupsAhead][MR / 8];
 };
 
-template <int MR, int GA>
-__device__ __forceinline__ void loadBatch(MmaLoads<MR, GA>& L, const Pack* a, const Pack* const (&b)[kSub],
+template <int MR>
+__device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const Pack* const (&b)[kSub],
                                           int firstGroup, int kPacks, int M, int g, int q) {
   const Pack zero{0u, 0u, 0u, 0u};
 #pragma unroll
-  for (int u = 0; u < GA; ++u) {
+  for (int u = 0; u < kGroupsAhead; ++u) {
     const int kp = (firstGroup + u) * 4 + q;
     const bool inK = kp < kPacks;
 #pragma unroll
@@ -257,10 +256,10 @@ __device__ __forceinline__ void loadBatch(MmaLoads<MR, GA>& L, const Pack* a, co
   }
 }
 
-template <typename T, int MR, int GA>
-__device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR, GA>& L) {
+template <typename T, int MR>
+__device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>& L) {
 #pragma unroll
-  for (int u = 0; u < GA; ++u) {
+  for (int u = 0; u < kGroupsAhead; ++u) {
     const Pack r0 = L.a[u][0];
     const Pack r1 = MR == 16 ? L.a[u][MR / 8 - 1] : Pack{0u, 0u, 0u, 0u};
 #pragma unroll
@@ -273,9 +272,8 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR,
 }
 
 // The tensor-core form of gemvAllReduceKernel (same arguments; MR: 8 or 16 rows; the
-// tiles are 32 columns, own[] holds [slot][n-th tile][part][row]; GA: groups of 32 k
-// per load batch).
-template <typename T, int NR, int MR, int GA>
+// tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
+template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
                            int N, int K, int S, int perSlot, uint32_t sig) {
@@ -285,7 +283,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int parts = N / E, tiles = (parts + kSub - 1) / kSub, kPacks = K / E;
-  const int kBatches = (kPacks + 4 * GA - 1) / (4 * GA);
+  const int kBatches = (kPacks + 4 * kGroupsAhead - 1) / (4 * kGroupsAhead);
   const int slots = kWarps / S, stride = int(gridDim.x) * slots;
   dev::waitForPreviousGrid();  // as gemvAllReduceKernel
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
@@ -318,13 +316,13 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
     // Batches kSplit, kSplit + S, ... of this warp, one batch's loads in flight ahead.
     int batch = kSplit;
-    MmaLoads<MR, GA> cur;
-    if (batch < kBatches) loadBatch<MR, GA>(cur, a, b, batch * GA, kPacks, M, g, q);
+    MmaLoads<MR> cur;
+    if (batch < kBatches) loadBatch<MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
     while (batch < kBatches) {
       const int next = batch + S;
-      MmaLoads<MR, GA> ahead;
-      if (next < kBatches) loadBatch<MR, GA>(ahead, a, b, next * GA, kPacks, M, g, q);
-      mmaBatch<T, MR, GA>(d, cur);
+      MmaLoads<MR> ahead;
+      if (next < kBatches) loadBatch<MR>(ahead, a, b, next * kGroupsAhead, kPacks, M, g, q);
+      mmaBatch<T, MR>(d, cur);
       if (next < kBatches) cur = ahead;
       batch = next;
     }
@@ -385,7 +383,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 constexpr int kMinIterations = 4;
 struct Shape {
   bool mma;
-  int rows, groups, S, perSlot;  // groups: the MMA form's GA
+  int rows, S, perSlot;
   size_t grid, smem;
 };
 Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
@@ -393,11 +391,9 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.mma = g.M > kGemvFmaMaxRowsInstantiated || g.form == GemvForm::Mma ||
           (g.form == GemvForm::Auto && tuning::gemvAllReduceMma(g.M));
   const size_t parts = g.N / E, kPacks = g.K / E;
-  s.groups = g.mmaGroups == 2 || g.mmaGroups == 4 ? g.mmaGroups : tuning::gemvMmaGroups(g.K);
-  // Tiles (of 8 or 32 columns) and batches of loads of K per lane (8, or 32 x groups
-  // elements).
+  // Tiles (of 8 or 32 columns) and batches of loads of K per lane (8 or 64 elements).
   const size_t tiles = s.mma ? (parts + kSub - 1) / kSub : parts;
-  const size_t batches = s.mma ? kPacks / (4 * size_t(s.groups)) : kPacks / 32;
+  const size_t batches = s.mma ? kPacks / (4 * kGroupsAhead) : kPacks / 32;
   s.rows = s.mma ? (g.M <= 8 ? 8 : 16) : g.M <= 1 ? 1 : g.M <= 2 ? 2 : 4;
   s.grid = std::min<size_t>(size_t(dc.maxCtas), std::max<size_t>(1, tiles));
   auto perSlot = [&](int S) { return (tiles + s.grid * size_t(kWarps / S) - 1) / (s.grid * size_t(kWarps / S)); };
@@ -417,7 +413,7 @@ size_t staticSmem(const Shape& s) {
   return red;
 }
 
-template <typename T, int MR, bool Mma, int GA = 0>
+template <typename T, int MR, bool Mma>
 fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, const Shape& s, uint32_t sig,
                       bool pdl, cudaStream_t stream) {
   static_assert(kData + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
@@ -425,7 +421,7 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     constexpr int NR = decltype(nr)::value;
     auto kernel = [] {
       if constexpr (Mma)
-        return gemvMmaAllReduceKernel<T, NR, MR, GA>;
+        return gemvMmaAllReduceKernel<T, NR, MR>;
       else
         return gemvAllReduceKernel<T, NR, MR>;
     }();
@@ -459,12 +455,9 @@ fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllR
       return setError(fcInternalError, "GEMV + all-reduce: 16-bit types only");
     } else {
       const Shape s = shapeOf(dc, g);
-      if (s.mma && s.groups == 4)
-        return s.rows == 8 ? launchRows<T, 8, true, 4>(dc, channel, g, s, sig, pdl, stream)
-                           : launchRows<T, 16, true, 4>(dc, channel, g, s, sig, pdl, stream);
       if (s.mma)
-        return s.rows == 8 ? launchRows<T, 8, true, 2>(dc, channel, g, s, sig, pdl, stream)
-                           : launchRows<T, 16, true, 2>(dc, channel, g, s, sig, pdl, stream);
+        return s.rows == 8 ? launchRows<T, 8, true>(dc, channel, g, s, sig, pdl, stream)
+                           : launchRows<T, 16, true>(dc, channel, g, s, sig, pdl, stream);
       return s.rows == 1   ? launchRows<T, 1, false>(dc, channel, g, s, sig, pdl, stream)
              : s.rows == 2 ? launchRows<T, 2, false>(dc, channel, g, s, sig, pdl, stream)
                            : launchRows<T, 4, false>(dc, channel, g, s, sig, pdl, stream);

@@ -84,10 +84,14 @@ constexpr size_t kNormTwoShotMinClusterPacks = 128;
 constexpr uint32_t kNormClusterPacks = 256;
 
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
-// The engine by default at 2-4 ranks (at 4 on 4 H100s and 4 H200s ahead of the pipeline
-// and the unfused path from shards of 1024 rows; 8 ranks unmeasured).
+// The engine by default at 2-4 ranks (8 unmeasured). At 3-4 ranks only for shards of
+// at most 1024 rows or where the pipeline does not fill its waves: on 4 H200s it was
+// ahead there (4096 x 7168 x 4096 309.5 against the pipeline's 334.1 us; 8192 x 1536 x
+// 4096 209.8 against the unfused path's 302.7), 2-8 % behind the pipeline with larger
+// shards (8192 x 7168 x 4096, symmetric A: 629.8 against 605.4).
 //                                                          perf-log: chooseAllGatherMatmul
 constexpr int kAgmmEngineMaxRanks = 4;
+constexpr size_t kAgmmEngineWideMaxShardRows = 1024;
 // ... with shards of at least 1024 rows (8 tile rows): below, its fixed costs exceed what
 // the overlap hides.                                       perf-log: chooseAllGatherMatmul
 constexpr size_t kAgmmEngineMinShardRows = 1024;
@@ -136,23 +140,23 @@ constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 // ---- fcMatmulAllReduce ---------------------------------------------------------------------
 // The one decode kernel (GEMV + Lamport pushes per tile): its FMA form for one row (from
 // 2 rows CUDA-core FMAs fall behind cuBLAS's tensor cores), its MMA form (tensor cores)
-// for 2-16 rows where its tiles of 32 columns spread evenly over its grid (N / 32 at
-// most, or a multiple of, its CTAs: at N = 5120, 160 tiles on 128 CTAs, the busiest SMs
-// take two tiles with half their warps and it fell behind the GEMM + all-reduce).
+// from 2 rows where N / 32 tiles are at most its CTAs (one tile each: at N = 5120 and
+// 8192 the SMs that take two fell behind the GEMM + all-reduce).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kGemvFmaMaxRows = 1;
 constexpr size_t kMmarOneKernelMaxRows = 16;
-// ... measured at 2 ranks only (at 3-8 the tests pass; its (W - 1) pushes per pack are
-// untimed): the older choice, cuBLAS + the all-reduce, stays there.
-constexpr int kGemvMmaMaxRanks = 2;
-// ... with K up to 8192 (at 13824 it read B slower than cuBLAS).
+// ... the MMA form where M x K x W is at most this (2 ranks: 16 rows at K = 2048, 8 at
+// 4096, 4 at 7168; 4 ranks: half that). Past it the kernel's MMAs per tile and its
+// (W - 1) pushes per pack cost more than the fusion saves (on 4 H200s, at 16 x 4096 x
+// 7168: 1.03x the GEMM + all-reduce at 2 ranks; 8 x 4096 x 4096 1.01x at 4 ranks).
 //                                                          perf-log: chooseMatmulAllReduce
-constexpr size_t kMmarOneKernelMaxK = 8192;
-// The MMA form's load batches of 4 groups of 32 k (128 k, 16 packs of B per lane) from
-// this K, else 2 groups: more bytes in flight per SM where K is long enough to fill the
-// warps' batches (at K = 7168 the 2-group form read B slower than the FMA form).
-//                                                          perf-log: gemvMmaGroups
-constexpr size_t kGemvMmaDeepMinK = 4096;
+constexpr size_t kGemvMmaMaxRowsKRanks = 65536;
+constexpr int kGemvMmaMaxRanks = 4;  // timed at 2 and 4 ranks
+// ... and either form with a weight of at most 32 Mi elements (N x K): it streams B a
+// few per cent below cuBLAS's rate, which outgrows the fusion's saving with the GEMM
+// (8192 x 7168: 1.02x at one row, 5120 x 13824: 1.28x).
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarOneKernelMaxWeight = size_t(32) << 20;
 // The reduce-scatter + all-gather (plain form) only at 2 ranks, from 4096 rows per rank
 // (1-8 % ahead at 8192 rows; behind at 2048; the norm forms behind everywhere).
 //                                                          perf-log: chooseMatmulAllReduce
@@ -294,11 +298,14 @@ uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {
 namespace {
 FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
   const size_t shardRows = q.M / size_t(q.nranks);
-  if (q.nranks <= kAgmmEngineMaxRanks && shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
-      q.K <= kAgmmEngineMaxNK && tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms))
+  const bool pipelineFills =
+      shardRows >= kAgmmPipelineMinShardRows && fillsWaves(tiles(shardRows, q.N), kAgmmPipelineMinWavesX4, q.gpuSms);
+  const bool engineShape = shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
+                           q.K <= kAgmmEngineMaxNK && tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms);
+  if (engineShape && (q.nranks == 2 || (q.nranks <= kAgmmEngineMaxRanks &&
+                                        (shardRows <= kAgmmEngineWideMaxShardRows || !pipelineFills))))
     return FusedAlgo::Engine;
-  if (shardRows >= kAgmmPipelineMinShardRows && fillsWaves(tiles(shardRows, q.N), kAgmmPipelineMinWavesX4, q.gpuSms))
-    return FusedAlgo::Pipeline;
+  if (pipelineFills) return FusedAlgo::Pipeline;
   return FusedAlgo::Unfused;
 }
 }  // namespace
@@ -365,9 +372,10 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
     case MatmulAllReduceAlgo::Unfused: return P::AllReduce;
     default: break;
   }
-  if (q.oneKernelFits && q.K <= kMmarOneKernelMaxK &&
+  if (q.oneKernelFits && q.N * q.K <= kMmarOneKernelMaxWeight &&
       (q.M <= kGemvFmaMaxRows ||
-       (q.M <= kMmarOneKernelMaxRows && q.nranks <= kGemvMmaMaxRanks && gemvMmaBalanced(q.N, q.maxCtas))))
+       (q.M <= kMmarOneKernelMaxRows && q.nranks <= kGemvMmaMaxRanks &&
+        q.M * q.K * size_t(q.nranks) <= kGemvMmaMaxRowsKRanks && gemvMmaOneTilePerCta(q.N, q.maxCtas))))
     return P::OneKernel;
   if (q.rowsSplit && q.engineGathers &&
       q.M / size_t(q.nranks) >= (q.norm ? kMmarGatherNormMinRowsPerRank : kMmarGatherMinRowsPerRank))
@@ -379,11 +387,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
 
 bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
 
-int gemvMmaGroups(size_t K) { return K >= kGemvMmaDeepMinK ? 4 : 2; }
-
-bool gemvMmaBalanced(size_t N, int maxCtas) {
+bool gemvMmaOneTilePerCta(size_t N, int maxCtas) {
   const size_t tiles = (N + kGemvMmaTileCols - 1) / kGemvMmaTileCols, ctas = size_t(maxCtas > 0 ? maxCtas : 1);
-  return tiles <= ctas || tiles % ctas == 0;
+  return tiles <= ctas;
 }
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------

@@ -157,10 +157,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 constexpr size_t kGemvMmaTileCols = 32;
 // The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows.
 bool gemvAllReduceMma(size_t M);
-// Whether the MMA form's tiles of 32 columns of N spread evenly over maxCtas CTAs.
-bool gemvMmaBalanced(size_t N, int maxCtas);
-// The MMA form's groups of 32 k per warp and load batch (2 or 4) for K.
-int gemvMmaGroups(size_t K);
+// Whether the MMA form's tiles of 32 columns of N are at most maxCtas (one per CTA).
+bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather

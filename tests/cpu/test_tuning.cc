@@ -191,10 +191,14 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     CHECK(pick(2, sms, 512, 27648, 5120) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 512, 3072, 4096) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Auto, false) == FusedAlgo::Unfused);  // no engine: unfused
-    // 4 ranks: the engine by the same rules (shards of 1024 rows); 8 ranks: never.
-    CHECK(pick(4, sms, 8192, 3072, 4096) == FusedAlgo::Engine);
+    // 3-4 ranks: the engine for shards of 1024 rows, larger ones where the pipeline does
+    // not fill its waves; 8 ranks: never.
     CHECK(pick(4, sms, 4096, 1536, 4096) == FusedAlgo::Engine);
-    CHECK(pick(3, sms, 6144, 3072, 4096) == FusedAlgo::Engine);
+    CHECK(pick(4, sms, 4096, 7168, 4096) == FusedAlgo::Engine);
+    CHECK(pick(3, sms, 3072, 3072, 4096) == FusedAlgo::Engine);
+    CHECK(pick(4, sms, 8192, 3072, 4096) == FusedAlgo::Pipeline);
+    CHECK(pick(4, sms, 8192, 7168, 4096) == FusedAlgo::Pipeline);
+    CHECK(pick(3, sms, 6144, 3072, 4096) == FusedAlgo::Pipeline);
     CHECK(pick(4, sms, 2048, 7168, 4096) == FusedAlgo::Unfused);  // 512-row shards, < 2 waves
     CHECK(pick(4, sms, 8192, 27648, 5120) == FusedAlgo::Pipeline);
     CHECK(pick(8, sms, 16384, 3072, 4096) == FusedAlgo::Pipeline);
@@ -213,7 +217,8 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
   CHECK(pick(2, 132, 2048, 1920, 4096) == FusedAlgo::Unfused);
   CHECK(pick(2, 114, 2048, 1920, 4096) == FusedAlgo::Engine);
   CHECK(pick(2, 132, 2048, 1920, 4096, FusedAlgo::Auto, true, true, 64) == FusedAlgo::Engine);  // FC_ENGINE_SMS
-  CHECK(pick(4, 132, 8192, 1920, 4096) == FusedAlgo::Engine);
+  CHECK(pick(4, 132, 8192, 1920, 4096) == FusedAlgo::Engine);    // 240 pipeline tiles < 264
+  CHECK(pick(4, 114, 8192, 1920, 4096) == FusedAlgo::Pipeline);  // >= 228
   CHECK(pick(4, 132, 2048, 1920, 4096) == FusedAlgo::Unfused);  // 512-row shards
   CHECK(pick(4, 114, 2048, 1920, 4096) == FusedAlgo::Unfused);
   CHECK(pick(8, 132, 8192, 4096, 4096) == FusedAlgo::Unfused);
@@ -333,32 +338,41 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
     q.norm = norm;
     return chooseMatmulAllReduce(q);
   };
-  // Decode: the one kernel for one row with K <= 8192 (the four row-parallel layers).
+  // Decode: the one kernel for one row with weights of up to 32 Mi elements.
   CHECK(pick(2, 1, 4096, 2048, true) == P::OneKernel);
   CHECK(pick(2, 1, 4096, 7168, true, true) == P::OneKernel);
   CHECK(pick(2, 1, 5120, 2560, true) == P::OneKernel);
-  CHECK(pick(2, 1, 5120, 13824, true) == P::AllReduce);  // K past 8192: cuBLAS reads B faster
+  CHECK(pick(2, 1, 8192, 4096, true) == P::OneKernel);   // 32 Mi
+  CHECK(pick(2, 1, 8192, 7168, true) == P::AllReduce);   // 56 Mi: cuBLAS reads B faster
+  CHECK(pick(2, 1, 5120, 13824, true) == P::AllReduce);
   CHECK(pick(2, 1, 4096, 2048, false) == P::AllReduce);  // the kernel does not take the shape
   CHECK(pick(8, 1, 4096, 2048, true) == P::OneKernel);
-  // 2-16 rows (its tensor-core form) where N / 32 tiles spread evenly over 128 CTAs.
+  // 2-16 rows (its tensor-core form) with one tile of 32 columns per CTA (128) and
+  // M x K x W <= 65536.
   CHECK(pick(2, 2, 4096, 2048, true) == P::OneKernel);    // 128 tiles
-  CHECK(pick(2, 16, 4096, 7168, true, true) == P::OneKernel);
+  CHECK(pick(2, 16, 4096, 2048, true, true) == P::OneKernel);
+  CHECK(pick(2, 8, 4096, 4096, true) == P::OneKernel);
+  CHECK(pick(2, 4, 4096, 7168, true, true) == P::OneKernel);
+  CHECK(pick(2, 8, 4096, 7168, true) == P::AllReduce);    // 8 x 7168 x 2
+  CHECK(pick(2, 16, 4096, 4096, true) == P::AllReduce);
   CHECK(pick(2, 8, 2048, 4096, true) == P::OneKernel);    // 64 tiles
-  CHECK(pick(2, 16, 8192, 3584, true) == P::OneKernel);   // 256 tiles
+  CHECK(pick(2, 4, 3584, 2048, true) == P::OneKernel);    // 112 tiles
+  CHECK(pick(2, 4, 8192, 2048, true) == P::AllReduce);    // 256 tiles: two per CTA
   CHECK(pick(2, 4, 5120, 2560, true) == P::AllReduce);    // 160 tiles: the busiest SMs take two
-  CHECK(pick(2, 12, 7168, 2048, true) == P::AllReduce);   // 224 tiles
-  CHECK(pick(2, 17, 4096, 2048, true) == P::AllReduce);   // past 16 rows
-  CHECK(pick(2, 16, 4096, 13824, true) == P::AllReduce);  // K past 8192
-  CHECK(pick(4, 8, 4096, 2048, true) == P::AllReduce);    // measured at 2 ranks only
-  CHECK(pick(4, 8, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
-  CHECK(gemvMmaBalanced(4096, 128));
-  CHECK_FALSE(gemvMmaBalanced(4096, 100));  // 128 tiles on 100 CTAs
-  CHECK(gemvMmaBalanced(4104, 129));        // 129 tiles (the last partial)
+  CHECK(pick(2, 17, 4096, 256, true) == P::AllReduce);    // past 16 rows
+  CHECK(pick(4, 8, 4096, 2048, true) == P::OneKernel);    // 4 ranks: 8 x 2048 x 4
+  CHECK(pick(4, 4, 4096, 4096, true) == P::OneKernel);
+  CHECK(pick(4, 16, 4096, 2048, true) == P::AllReduce);
+  CHECK(pick(4, 2, 4096, 7168, true) == P::OneKernel);
+  CHECK(pick(4, 4, 4096, 7168, true) == P::AllReduce);    // 4 x 7168 x 4 > 65536
+  CHECK(pick(8, 2, 4096, 2048, true) == P::AllReduce);    // untimed at 8 ranks
+  CHECK(pick(8, 2, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
+  CHECK(gemvMmaOneTilePerCta(4096, 128));
+  CHECK_FALSE(gemvMmaOneTilePerCta(4096, 100));  // 128 tiles on 100 CTAs
+  CHECK(gemvMmaOneTilePerCta(4104, 129));        // 129 tiles (the last partial)
+  CHECK_FALSE(gemvMmaOneTilePerCta(8192, 128));
   CHECK(gemvAllReduceMma(2));
   CHECK_FALSE(gemvAllReduceMma(1));
-  CHECK(gemvMmaGroups(2048) == 2);
-  CHECK(gemvMmaGroups(4096) == 4);
-  CHECK(gemvMmaGroups(7168) == 4);
   // Prefill: the reduce-scatter + all-gather at 2 ranks from 4096 rows per rank, plain form only.
   CHECK(pick(2, 8192, 4096, 2048, false) == P::ReduceScatterAllGather);
   CHECK(pick(2, 8192, 4096, 2048, false, true) == P::AllReduce);
