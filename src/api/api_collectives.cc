@@ -101,7 +101,7 @@ fcResult_t launchOneShot(const Call& c, cudaStream_t stream) {
     return fc::launchAllReduceLamport(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                       c.comm->params.pdl, stream, c.comm->params.lamportStages, c.sig);
   return fc::launchAllReduceOneShot(c.comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
-                                    zeroCopySource(c), stream);
+                                    zeroCopySource(c), stream, c.sig);
 }
 
 }  // namespace
@@ -154,11 +154,14 @@ fcResult_t launchAllReduce(const Call& c, fc::AllReduceAlgo algo, cudaStream_t s
       return fc::launchAllReduceLamportTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
                                                comm->params.pdl, stream, c.sig);
     case fc::AllReduceAlgo::CopyEngine:
+      // The copy-engine passes' barriers carry the all-reduce's own signature: an op
+      // built on it meets the peers with its own first.
+      if (c.sig != 0) FC_CHECK(fc::launchOpBarrier(comm->dev, c.lane.channel, fc::Op(c.sig >> 28), c.sig, stream));
       return fc::launchAllReduceCe(comm->dev, c.lane.channel, *comm->copies[size_t(c.lane.channel)], c.send,
                                    c.recv, c.sendElems, c.dtype, stream);
     default:
       return fc::launchAllReduceTwoShot(comm->dev, c.lane.channel, c.send, c.recv, c.sendElems, c.dtype,
-                                        zeroCopySource(c), stream);
+                                        zeroCopySource(c), stream, c.sig);
   }
 }
 

@@ -128,6 +128,12 @@ fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* su
       return launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, stream, c.sig);
     default:
       c.recv = sum;
+      // The all-reduce compares the norm's shape, not only its count: ranks whose rows
+      // differ in length (the same tokens x hidden) are caught as a mismatch (fault
+      // scenario mismatch-norm) instead of normalising different rows. An op built on
+      // this path (fcMatmulAllReduce) has set its own.
+      if (c.sig == 0)
+        c.sig = opSignature(Op::AllReduceNorm, uint32_t(n.datatype), shapeKey(n.tokens, n.hidden, 1, 0));
       FC_CHECK(launchAllReduce(c, plan.algo, stream));
       return launchResidualNorm(n, sum, pdl, stream);
   }

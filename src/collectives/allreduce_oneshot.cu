@@ -64,14 +64,14 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
 
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count,
-                  fcDataType_t datatype, const SymSource* symmetricIn, cudaStream_t stream) {
+                  fcDataType_t datatype, const SymSource* symmetricIn, cudaStream_t stream, uint32_t callerSig) {
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
   const unsigned grid = unsigned(nchunks < size_t(dc.maxCtas) ? nchunks : size_t(dc.maxCtas));
   auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceOneShotKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride, channelWorkspaceOffset(dc, channel)} : *symmetricIn;
-  const uint32_t sig = opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
+  const uint32_t sig = callerSig != 0 ? callerSig : opSignature(Op::AllReduceOneShot, uint32_t(datatype), count);
   return launchKernel(kernel, dim3(grid), dim3(kThreads), stream, dc, channel,
                       static_cast<const T*>(in), static_cast<T*>(out), count, src, stage, sig);
 }
@@ -85,9 +85,9 @@ size_t allReduceOneShotWorkspace(size_t bytes) { return (bytes + 15) / 16 * 16; 
 
 fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
-                                  const SymSource* symmetricIn, cudaStream_t stream) {
+                                  const SymSource* symmetricIn, cudaStream_t stream, uint32_t sig) {
   return withElementType(datatype, "one-shot all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream, sig);
   });
 }
 

@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count,
-                  fcDataType_t datatype, const SymSource* symmetricIn, cudaStream_t stream) {
+                  fcDataType_t datatype, const SymSource* symmetricIn, cudaStream_t stream, uint32_t callerSig) {
   constexpr size_t E = dev::PackTraits<T>::kElems;
   const size_t W = size_t(dc.nranks);
   const size_t slice = ((count + W - 1) / W + E - 1) / E * E;
@@ -116,7 +116,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceTwoShotKernel<T, decltype(nr)::value>; });
   const bool stage = symmetricIn == nullptr;
   const SymSource src = stage ? SymSource{dc.base, dc.stride, 0} : *symmetricIn;
-  const uint32_t sig = opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
+  const uint32_t sig = callerSig != 0 ? callerSig : opSignature(Op::AllReduceTwoShot, uint32_t(datatype), count);
   return launchKernel(kernel, dim3(plan.grid), dim3(kThreads), stream, dc, channel,
                       static_cast<const T*>(in), static_cast<T*>(out), count, slice,
                       plan.regionBytes, src, stage, sig);
@@ -129,9 +129,9 @@ FC_PRELOAD_MODULE_OF(allReduceTwoShotKernel<float, 2>);
 
 fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
-                                  const SymSource* symmetricIn, cudaStream_t stream) {
+                                  const SymSource* symmetricIn, cudaStream_t stream, uint32_t sig) {
   return withElementType(datatype, "two-shot all-reduce", [&](auto tag) {
-    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream);
+    return launch<decltype(tag)>(dc, channel, sendbuff, recvbuff, count, datatype, symmetricIn, stream, sig);
   });
 }
 

@@ -15,10 +15,12 @@ namespace fc {
 
 // One-shot all-reduce of `count` elements. symmetricIn: where every rank's sendbuff
 // lies in symmetric memory (16-byte aligned offset, not recvbuff), or NULL to stage
-// through the workspace (then count*size <= workspace, checked by the caller).
+// through the workspace (then count*size <= workspace, checked by the caller). sig: the
+// op signature its barriers compare (0: the collective's own, of its count and dtype;
+// an op built on it, such as fcAllReduceResidualRMSNorm, passes its own).
 fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
-                                  const SymSource* symmetricIn, cudaStream_t stream);
+                                  const SymSource* symmetricIn, cudaStream_t stream, uint32_t sig = 0);
 
 // Lamport one-shot all-reduce (push, poll the data; no flags): count*size must not
 // exceed lamportSlotBytes(nranks). pdl: launch with programmatic dependent launch. stages:
@@ -89,10 +91,10 @@ fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, c
                               bool fp32Sum = false);
 
 // Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
-// any count: sizes beyond the workspace run in passes.
+// any count: sizes beyond the workspace run in passes. sig: as the one-shot's.
 fcResult_t launchAllReduceTwoShot(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype,
-                                  const SymSource* symmetricIn, cudaStream_t stream);
+                                  const SymSource* symmetricIn, cudaStream_t stream, uint32_t sig = 0);
 
 // Reduce-scatter of W blocks of recvcount elements; any count (passes).
 fcResult_t launchReduceScatter(const DeviceComm& dc, int channel, const void* sendbuff,
