@@ -140,8 +140,13 @@ fcResult_t chooseAllReduce(const Call& c, fc::AllReduceAlgo* algo) {
   return q.forced == fc::AllReduceAlgo::OneShot ? checkOneShotFits(c) : fcSuccess;
 }
 
-fcResult_t launchAllReduce(const Call& c, fc::AllReduceAlgo algo, cudaStream_t stream) {
-  fcComm* comm = c.comm;
+fcResult_t launchAllReduce(const Call& call, fc::AllReduceAlgo algo, cudaStream_t stream) {
+  fcComm* comm = call.comm;
+  // An op's own signature also names the algorithm: ranks whose choices differ (a
+  // zero-copy input on some ranks only, a per-rank FC_ALLREDUCE_ALGO) meet a mismatch
+  // instead of passing each other's barriers in another protocol.
+  Call c = call;
+  if (c.sig != 0) c.sig ^= (uint32_t(algo) + 1u) << 20;
   FC_TRACE("%s: all-reduce of %zu bytes, %s%s", c.fn, c.sendElems * c.elem,
            algo == fc::AllReduceAlgo::OneShot          ? "one-shot"
            : algo == fc::AllReduceAlgo::TwoShot        ? "two-shot"

@@ -160,9 +160,9 @@ constexpr uint64_t shapeKey(uint64_t M, uint64_t N, uint64_t K, uint32_t transB)
     for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xffu)) * 1099511628211ull;
   return (h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu;
 }
-constexpr bool isFusedOp(uint32_t op) {
+constexpr bool isFusedOp(uint32_t op) {  // and the all-reduce + RMSNorm: a shape hash too
   return op == uint32_t(Op::AllGatherMatmul) || op == uint32_t(Op::MatmulReduceScatter) ||
-         op == uint32_t(Op::MatmulAllReduce);
+         op == uint32_t(Op::MatmulAllReduce) || op == uint32_t(Op::AllReduceNorm);
 }
 
 // Written by the first device thread that gives up (timeout or abort); lives in

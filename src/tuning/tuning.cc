@@ -85,7 +85,7 @@ constexpr uint32_t kNormClusterPacks = 256;
 
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
 // The engine by default at 2-4 ranks (8 unmeasured). At 3-4 ranks only for shards of
-// at most 1024 rows or where the pipeline does not fill its waves: on 4 H200s it was
+// 1024 rows (its least, below) or where the pipeline does not fill its waves: on 4 H200s it was
 // ahead there (4096 x 7168 x 4096 309.5 against the pipeline's 334.1 us; 8192 x 1536 x
 // 4096 209.8 against the unfused path's 302.7), 2-8 % behind the pipeline with larger
 // shards (8192 x 7168 x 4096, symmetric A: 629.8 against 605.4).
