@@ -170,13 +170,6 @@ fcResult_t launchAllReduce(const Call& call, fc::AllReduceAlgo algo, cudaStream_
   }
 }
 
-bool allReduceIsLamport(const Call& c, fc::AllReduceAlgo algo) {
-  return algo == fc::AllReduceAlgo::LamportTwoShot ||
-         (algo == fc::AllReduceAlgo::OneShot &&
-          fc::tuning::oneShotIsLamport(c.comm->nranks, c.sendElems * c.elem, c.comm->params.lamportMaxBytes,
-                                       c.comm->params.allReduceAlgo));
-}
-
 fcResult_t launchAllGather(const Call& c, cudaStream_t stream) {
   const fcComm* comm = c.comm;
   const size_t bytes = c.recvElems * c.elem;

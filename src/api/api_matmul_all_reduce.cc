@@ -139,10 +139,8 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
   if (m.norm == nullptr) {
     AllReduceAlgo algo;
     FC_CHECK(chooseAllReduce(c, &algo));
-    // Ranks with another K (the same M x N) meet a different signature: in the Lamport
-    // kernels' call headers, else at a barrier first.
-    if (!allReduceIsLamport(c, algo))
-      FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulAllReduce, sig, stream));
+    // Ranks with another K (the same M x N) meet a different signature in the
+    // all-reduce (c.sig: its Lamport call headers or its barriers).
     FC_CHECK(gemm.matmul(m.A, m.M, m.B, m.C, m.N, m.K, m.transB, m.datatype, stream));
     return launchAllReduce(c, algo, stream);
   }
@@ -156,8 +154,6 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
     product = ce::slot(comm->dev, comm->rank, c.lane.channel, 0);
   else
     FC_CHECK(commScratch(comm, m.fn, c.lane, bytes, &product));
-  if (plan.path == NormPath::Unfused && !allReduceIsLamport(c, plan.algo))
-    FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulAllReduce, sig, stream));
   FC_CHECK(gemm.matmul(m.A, m.M, m.B, product, m.N, m.K, m.transB, m.datatype, stream));
   n.in = product;
   c.send = c.inPlaceSend = product;

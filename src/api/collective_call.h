@@ -46,11 +46,9 @@ void detectZeroCopy(Call& c, bool extraAlignment);
 // the op is begun included).
 fcResult_t chooseAllReduce(const Call& c, fc::AllReduceAlgo* algo);
 
-// Whether the all-reduce of c with `algo` runs a Lamport kernel (whose call headers
-// compare c.sig) rather than one with barriers.
-bool allReduceIsLamport(const Call& c, fc::AllReduceAlgo algo);
-
-// Enqueue the all-reduce of c (begun: c.lane set) with `algo`.
+// Enqueue the all-reduce of c (begun: c.lane set) with `algo`. A non-zero c.sig (an op
+// built on it) is what its Lamport call headers or barriers compare, with the algorithm
+// folded in.
 fcResult_t launchAllReduce(const Call& c, fc::AllReduceAlgo algo, cudaStream_t stream);
 
 // Enqueue fcAllGather's algorithm for c (begun: c.lane set; c.send and c.recv as

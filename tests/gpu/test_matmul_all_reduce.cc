@@ -139,8 +139,8 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // the Lamport one-shot's slot (the two-shot) with M a multiple of every world size
   // (the forced reduce-scatter + all-gather path runs there).
   // 3 x 33032 gives the tensor-core form 1033 tiles of 32 columns (two per slot, the last
-  // partial; auto: cuBLAS + the all-reduce, the tiles do not spread evenly, so the one
-  // kernel runs where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile.
+  // partial; auto: cuBLAS + the all-reduce, more tiles than CTAs, so the one kernel runs
+  // where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile.
   const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},  {5, 520, 264},
                           {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264}, {3, 33032, 136},
                           {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256}};
