@@ -28,12 +28,30 @@ def init_process_group(name):
     return rank, world
 
 
-def time_graphs(fns, calls=5, replays=15, group=None):
+# How time_graphs starts its replays unless told (parse_args' --replays-start, --calls):
+# "sync", each after this rank's host synchronised on the one before, so a skew between
+# the ranks' hosts is waited out inside the early rank's first call and counted (spread
+# over the graph's calls); "barrier", an untimed NCCL all-reduce of one element on the
+# stream first, so every rank's replay starts within the all-reduce's own skew of the
+# others' (as fc-bench --replays-start barrier: what a call inside a model's step sees,
+# where the ranks are in step). `calls`: calls per graph where the caller names none.
+REPLAYS = {"start": "sync", "calls": 5}
+
+
+def _start_together(group):
+    flag = torch.zeros(1, device="cuda")
+    dist.all_reduce(flag, group=group)  # the current stream waits for it; untimed
+
+
+def time_graphs(fns, calls=None, replays=15, group=None, start=None):
     """Microseconds per call of each function: each captured into a CUDA graph of
     `calls` calls (after one warm-up call outside capture), the graphs replayed in turn
     within each of `replays` rounds, so that none gains from a cooler GPU (at its power
     limit an H200 lowers its clock during a run); per function the median over rounds,
-    then the max over the ranks of `group` (every rank must call this together)."""
+    then the max over the ranks of `group` (every rank must call this together).
+    `calls` / `start`: REPLAYS' where not given."""
+    calls = calls or REPLAYS["calls"]
+    start_mode = start or REPLAYS["start"]
     graphs = []
     for fn in fns:
         fn()
@@ -46,14 +64,16 @@ def time_graphs(fns, calls=5, replays=15, group=None):
         graphs.append(g)
     torch.cuda.synchronize()
     times = [[] for _ in fns]
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for _ in range(replays):
         for g, ts in zip(graphs, times):
-            start.record()
+            if start_mode == "barrier":
+                _start_together(group)
+            begin.record()
             g.replay()
-            stop.record()
-            stop.synchronize()
-            ts.append(start.elapsed_time(stop) * 1000 / calls)
+            end.record()
+            end.synchronize()
+            ts.append(begin.elapsed_time(end) * 1000 / calls)
     t = torch.tensor([sorted(ts)[len(ts) // 2] for ts in times], device="cuda")
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
     return t.tolist()
@@ -156,7 +176,15 @@ def parse_args(flags=None, grid=False, argv=None, **lists):
         ap.add_argument("--" + name, default=None, help="comma-separated (default %s)" % default)
     for name, text in (flags or {}).items():
         ap.add_argument("--" + name, action="store_true", help=text)
+    ap.add_argument("--replays-start", choices=("sync", "barrier"), default=REPLAYS["start"],
+                    help="graph replays start after this rank's host synchronised (sync, the default) or "
+                         "together on every rank after an untimed NCCL all-reduce (barrier)")
+    ap.add_argument("--calls", type=int, default=None,
+                    help="calls per captured graph where the benchmark names none (default %d)" % REPLAYS["calls"])
     args = ap.parse_args(argv)
+    REPLAYS["start"] = args.replays_start
+    if args.calls:
+        REPLAYS["calls"] = args.calls
     for name, default in lists.items():
         if getattr(args, name) is None:
             chosen = getattr(args, "grid", None)

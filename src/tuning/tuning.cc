@@ -68,6 +68,19 @@ constexpr size_t kNormOneKernelMaxRows = 160;
 // from 655 KiB. 8 ranks (unmeasured) follow the same rule. perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormOneKernelFromZeroMaxRanks = 2;
 constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
+// ... except, at 2 ranks, few rows of 7-16 KiB (hidden 3584-8192 in bf16) between 10 and 192
+// KiB in all: there the one-shot all-reduce (its pushes spread over the grid in 2 KiB
+// chunks) + the norm kernel behind it with PDL were ahead of the one kernel (whose CTA or
+// cluster per row pushes and polls the row alone) by 0.05-0.63 us. 2 H100s (4e5dd40): 1 x
+// 5120 4.79 against 5.42 us, 3 x 4096 4.56 against 4.88, 8 x 8192 5.79 against 6.06, 17 x
+// 5120 5.79 against 6.10; the one kernel ahead at 17 x 8192 (278 KiB, 6.48 against 6.68), at
+// hidden 16384 (clusters of 8: 1 x 16384 6.15 against 6.36), at 1-3 rows of 2048 and at 64
+// rows of every size. 2 H200s (5541842): 4-16 x 4096 and 1-8 x 8192 the same way (by
+// 0.06-0.24 us), 2 x 4096 (16 KiB) 0.12 us the other way.
+//                                                          perf-log: allReduceNormUnfusedWindow
+constexpr int kNormUnfusedWindowMaxRanks = 2;
+constexpr size_t kNormUnfusedWindowMinBytes = 10 * KiB, kNormUnfusedWindowMaxBytes = 192 * KiB;
+constexpr size_t kNormUnfusedWindowMinRow = 7 * KiB, kNormUnfusedWindowMaxRow = 16 * KiB;
 // The two-shot kernel only at 2 ranks: at 4 a pass is half a 1 MiB push slot, so its grid
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
@@ -263,6 +276,12 @@ size_t allReduceNormOneKernelAboveBytes(int nranks) {
   return nranks <= kNormOneKernelFromZeroMaxRanks ? 0 : oneShotMaxBytes(nranks);
 }
 
+bool allReduceNormUnfusedWindow(int nranks, size_t bytes, size_t rowBytes) {
+  return nranks <= kNormUnfusedWindowMaxRanks && bytes >= kNormUnfusedWindowMinBytes &&
+         bytes <= kNormUnfusedWindowMaxBytes && rowBytes >= kNormUnfusedWindowMinRow &&
+         rowBytes <= kNormUnfusedWindowMaxRow;
+}
+
 bool allReduceNormTwoShotAuto(int nranks) { return nranks <= kNormTwoShotMaxRanks && lamportTwoShotAuto(nranks); }
 
 NormPath chooseAllReduceNorm(const NormQuery& q) {
@@ -272,6 +291,8 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
                              ? false
                              : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most &&
                                    q.rows <= allReduceNormOneKernelMaxRows(q.nranks);
+  if (q.forced == NormAlgo::Auto && oneKernel && allReduceNormUnfusedWindow(q.nranks, q.bytes, q.rowBytes))
+    return NormPath::Unfused;
   if (oneKernel) return NormPath::OneKernel;
   // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.
   const bool twoShot = q.forced == NormAlgo::OneKernel ? lamportTwoShotAuto(q.nranks)

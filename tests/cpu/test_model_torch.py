@@ -194,6 +194,14 @@ if __name__ == "__main__":
     a = bench.parse_args(["--decode", "", "--hidden", "2048"])
     expect(a.decode == [] and bench.M.config_from_args(a).hidden == 2048, "--decode '' and a config flag")
 
+    # The PyTorch benchmarks' timing flags (fusedcomm.bench.parse_args): how replays start.
+    import fusedcomm.bench as fb
+    a = fb.parse_args(argv=[], tokens="1")
+    expect((a.replays_start, fb.REPLAYS) == ("sync", {"start": "sync", "calls": 5}), "replays: sync, 5 calls by default")
+    fb.parse_args(argv=["--replays-start", "barrier", "--calls", "20"], tokens="1")
+    expect(fb.REPLAYS == {"start": "barrier", "calls": 20}, "--replays-start barrier --calls 20")
+    fb.REPLAYS.update(start="sync", calls=5)
+
     # fusedcomm.async_tp: forms ours does not take go to torch's own implementation.
     import fusedcomm.async_tp as atp
     calls = []

@@ -152,6 +152,31 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(4, 1 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
   CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
   CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES
+  // 2 ranks, few rows of 7-16 KiB (10-192 KiB in all): the all-reduce + the norm kernel.
+  auto bf16 = [&](size_t tokens, size_t hidden, NormAlgo forced = NormAlgo::Auto) {
+    NormQuery q;
+    q.forced = forced;
+    q.nranks = 2;
+    q.rows = tokens;
+    q.rowBytes = hidden * 2;
+    q.bytes = tokens * q.rowBytes;
+    q.twoShotFits = true;
+    return chooseAllReduceNorm(q);
+  };
+  CHECK(bf16(1, 5120) == NormPath::Unfused);
+  CHECK(bf16(3, 4096) == NormPath::Unfused);
+  CHECK(bf16(8, 8192) == NormPath::Unfused);
+  CHECK(bf16(17, 5120) == NormPath::Unfused);
+  CHECK(bf16(17, 3584) == NormPath::Unfused);
+  CHECK(bf16(1, 4096) == NormPath::OneKernel);    // 8 KiB: below the window
+  CHECK(bf16(1, 3584) == NormPath::OneKernel);
+  CHECK(bf16(17, 8192) == NormPath::OneKernel);   // 272 KiB: above it
+  CHECK(bf16(64, 4096) == NormPath::OneKernel);
+  CHECK(bf16(8, 2048) == NormPath::OneKernel);    // rows of 4 KiB
+  CHECK(bf16(1, 16384) == NormPath::OneKernel);   // rows of 32 KiB (clusters of 8)
+  CHECK(bf16(8, 8192, NormAlgo::OneKernel) == NormPath::OneKernel);  // forced "fused" keeps it
+  CHECK(allReduceNormUnfusedWindow(2, 16 * KiB, 16 * KiB));
+  CHECK_FALSE(allReduceNormUnfusedWindow(4, 16 * KiB, 16 * KiB));  // 4 ranks: the one-shot rule
 
   // The two-shot kernel's clusters: only where a block's rows leave the grid short.
   CHECK(normTwoShotClusterCtas(128, 1024, 128) == 1);  // 2 ranks, hidden 8192
