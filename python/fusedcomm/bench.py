@@ -43,13 +43,15 @@ def _start_together(group):
     dist.all_reduce(flag, group=group)  # the current stream waits for it; untimed
 
 
-def time_graphs(fns, calls=None, replays=15, group=None, start=None):
+def time_graphs(fns, calls=None, replays=15, group=None, start=None, warmup=5):
     """Microseconds per call of each function: each captured into a CUDA graph of
     `calls` calls (after one warm-up call outside capture), the graphs replayed in turn
     within each of `replays` rounds, so that none gains from a cooler GPU (at its power
     limit an H200 lowers its clock during a run); per function the median over rounds,
     then the max over the ranks of `group` (every rank must call this together).
-    `calls` / `start`: REPLAYS' where not given."""
+    `warmup` untimed rounds first (as fc-bench's warm-up replays): a decode cell's rounds
+    last only milliseconds, and a GPU that idled while the cell was set up may still be
+    raising its clock through them. `calls` / `start`: REPLAYS' where not given."""
     calls = calls or REPLAYS["calls"]
     start_mode = start or REPLAYS["start"]
     graphs = []
@@ -62,6 +64,9 @@ def time_graphs(fns, calls=None, replays=15, group=None, start=None):
                 fn()
         g.replay()
         graphs.append(g)
+    for _ in range(warmup):
+        for g in graphs:
+            g.replay()
     torch.cuda.synchronize()
     times = [[] for _ in fns]
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -75,7 +75,7 @@ size_t allReduceNormOneKernelAboveBytes(int nranks);
 // Whether auto takes the two-shot kernel above the one kernel (else the unfused path).
 bool allReduceNormTwoShotAuto(int nranks);
 // Whether auto takes the unfused path inside the one kernel's range: at 2 ranks a window of
-// few rows of 7-16 KiB (the sizes where the one-shot all-reduce + the norm kernel were ahead).
+// few rows of 8-16 KiB (rows on clusters of 2-4 CTAs; the sizes where the one-shot all-reduce + the norm kernel were ahead).
 bool allReduceNormUnfusedWindow(int nranks, size_t bytes, size_t rowBytes);
 
 struct NormQuery {

@@ -152,7 +152,7 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(4, 1 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
   CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
   CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES
-  // 2 ranks, few rows of 7-16 KiB (10-192 KiB in all): the all-reduce + the norm kernel.
+  // 2 ranks, few rows of 8-16 KiB (10-192 KiB in all): the all-reduce + the norm kernel.
   auto bf16 = [&](size_t tokens, size_t hidden, NormAlgo forced = NormAlgo::Auto) {
     NormQuery q;
     q.forced = forced;
@@ -164,10 +164,11 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
     return chooseAllReduceNorm(q);
   };
   CHECK(bf16(1, 5120) == NormPath::Unfused);
-  CHECK(bf16(3, 4096) == NormPath::Unfused);
+  CHECK(bf16(3, 4096) == NormPath::OneKernel);   // rows of 8 KiB: one CTA
   CHECK(bf16(8, 8192) == NormPath::Unfused);
   CHECK(bf16(17, 5120) == NormPath::Unfused);
-  CHECK(bf16(17, 3584) == NormPath::Unfused);
+  CHECK(bf16(17, 3584) == NormPath::OneKernel);
+  CHECK(bf16(3, 6144) == NormPath::Unfused);
   CHECK(bf16(1, 4096) == NormPath::OneKernel);    // 8 KiB: below the window
   CHECK(bf16(1, 3584) == NormPath::OneKernel);
   CHECK(bf16(17, 8192) == NormPath::OneKernel);   // 272 KiB: above it
