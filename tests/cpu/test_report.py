@@ -320,8 +320,8 @@ with tempfile.TemporaryDirectory() as tmp:
            "later folder: the line before the summary names the part")
     part_anchor = "#later-at-2-ranks-2x-made-up-gpu-not-a-measurement-2026-11-29-commit-2222222"
     summary = main_part.split("## Summary", 1)[-1].split("Where we are slower", 1)[0]
-    expect("- later at 2 ranks (2x made-up GPU (not a measurement), 2026-11-29, commit 2222222): 1 sections with "
-           "their own summary ([its part](%s)); slower than the best alternative in 0 places there" % part_anchor
+    expect("- later at 2 ranks (2x made-up GPU (not a measurement), 2026-11-29, commit 2222222): 1 section with "
+           "its own summary ([its part](%s)); slower than the best alternative in 0 places there" % part_anchor
            in summary, "later folder: one summary line points at the part")
     tail = "Where we are slower than the best alternative in these results"
     expect(main_part.split(tail, 1)[-1] == alone.split(tail, 1)[-1],
