@@ -74,8 +74,9 @@ size_t allReduceNormOneKernelMaxRows(int nranks);
 size_t allReduceNormOneKernelAboveBytes(int nranks);
 // Whether auto takes the two-shot kernel above the one kernel (else the unfused path).
 bool allReduceNormTwoShotAuto(int nranks);
-// Whether auto takes the unfused path inside the one kernel's range: at 2 ranks a window of
-// few rows of 8-16 KiB (rows on clusters of 2-4 CTAs; the sizes where the one-shot all-reduce + the norm kernel were ahead).
+// Whether auto takes the unfused path inside the one kernel's range: at 2 ranks, few rows
+// of more than 8 and up to 16 KiB (rows on clusters of 2-4 CTAs), where the one-shot
+// all-reduce + the norm kernel measured ahead.
 bool allReduceNormUnfusedWindow(int nranks, size_t bytes, size_t rowBytes);
 
 struct NormQuery {
