@@ -343,7 +343,7 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  *   multiple of 16 bytes (hidden a multiple of 8 for 16-bit types, 4 for fp32).
  *   tokens: 0 is a no-op. eps: finite, >= 0 (1e-5 or 1e-6 in Llama and Qwen).
  *   datatype: fcBfloat16, fcFloat16 or fcFloat32, for every buffer.
- * Precision: on the one-kernel path (small calls) the rank sum and the residual are
+ * Precision: on the one-kernel path (most small calls) the rank sum and the residual are
  * added in fp32 and rounded once to residualOut; on the other paths the all-reduce's
  * sum is rounded first (as a separate all-reduce then add would). The mean square is taken in
  * fp32 over the rounded residualOut, as a separate RMSNorm of it would; normOut is
