@@ -77,7 +77,10 @@ constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
 // 5.86 / 5.83, 8 x 8192 5.94 / 5.79 against 6.08 / 6.06 (1 x 8192: 5.35 / 5.10 against 5.14
 // / 5.41, even). The one kernel ahead or even at rows of <= 8 KiB (one CTA: 3584, 4096
 // within 0.1 us with replays started together), at 17 x 8192 (272 KiB), at hidden 16384
-// (clusters of 8) and at 64 rows of every size.           perf-log: allReduceNormUnfusedWindow
+// (clusters of 8) and at 64 rows of every size. Hidden 6144 and 7168 (clusters of 3 and 4,
+// like 5120 and 8192) are in the window by their row length, unmeasured; so are fp32 rows
+// of the same bytes (the kernel's layout depends on the 16-byte packs per row only).
+//                                                          perf-log: allReduceNormUnfusedWindow
 constexpr int kNormUnfusedWindowMaxRanks = 2;
 constexpr size_t kNormUnfusedWindowMinBytes = 10 * KiB, kNormUnfusedWindowMaxBytes = 192 * KiB;
 constexpr size_t kNormUnfusedWindowAboveRow = 8 * KiB, kNormUnfusedWindowMaxRow = 16 * KiB;
