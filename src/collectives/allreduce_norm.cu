@@ -31,6 +31,8 @@
 // (residualNormKernel here), an all-reduce into `out` and then a local kernel that adds
 // the residual and normalises each row (one CTA per row, rows in turn).
 // fc-bench normstages times the small path's stages (device/norm_stages.h).
+#include <algorithm>
+
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
@@ -195,21 +197,25 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      uint32_t clusterPacks, uint32_t stages, cudaStream_t stream, uint32_t callerSig) {
+                                      uint32_t clusterPacks, bool rowsInTurn, uint32_t stages, cudaStream_t stream,
+                                      uint32_t callerSig) {
   const uint32_t sig = callerSig != 0 ? callerSig
                                       : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
     // A row over a cluster of CTAs with up to clusterPacks packs each (one per data
     // thread), at most 8; fewer (halved, as TensorRT-LLM does) until a cluster per row
-    // fits in maxCtas CTAs; beyond that, clusters take rows in turn. clusterPacks 0:
+    // fits in maxCtas CTAs, or (rowsInTurn) down to the CTAs that still hold the row one
+    // pack per data thread; beyond that, clusters take rows in turn. clusterPacks 0:
     // one CTA per row.
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
     if (clusterPacks == kNormClusterPacksAuto)
       clusterPacks = tuning::normClusterPacks(rowPacks, size_t(dev::kThreads));
     size_t ctas = clusterPacks ? (rowPacks + clusterPacks - 1) / clusterPacks : 1;
     ctas = ctas < 1 ? 1 : ctas > ClusterRowSum::kMaxCtas ? ClusterRowSum::kMaxCtas : ctas;
-    while (ctas > 1 && c.tokens * ctas > size_t(dc.maxCtas)) ctas = (ctas + 1) / 2;
+    const size_t onePack = (rowPacks + size_t(dev::kThreads) - 1) / size_t(dev::kThreads);
+    const size_t least = rowsInTurn ? std::min(ctas, onePack) : 1;
+    while (ctas > least && c.tokens * ctas > size_t(dc.maxCtas)) ctas = std::max(least, (ctas + 1) / 2);
     while (ctas > size_t(dc.maxCtas)) --ctas;
     const size_t perCluster = size_t(dc.maxCtas) / ctas;
     const size_t clusters = c.tokens < perCluster ? c.tokens : perCluster;
