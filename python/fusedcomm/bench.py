@@ -38,11 +38,6 @@ def init_process_group(name):
 REPLAYS = {"start": "sync", "calls": 5}
 
 
-def _start_together(group):
-    flag = torch.zeros(1, device="cuda")
-    dist.all_reduce(flag, group=group)  # the current stream waits for it; untimed
-
-
 def time_graphs(fns, calls=None, replays=15, group=None, start=None, warmup=5):
     """Microseconds per call of each function: each captured into a CUDA graph of
     `calls` calls (after one warm-up call outside capture), the graphs replayed in turn
@@ -70,10 +65,11 @@ def time_graphs(fns, calls=None, replays=15, group=None, start=None, warmup=5):
     torch.cuda.synchronize()
     times = [[] for _ in fns]
     begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flag = torch.zeros(1, device="cuda") if start_mode == "barrier" else None
     for _ in range(replays):
         for g, ts in zip(graphs, times):
-            if start_mode == "barrier":
-                _start_together(group)
+            if flag is not None:
+                dist.all_reduce(flag, group=group)  # the current stream waits for it; untimed
             begin.record()
             g.replay()
             end.record()

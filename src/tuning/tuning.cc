@@ -294,9 +294,9 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
                              ? false
                              : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most &&
                                    q.rows <= allReduceNormOneKernelMaxRows(q.nranks);
-  if (q.forced == NormAlgo::Auto && oneKernel && allReduceNormUnfusedWindow(q.nranks, q.bytes, q.rowBytes))
-    return NormPath::Unfused;
-  if (oneKernel) return NormPath::OneKernel;
+  if (oneKernel)
+    return q.forced == NormAlgo::Auto && allReduceNormUnfusedWindow(q.nranks, q.bytes, q.rowBytes) ? NormPath::Unfused
+                                                                                                   : NormPath::OneKernel;
   // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.
   const bool twoShot = q.forced == NormAlgo::OneKernel ? lamportTwoShotAuto(q.nranks)
                        : q.forced == NormAlgo::Unfused ? false
