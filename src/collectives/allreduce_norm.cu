@@ -52,13 +52,19 @@ using norm::normRow;
 using norm::rowSum;
 using norm::rowThreads;
 
+// The wide CTAs' threads (launchAllReduceNormLamport): the most a CTA may have.
+constexpr int kWideThreads = 1024;
+
 // kMeasure: stagesArg says which stages run (device/norm_stages.h, fc-bench
 // normstages); otherwise every stage, once (kNormFull). Launched in clusters of C CTAs
 // (cudaLaunchAttributeClusterDimension): cluster i takes rows i, i + clusters, ...,
 // and its CTA of cluster rank r the packs [r * share, (r + 1) * share) of each, so that
 // a row's packs are polled by C SMs (TensorRT-LLM's layout).
-template <typename T, int NR, bool kMeasure>
-__global__ void __launch_bounds__(dev::kLamportMaxThreads)
+// kMaxThreads: the CTA's threads at most, the data threads and the call warp
+// (kLamportMaxThreads, or kWideThreads for rows that would otherwise leave a CTA's data
+// threads two packs each: a register budget of 64 instead of ~96, a few spills).
+template <typename T, int NR, bool kMeasure, int kMaxThreads>
+__global__ void __launch_bounds__(kMaxThreads)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
@@ -197,7 +203,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      uint32_t clusterPacks, bool rowsInTurn, uint32_t stages, cudaStream_t stream,
+                                      uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
                                       uint32_t callerSig) {
   const uint32_t sig = callerSig != 0 ? callerSig
                                       : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
@@ -205,25 +211,33 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     using T = decltype(tag);
     // A row over a cluster of CTAs with up to clusterPacks packs each (one per data
     // thread), at most 8; fewer (halved, as TensorRT-LLM does) until a cluster per row
-    // fits in maxCtas CTAs, or (rowsInTurn) down to the CTAs that still hold the row one
-    // pack per data thread; beyond that, clusters take rows in turn. clusterPacks 0:
+    // fits in maxCtas CTAs; beyond that, clusters take rows in turn. clusterPacks 0:
     // one CTA per row.
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
     if (clusterPacks == kNormClusterPacksAuto)
       clusterPacks = tuning::normClusterPacks(rowPacks, size_t(dev::kThreads));
     size_t ctas = clusterPacks ? (rowPacks + clusterPacks - 1) / clusterPacks : 1;
     ctas = ctas < 1 ? 1 : ctas > ClusterRowSum::kMaxCtas ? ClusterRowSum::kMaxCtas : ctas;
-    const size_t onePack = (rowPacks + size_t(dev::kThreads) - 1) / size_t(dev::kThreads);
-    const size_t least = rowsInTurn ? std::min(ctas, onePack) : 1;
-    while (ctas > least && c.tokens * ctas > size_t(dc.maxCtas)) ctas = std::max(least, (ctas + 1) / 2);
+    while (ctas > 1 && c.tokens * ctas > size_t(dc.maxCtas)) ctas = (ctas + 1) / 2;
     while (ctas > size_t(dc.maxCtas)) --ctas;
     const size_t perCluster = size_t(dc.maxCtas) / ctas;
     const size_t clusters = c.tokens < perCluster ? c.tokens : perCluster;
-    const unsigned threads = rowThreads((rowPacks + ctas - 1) / ctas) + unsigned(dev::kCallWarpThreads);
-    auto kernel =
-        stages == kNormFull
-            ? byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value, false>; })
-            : byWorldSize(dc.nranks, [](auto nr) { return allReduceNormLamportKernel<T, decltype(nr)::value, true>; });
+    // A CTA's share of a row past kThreads packs (one CTA per row of 5120-8192 in bf16
+    // at 100-128 rows): wideCtas gives it up to kWideThreads threads, one pack per data
+    // thread (TensorRT-LLM's way: its CTAs grow as its clusters halve), instead of
+    // leaving some data threads two packs to poll one after the other.
+    const size_t share = (rowPacks + ctas - 1) / ctas;
+    const bool wide = wideCtas && share > size_t(dev::kThreads);
+    const unsigned threads =
+        rowThreads(share, wide ? kWideThreads - dev::kCallWarpThreads : dev::kThreads) + unsigned(dev::kCallWarpThreads);
+    auto kernel = byWorldSize(dc.nranks, [&](auto nr) {
+      constexpr int N = decltype(nr)::value;
+      if (stages == kNormFull)
+        return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads>
+                    : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
+      return wide ? allReduceNormLamportKernel<T, N, true, kWideThreads>
+                  : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
+    });
     return launchClusterKernelEx(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), stream, pdl,
                                  dc, channel, c, sig, stages);
   });

@@ -196,10 +196,11 @@ struct ClusterRowSum {
   }
 };
 
-// Data threads for a row: one per pack, a whole number of warps, at most kThreads.
-inline unsigned rowThreads(size_t rowPacks) {
+// Data threads for a row: one per pack, a whole number of warps, at most `most` (a
+// multiple of 32).
+inline unsigned rowThreads(size_t rowPacks, unsigned most = unsigned(dev::kThreads)) {
   const size_t t = (rowPacks + 31) / 32 * 32;
-  return unsigned(t < size_t(dev::kThreads) ? t : size_t(dev::kThreads));
+  return unsigned(t < size_t(most) ? t : size_t(most));
 }
 
 }  // namespace fc::norm
