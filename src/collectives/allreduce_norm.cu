@@ -222,14 +222,15 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     while (ctas > size_t(dc.maxCtas)) --ctas;
     const size_t perCluster = size_t(dc.maxCtas) / ctas;
     const size_t clusters = c.tokens < perCluster ? c.tokens : perCluster;
-    // A CTA's share of a row past kThreads packs (one CTA per row of 5120-8192 in bf16
-    // at 100-128 rows): wideCtas gives it up to kWideThreads threads, one pack per data
+    // A CTA's share of a row past kThreads packs (one CTA per row of 5120-7168 in bf16
+    // at 100-160 rows): wideCtas gives it up to kWideThreads threads, one pack per data
     // thread (TensorRT-LLM's way: its CTAs grow as its clusters halve), instead of
-    // leaving some data threads two packs to poll one after the other.
+    // leaving some data threads two packs to poll one after the other; only where every
+    // data thread then has one (tuning).
     const size_t share = (rowPacks + ctas - 1) / ctas;
-    const bool wide = wideCtas && share > size_t(dev::kThreads);
-    const unsigned threads =
-        rowThreads(share, wide ? kWideThreads - dev::kCallWarpThreads : dev::kThreads) + unsigned(dev::kCallWarpThreads);
+    constexpr unsigned kWideData = unsigned(kWideThreads - dev::kCallWarpThreads);
+    const bool wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), kWideData);
+    const unsigned threads = rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
     auto kernel = byWorldSize(dc.nranks, [&](auto nr) {
       constexpr int N = decltype(nr)::value;
       if (stages == kNormFull)

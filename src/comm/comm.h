@@ -106,11 +106,11 @@ struct CommParams {
   // TensorRT-LLM's 128); 0: one CTA per row; unset: kNormClusterPacksAuto (one CTA
   // while it holds the row, else 256 packs per CTA; device/norm_stages.h).
   uint32_t normClusterPacks = kNormClusterPacksAuto;
-  // FC_ARNORM_WIDE_CTAS=1: where the clusters have halved to CTAs whose share of a row is
-  // over kThreads (512) packs, those CTAs get up to 992 data threads, one pack each
-  // (TensorRT-LLM's way), instead of 512 of which some poll two packs one after the other.
-  // A measurement switch (fc-bench normstages, column wide-ctas).
-  bool normWideCtas = false;
+  // FC_ARNORM_WIDE_CTAS (1 by default): where the clusters have halved to CTAs whose share
+  // of a row is over kThreads (512) packs, those CTAs get up to 992 data threads, one pack
+  // each (TensorRT-LLM's way), instead of 512 of which some poll two packs one after the
+  // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas).
+  bool normWideCtas = true;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages), the
   // probe build only.

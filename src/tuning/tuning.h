@@ -98,6 +98,11 @@ unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCta
 // hold the row one pack each, else clusters of this many 16-byte packs per CTA.
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);
 
+// Whether a CTA of the one kernel whose share of a row is `sharePacks` 16-byte packs
+// (after its clusters halved to fit maxCtas) gets one data thread per pack past
+// ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp).
+bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads);
+
 // ---- All-gather + GEMM (fcAllGatherMatmul) ----------------------------------------------
 struct AllGatherMatmulQuery {
   FusedAlgo forced = FusedAlgo::Auto;  // FC_AGMM_ALGO

@@ -189,6 +189,15 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normTwoShotClusterCtas(1, 4096, 128) == 8);
   CHECK(normClusterPacks(512, 512) == 0);
   CHECK(normClusterPacks(1024, 512) == 256);
+  // Wide CTAs only where every data thread gets one pack: 5120-7168 in bf16 at one CTA
+  // a row, 12288 at two; not 4096 (512 threads hold it), 8192 (1024 > 992), 16384 at two.
+  CHECK_FALSE(normWideCtas(512, 512, 992));
+  CHECK(normWideCtas(640, 512, 992));
+  CHECK(normWideCtas(896, 512, 992));
+  CHECK(normWideCtas(768, 512, 992));
+  CHECK(normWideCtas(992, 512, 992));
+  CHECK_FALSE(normWideCtas(1024, 512, 992));
+  CHECK_FALSE(normWideCtas(2048, 512, 992));
 }
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
