@@ -100,9 +100,9 @@ constexpr size_t kNormTwoShotMinClusterPacks = 128;
 constexpr uint32_t kNormClusterPacks = 256;
 // Where the clusters halved to CTAs of more than 512 packs, CTAs of one data thread per
 // pack, but only where every data thread gets one: 2 H200s, 100 x 5120 8.35 against 9.59 us,
-// 128 x 6144 10.14 against 11.40, 64 x 12288 10.99 against 12.02; at 8192 (1024 packs, 992
-// threads) 12.28 against 11.58, so a share the wide CTA would leave some threads two
-// packs of keeps 512 threads.                                     perf-log: normWideCtas
+// 128 x 6144 10.14 against 11.40, 64 x 12288 10.99 against 12.02; but at 8192 (1024 packs
+// over 992 threads) 12.28 against 11.58, so a share that would still leave some threads
+// two packs keeps 512 threads.                                    perf-log: normWideCtas
 
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
 // The engine by default at 2-4 ranks (8 unmeasured). At 3-4 ranks only for shards of
