@@ -68,11 +68,12 @@ struct NormCall {
 // All-reduce + residual + RMSNorm in one Lamport kernel (allreduce_norm.cu):
 // tokens * hidden * size must not exceed lamportSlotBytes(nranks). pdl: launch with
 // programmatic dependent launch. clusterPacks: a row's packs per CTA of a thread block
-// cluster (0: one CTA per row). wideCtas: a CTA whose share of a row is over kThreads
-// packs gets up to 992 data threads where each then has one pack (FC_ARNORM_WIDE_CTAS,
-// tuning::normWideCtas). stages: kNormFull in real calls (device/norm_stages.h).
+// cluster (0: one CTA per row). wideCtas (FC_ARNORM_WIDE_CTAS, tuning::normWideCtas): 1,
+// a CTA whose share of a row is over kThreads packs gets up to 992 data threads where
+// each then has one pack; 2, also up to 1024 (without a call warp of its own); 0, neither.
+// stages: kNormFull in real calls (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
+                                      uint32_t clusterPacks, uint32_t wideCtas, uint32_t stages, cudaStream_t stream,
                                       uint32_t sig = 0);
 
 // All-reduce + residual + RMSNorm as one two-shot kernel (allreduce_norm_twoshot.cu), at

@@ -109,8 +109,10 @@ struct CommParams {
   // FC_ARNORM_WIDE_CTAS (1 by default): where the clusters have halved to CTAs whose share
   // of a row is over kThreads (512) packs, those CTAs get up to 992 data threads, one pack
   // each (TensorRT-LLM's way), instead of 512 of which some poll two packs one after the
-  // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas).
-  bool normWideCtas = true;
+  // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas);
+  // 2, a measurement form (column wide-1024), also shares of 993-1024 packs (8192 in bf16),
+  // in CTAs of 1024 data threads whose last warp does the call warp's part.
+  uint32_t normWideCtas = 1;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages), the
   // probe build only.

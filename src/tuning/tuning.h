@@ -100,7 +100,8 @@ uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);
 
 // Whether a CTA of the one kernel whose share of a row is `sharePacks` 16-byte packs
 // (after its clusters halved to fit maxCtas) gets one data thread per pack past
-// ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp).
+// ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp; 1024 in
+// FC_ARNORM_WIDE_CTAS=2's form without one).
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads);
 
 // ---- All-gather + GEMM (fcAllGatherMatmul) ----------------------------------------------

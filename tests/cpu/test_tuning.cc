@@ -198,6 +198,7 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normWideCtas(992, 512, 992));
   CHECK_FALSE(normWideCtas(1024, 512, 992));
   CHECK_FALSE(normWideCtas(2048, 512, 992));
+  CHECK(normWideCtas(1024, 512, 1024));  // FC_ARNORM_WIDE_CTAS=2: 8192 in bf16
 }
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
