@@ -15,6 +15,9 @@
 // sum, so all ranks store the same bits, and each rank adds its own residual, as the
 // unfused path (all-reduce, then the local norm) does: the sum is rounded before the
 // residual is added (two roundings; the one-shot kernel rounds once).
+// FC_ARNORM_GATHER_SET=1 (a measurement form): step 2's pushes go into a set of their own
+// (device_comm.h, lamportGatherBytes) instead of the second half of the Rows set's slots,
+// so that a rank's block of a pass may fill a whole slot: half as many passes.
 //
 // Clusters. Where a pass's blocks have too few rows to fill the grid (long rows in a
 // small slot: 16-64 rows at hidden 4096-16384 at 4 ranks), a row is a thread block
@@ -79,7 +82,14 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   Run run(dc, channel);
   dev::LamportCall call(dc, channel, sig, c.tokens * c.hidden);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
-  const size_t halfPacks = run.slotBytes / 2 / sizeof(Pack);  // the all-gather half's offset
+  // The all-gather pushes: the second half of the Rows set's slots, or (FC_ARNORM_GATHER_SET)
+  // the whole slots of the gather set (device_comm.h).
+  const bool gatherSet = dc.rowsGatherOffset != 0;
+  const size_t halfPacks = gatherSet ? 0 : run.slotBytes / 2 / sizeof(Pack);
+  auto gatherSlot = [&](int owner, int sender) {
+    return gatherSet ? run.gatherSlot(channel, owner, run.buf, sender)
+                     : run.slot(owner, run.buf, 0, sender) + halfPacks;
+  };
 
   // Every thread has read the buffer index before this CTA's arrival lets the last
   // CTA move it on (by the number of passes).
@@ -137,7 +147,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
           run.clearRead(at);
           const Pack rounded = dev::notEmpty(dev::toPack<T>(acc));
 #pragma unroll 8
-          for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[halfPacks + at] = rounded;
+          for (int j = 1; j < W; ++j) gatherSlot((rank + j) % W, rank)[at] = rounded;
 #pragma unroll
           for (int e = 0; e < E; ++e) acc[e] = 0.f;
           dev::accumulate<T>(acc, rounded);
@@ -150,14 +160,15 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       // 3. Every peer's block of rounded sums from our second half, then residual + norm.
       for (int j = 1; j < W; ++j) {
         const int s = (rank + j) % W;
-        const Pack* from = run.slot(rank, run.buf, 0, s) + halfPacks;
+        Pack* from = gatherSlot(rank, s);
         for (size_t r = firstRow; r < blockRows(s); r += rowStep, parity ^= 1) {
           const size_t row = first + blockBegin(s) + r;
           auto sum = [&](size_t pk, float(&acc)[E]) {
             const size_t at = r * rowPacks + (pk - row * rowPacks);
             Pack v = dev::loadVolatilePack(from + at);
             if (!dev::pollPack(dc, Op::AllReduceNorm, channel, run.buf, from + at, v, s)) return false;
-            run.clearReadFrom(halfPacks + at, s);
+            // Cleared once read, as the Rows kind's packs are (LamportRun::clearRead).
+            from[at] = Pack{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
 #pragma unroll
             for (int e = 0; e < E; ++e) acc[e] = 0.f;
             dev::accumulate<T>(acc, v);
@@ -183,15 +194,17 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 // Loaded with the communicator, not at first launch (core/preload.h).
 FC_PRELOAD_MODULE_OF(allReduceNormTwoShotKernel<__nv_bfloat16, 2>);
 
-size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype) {
-  // A rank's block of a pass fits half a slot.
-  const size_t rowBytes = hidden * dataTypeSize(datatype), half = lamportSlotBytes(nranks) / 2;
+size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype, bool gatherSet) {
+  // A rank's block of a pass fits half a slot (the other half takes the all-gather), or a
+  // whole one with the gather sets.
+  const size_t rowBytes = hidden * dataTypeSize(datatype),
+               half = gatherSet ? lamportSlotBytes(nranks) : lamportSlotBytes(nranks) / 2;
   return rowBytes == 0 || rowBytes > half ? 0 : size_t(nranks) * (half / rowBytes);
 }
 
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
                                       cudaStream_t stream, uint32_t callerSig) {
-  const size_t passRows = allReduceNormTwoShotRows(dc.nranks, c.hidden, c.datatype);
+  const size_t passRows = allReduceNormTwoShotRows(dc.nranks, c.hidden, c.datatype, dc.rowsGatherOffset != 0);
   if (passRows == 0)
     return setError(fcInternalError, "all-reduce + RMSNorm two-shot: a row of %zu elements does not fit",
                     c.hidden);

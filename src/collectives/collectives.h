@@ -78,8 +78,10 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
 
 // All-reduce + residual + RMSNorm as one two-shot kernel (allreduce_norm_twoshot.cu), at
 // up to 4 ranks, any token count: rows in passes of allReduceNormTwoShotRows(), which
-// is 0 when a row does not fit (hidden too large: take the unfused path).
-size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype);
+// is 0 when a row does not fit (hidden too large: take the unfused path). gatherSet: the
+// communicator has FC_ARNORM_GATHER_SET's sets (DeviceComm::rowsGatherOffset), whose
+// passes fill whole slots.
+size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype, bool gatherSet = false);
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
                                       cudaStream_t stream, uint32_t sig = 0);
 

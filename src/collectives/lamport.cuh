@@ -297,11 +297,15 @@ struct LamportRun {
       if (s != dc.rank) slot(dc.rank, buf, 0, s)[pk] = empty;
   }
 
-  // Rows: clear pack pk of `sender`'s slot alone (the two-shot's all-gather half, where
-  // each sender's slot holds its own rows at the same offsets); as clearRead.
-  __device__ void clearReadFrom(size_t pk, int sender) const {
-    static_assert(Traits::kWholeRank, "the chunked kinds reset the stale buffer instead");
-    slot(dc.rank, buf, 0, sender)[pk] = Pack{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
+  // Rows, FC_ARNORM_GATHER_SET: the two-shot norm's all-gather slot of rank `sender` on
+  // rank `owner` in buffer b of this channel (device_comm.h, lamportGatherBytes); the same
+  // buffers, in the same turn, as the Rows set's.
+  __device__ Pack* gatherSlot(int channel, int owner, uint32_t b, int sender) const {
+    static_assert(Traits::kWholeRank, "the gather sets are the Rows kind's");
+    const size_t peer = size_t((sender - owner - 1 + dc.nranks) % dc.nranks);
+    return reinterpret_cast<Pack*>(dc.base + size_t(owner) * dc.stride + dc.rowsGatherOffset +
+                                   size_t(channel) * lamportGatherBytes(dc.nranks) +
+                                   (size_t(b) * lamportPeerSlots(dc.nranks) + peer) * slotBytes);
   }
 
   // Rows: this CTA has read the buffer index (every thread, before a __syncthreads

@@ -26,6 +26,7 @@ struct RankInfo {
   int32_t maxCtas;
   int32_t channels;
   int32_t shareGpu;    // FC_SHARE_GPU: ranks may share a GPU (tests on one GPU)
+  int32_t gatherSet;   // FC_ARNORM_GATHER_SET: the heap's layout
   char busId[32];      // PCI bus id of the GPU: two ranks must not share one
 };
 
@@ -77,6 +78,9 @@ fcResult_t validateRanks(const std::vector<RankInfo>& all, int rank) {
     if (o.timeoutMs != me.timeoutMs)
       log(LogLevel::Warn, "rank %zu uses FC_TIMEOUT_MS=%llu, this rank %llu", r,
           (unsigned long long)o.timeoutMs, (unsigned long long)me.timeoutMs);
+    if (o.gatherSet != me.gatherSet)
+      return setError(fcInvalidUsage, "rank %zu sets FC_ARNORM_GATHER_SET=%d, this rank %d: set it the same "
+                      "on every rank (it changes the symmetric heap's layout)", r, o.gatherSet, me.gatherSet);
     if (o.shareGpu != me.shareGpu)
       return setError(fcInvalidUsage, "rank %zu sets FC_SHARE_GPU=%d, this rank %d: set it the same "
                       "on every rank", r, o.shareGpu, me.shareGpu);
@@ -130,6 +134,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   mine.maxCtas = params.maxCtas;
   mine.channels = params.channels;
   mine.shareGpu = params.shareGpu ? 1 : 0;
+  mine.gatherSet = params.normGatherSet ? 1 : 0;
   FC_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, comm->cudaDev));
   std::vector<RankInfo> all(static_cast<size_t>(nranks));
   FC_CHECK(comm->bootstrap->allGather(&mine, all.data(), sizeof mine));
@@ -138,7 +143,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   // Zero the signal region and mark the Lamport buffers empty before the allocation
   // is exported: a peer may write into it as soon as it has mapped it, and must
   // never meet stale flags or stale data.
-  const size_t lamportBytes = size_t(params.channels) * lamportChannelBytes(nranks);
+  const size_t gatherBytes = params.normGatherSet ? size_t(params.channels) * lamportGatherBytes(nranks) : 0;
+  const size_t lamportBytes = size_t(params.channels) * lamportChannelBytes(nranks) + gatherBytes;
   auto initSignals = [lamportBytes](void* local, size_t) -> fcResult_t {
     FC_CUDA_CHECK(cudaMemset(local, 0, kSignalBytes));
     FC_CUDA_CHECK(cudaMemset(static_cast<char*>(local) + kSignalBytes, 0xff, lamportBytes));
@@ -173,6 +179,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.rank = rank;
   comm->dev.nranks = nranks;
   comm->dev.lamportOffset = kSignalBytes;
+  comm->dev.rowsGatherOffset = gatherBytes ? kSignalBytes + lamportBytes - gatherBytes : 0;
   comm->dev.workspaceOffset = kSignalBytes + lamportBytes;
   comm->dev.workspaceBytes = params.workspaceBytes;
   comm->dev.maxCtas = params.maxCtas;

@@ -113,6 +113,12 @@ struct CommParams {
   // 2, a measurement form (column wide-1024), also shares of 993-1024 packs (8192 in bf16),
   // in CTAs of 1024 data threads whose last warp does the call warp's part.
   uint32_t normWideCtas = 1;
+  // FC_ARNORM_GATHER_SET=1 (a measurement form): the all-reduce + RMSNorm two-shot kernel
+  // pushes its all-gather half into a set of its own (lamportGatherBytes more Lamport
+  // memory per channel), so that a pass takes a whole push slot per half: at 2 ranks 8 MiB
+  // a pass instead of 4 (512 x 5120 in bf16 in one pass instead of two). Every rank must
+  // set it the same (the heap's layout).
+  bool normGatherSet = false;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages), the
   // probe build only.

@@ -151,6 +151,11 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   if (wideCtas > 2)
     return setError(fcInvalidArgument, "FC_ARNORM_WIDE_CTAS=%llu: 0, 1 or 2 expected", (unsigned long long)wideCtas);
   p->normWideCtas = uint32_t(wideCtas);
+  uint64_t gatherSet = p->normGatherSet ? 1 : 0;
+  FC_CHECK(envU64("FC_ARNORM_GATHER_SET", gatherSet, &gatherSet));
+  if (gatherSet > 1)
+    return setError(fcInvalidArgument, "FC_ARNORM_GATHER_SET=%llu: 0 or 1 expected", (unsigned long long)gatherSet);
+  p->normGatherSet = gatherSet == 1;
   uint64_t spins = p->lamportSpins;
   FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);

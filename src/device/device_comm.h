@@ -23,6 +23,8 @@
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
+//                                   (FC_ARNORM_GATHER_SET=1: then, per channel, the two-shot
+//                                   norm's gather sets, [buffer 3][peer W-1][slot])
 //   [workspaceOffset + c*workspaceBytes, +workspaceBytes)  channel c's workspace
 #pragma once
 
@@ -99,6 +101,11 @@ constexpr size_t lamportPushBytes(int nranks) {
 }
 constexpr size_t lamportCallBytes(int nranks) { return 3 * size_t(kMaxBlocks) * size_t(nranks) * 16; }
 constexpr size_t lamportChannelBytes(int nranks) { return lamportPushBytes(nranks) + lamportCallBytes(nranks); }
+// FC_ARNORM_GATHER_SET=1 (a measurement form): after every channel's Lamport area, per
+// channel one more set for the all-reduce + RMSNorm two-shot's all-gather pushes, three
+// buffers of W-1 slots, so that a pass fills whole slots (8 MiB at 2 ranks) instead of
+// halves of the Rows set's: 12 MiB more per channel at 2 ranks, 9 at 4, 21 at 8.
+constexpr size_t lamportGatherBytes(int nranks) { return 3 * lamportPeerSlots(nranks) * lamportSlotBytes(nranks); }
 // A Lamport buffer word never holds this (writers turn all-ones words, which are NaNs,
 // into other NaNs): it marks "not written yet". Byte-wise 0xff, so cudaMemset sets it.
 constexpr uint32_t kLamportEmpty = 0xffffffffu;
@@ -190,6 +197,7 @@ struct DeviceComm {
   int rank;
   int nranks;
   uint64_t lamportOffset;   // heap offset of channel 0's Lamport push buffers
+  uint64_t rowsGatherOffset;  // heap offset of channel 0's two-shot norm gather sets (0: none)
   uint64_t workspaceOffset; // heap offset of channel 0's workspace
   uint64_t workspaceBytes;  // per channel; channel c's starts at workspaceOffset + c*workspaceBytes
   int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas

@@ -226,9 +226,9 @@ struct OnesCalls {
     upload(res.p, ones);
     upload(w.p, std::vector<char>(ones.begin(), ones.begin() + std::ptrdiff_t(hidden * 2)));
   }
-  void call(size_t tokens, cudaStream_t s) const {
+  void call(size_t tokens, cudaStream_t s, fcComm_t comm = nullptr) const {
     FC_REQUIRE(fcAllReduceResidualRMSNorm(in.p, res.p, w.p, resOut.p, out.p, tokens, hidden, 1e-6f, t,
-                                          gpuEnv().comm, s));
+                                          comm ? comm : gpuEnv().comm, s));
   }
   void poison(cudaStream_t s) const {
     CUDA_REQUIRE(cudaMemsetAsync(out.p, 0xff, bytes, s));
@@ -284,37 +284,43 @@ TEST_CASE("fcAllReduceResidualRMSNorm: CUDA graph replays and 1,000 calls in a r
 TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved, eager and graph-replayed") {
   // The two kernels share the push buffers' rotation (the rank's buffer index), the
   // two-shot moving it by its passes: calls of both, back to back on one stream, each
-  // checked exactly, then the same sequence captured and replayed.
-  const size_t sizes[] = {16, 300, 1, 150, 300};  // tokens of 8192; 300: 2-3 passes
-  const OnesCalls x(300, 8192);
+  // checked exactly, then the same sequence captured and replayed; on the suite's
+  // communicator and on one with the two-shot's gather sets (FC_ARNORM_GATHER_SET=1).
+  // Tokens of 8192; 300: 2 passes at 2 ranks (1 with the gather sets), 600: 3 (2).
+  const size_t sizes[] = {16, 300, 1, 150, 600, 300};
+  const OnesCalls x(600, 8192);
+  const ForcedComm gather("FC_ARNORM_GATHER_SET", "1");
   cudaStream_t s;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (int round = 0; round < 8; ++round)
+  for (fcComm_t comm : {gpuEnv().comm, gather.comm}) {
+    INFO((comm == gather.comm ? "FC_ARNORM_GATHER_SET=1" : "the suite's communicator"));
+    for (int round = 0; round < 8; ++round)
+      for (size_t tokens : sizes) {
+        x.poison(s);
+        x.call(tokens, s, comm);
+        CUDA_REQUIRE(cudaStreamSynchronize(s));
+        INFO("eager round " << round << ", " << tokens << " tokens");
+        REQUIRE(x.wrong(tokens) == 0);
+      }
+    // Captured: the last call of the sequence is checked after each replay.
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (size_t tokens : sizes) {
       x.poison(s);
-      x.call(tokens, s);
-      CUDA_REQUIRE(cudaStreamSynchronize(s));
-      INFO("eager round " << round << ", " << tokens << " tokens");
-      REQUIRE(x.wrong(tokens) == 0);
+      x.call(tokens, s, comm);
     }
-  // Captured: the last call of the sequence is checked after each replay.
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (size_t tokens : sizes) {
-    x.poison(s);
-    x.call(tokens, s);
+    CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+    CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+    for (int rep = 0; rep < 5; ++rep) {
+      CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+      CUDA_REQUIRE(cudaStreamSynchronize(s));
+      INFO("replay " << rep);
+      CHECK(x.wrong(sizes[std::size(sizes) - 1]) == 0);
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
   }
-  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
-  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
-  for (int rep = 0; rep < 5; ++rep) {
-    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
-    CUDA_REQUIRE(cudaStreamSynchronize(s));
-    INFO("replay " << rep);
-    CHECK(x.wrong(sizes[std::size(sizes) - 1]) == 0);
-  }
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
 }
 

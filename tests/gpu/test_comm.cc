@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -104,6 +105,22 @@ TEST_CASE("two communicators alive at once do not interfere") {
   CHECK(interleaved({env.comm, comm2}, {s[0], s[1]}, env.rank, env.nranks, 1 << 17, 50) == 0);
   CHECK(interleaved({comm2, env.comm}, {s[1], s[0]}, env.rank, env.nranks, 1000, 50) == 0);
   FC_REQUIRE(fcCommDestroy(comm2));
+}
+
+TEST_CASE("ranks that lay out the heap differently (FC_ARNORM_GATHER_SET) are refused, on every rank") {
+  const GpuEnv& env = gpuEnv();
+  // Rank 0 alone asks for the two-shot norm's gather sets: every rank must refuse.
+  if (env.rank == 0) setenv("FC_ARNORM_GATHER_SET", "1", 1);
+  fcComm_t comm = nullptr;
+  fcConfig_t config = FC_CONFIG_INITIALIZER;
+  config.workspaceBytes = GpuEnv::kWorkspaceBytes;
+  const fcResult_t r = makeComm(&comm, &config);
+  const std::string why = fcGetLastError(nullptr);
+  if (env.rank == 0) unsetenv("FC_ARNORM_GATHER_SET");
+  INFO(why);
+  CHECK(r == fcInvalidUsage);
+  CHECK(why.find("FC_ARNORM_GATHER_SET") != std::string::npos);
+  if (r == fcSuccess) fcCommDestroy(comm);
 }
 
 TEST_CASE("bad launches: wrong current device, stream of another device") {
