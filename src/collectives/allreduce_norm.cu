@@ -31,8 +31,6 @@
 // (residualNormKernel here), an all-reduce into `out` and then a local kernel that adds
 // the residual and normalises each row (one CTA per row, rows in turn).
 // fc-bench normstages times the small path's stages (device/norm_stages.h).
-#include <algorithm>
-
 #include "collectives/chunks.cuh"
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
