@@ -61,11 +61,7 @@ constexpr int kWideThreads = 1024;
 // kMaxThreads: the CTA's threads at most, the data threads and the call warp
 // (kLamportMaxThreads, or kWideThreads for rows that would otherwise leave a CTA's data
 // threads two packs each: a register budget of 64 instead of ~96, a few spills).
-// kCallInData (FC_ARNORM_WIDE_CTAS=2, a measurement form for rows of 993-1024 packs per
-// CTA: 8192 in bf16): no call warp of its own; every thread is a data thread, and the
-// last warp does the call warp's part after its pushes, before its polls, so that its
-// round trips overlap the wait for the peers' data.
-template <typename T, int NR, bool kMeasure, int kMaxThreads, bool kCallInData = false>
+template <typename T, int NR, bool kMeasure, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
@@ -81,7 +77,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   const size_t begin = size_t(clusterRank) * share < rowPacks ? size_t(clusterRank) * share : rowPacks;
   const size_t end = begin + share < rowPacks ? begin + share : rowPacks;
   const size_t firstRow = blockIdx.x / ctas, rowStep = gridDim.x / ctas;
-  const unsigned threads = kCallInData ? blockDim.x : dev::lamportDataThreads();
+  const unsigned threads = dev::lamportDataThreads();
   const Pack* in = static_cast<const Pack*>(c.in);
   // Slots of no row yet (sequence 0), before this CTA tells its cluster it has started
   // (release); the partners write into them only after waiting for that (acquire).
@@ -97,7 +93,7 @@ __global__ void __launch_bounds__(kMaxThreads)
   // nothing it writes (inputs, the Lamport state) is read before this.
   dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
-  dev::LamportCall call(dc, channel, sig, packs * E, blockDim.x - unsigned(dev::kCallWarpThreads));
+  dev::LamportCall call(dc, channel, sig, packs * E);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
 
@@ -105,16 +101,13 @@ __global__ void __launch_bounds__(kMaxThreads)
   // CTA move it on.
   __syncthreads();
   int failed = 0;
-  // The call warp's part: the last lane arrives; the atomic's round trip overlaps CTA 0's
-  // header exchange (lanes < W - 1) instead of following it.
-  auto callPart = [&] {
-    const bool arriving = threadIdx.x == blockDim.x - 1;
+  if (call.isCallWarp()) {
+    // The last lane arrives; the atomic's round trip overlaps CTA 0's header exchange
+    // (lanes < W - 1) instead of following it.
+    const bool arriving = threadIdx.x - threads == unsigned(dev::kCallWarpThreads - 1);
     const uint32_t before = arriving ? run.arrive() : 0u;
     if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
     if (arriving) run.advanceIfLast(before);
-  };
-  if (!kCallInData && call.isCallWarp()) {
-    callPart();
     if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
   } else {
     // 1. Push our share of our rows into our slot of every peer's current buffer.
@@ -127,10 +120,6 @@ __global__ void __launch_bounds__(kMaxThreads)
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
-    // kCallInData: a header mismatch found here ends the other threads' waits through
-    // the error guard, as a call warp's would; this warp then skips its rows (failed)
-    // but still passes their barriers.
-    if (kCallInData && call.isCallWarp()) callPart();
     // Every CTA of the cluster has started (its slots are ready) before any total is
     // sent to it; long true by now.
     if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
@@ -212,7 +201,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      uint32_t clusterPacks, uint32_t wideCtas, uint32_t stages, cudaStream_t stream,
+                                      uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
                                       uint32_t callerSig) {
   const uint32_t sig = callerSig != 0 ? callerSig
                                       : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
@@ -235,25 +224,18 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     // at 100-160 rows): wideCtas gives it up to kWideThreads threads, one pack per data
     // thread (TensorRT-LLM's way: its CTAs grow as its clusters halve), instead of
     // leaving some data threads two packs to poll one after the other; only where every
-    // data thread then has one (tuning). wideCtas 2 (measurement): shares of up to
-    // kWideThreads packs too, in CTAs without a call warp of their own (kCallInData).
+    // data thread then has one (tuning).
     const size_t share = (rowPacks + ctas - 1) / ctas;
     constexpr unsigned kWideData = unsigned(kWideThreads - dev::kCallWarpThreads);
-    const unsigned most = wideCtas >= 2 ? unsigned(kWideThreads) : kWideData;
-    const bool wide = wideCtas != 0 && tuning::normWideCtas(share, size_t(dev::kThreads), most);
-    const bool callInData = wide && share > kWideData;
-    const unsigned threads = callInData ? rowThreads(share, unsigned(kWideThreads))
-                                        : rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) +
-                                              unsigned(dev::kCallWarpThreads);
+    const bool wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), kWideData);
+    const unsigned threads = rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
     auto kernel = byWorldSize(dc.nranks, [&](auto nr) {
       constexpr int N = decltype(nr)::value;
       if (stages == kNormFull)
-        return callInData ? allReduceNormLamportKernel<T, N, false, kWideThreads, true>
-               : wide     ? allReduceNormLamportKernel<T, N, false, kWideThreads>
-                          : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
-      return callInData ? allReduceNormLamportKernel<T, N, true, kWideThreads, true>
-             : wide     ? allReduceNormLamportKernel<T, N, true, kWideThreads>
-                        : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
+        return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads>
+                    : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
+      return wide ? allReduceNormLamportKernel<T, N, true, kWideThreads>
+                  : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
     });
     return launchClusterKernelEx(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), stream, pdl,
                                  dc, channel, c, sig, stages);

@@ -3,7 +3,10 @@
 // that the norm rides on the all-reduce's data as it arrives instead of a second
 // kernel's pass over memory (TensorRT-LLM's fused two-shot splits the tokens among
 // the ranks the same way; our own protocol). Rows are split into passes of up to
-// passRows rows; in each pass rank s owns a block of ceil(rows / W) of them.
+// passRows rows; in each pass rank s owns a block of ceil(rows / W) of them. Where a
+// call takes more than one pass, a pass's blocks are whole rounds of the grid's
+// clusters (tuning::normTwoShotBlockRows): a pass of 204-row blocks on 128 clusters
+// would leave most clusters one row and the rest two, and every pass costs its slowest.
 //   1. Every rank pushes each peer's block of its input into its slot of that peer's
 //      set (the first half of the slot: reduce-scatter).
 //   2. Rank s polls for its block's rows from every peer, sums them with its own in
@@ -203,9 +206,9 @@ size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype
 }
 
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      cudaStream_t stream, uint32_t callerSig) {
-  const size_t passRows = allReduceNormTwoShotRows(dc.nranks, c.hidden, c.datatype, dc.rowsGatherOffset != 0);
-  if (passRows == 0)
+                                      bool alignPasses, cudaStream_t stream, uint32_t callerSig) {
+  const size_t capRows = allReduceNormTwoShotRows(dc.nranks, c.hidden, c.datatype, dc.rowsGatherOffset != 0);
+  if (capRows == 0)
     return setError(fcInternalError, "all-reduce + RMSNorm two-shot: a row of %zu elements does not fit",
                     c.hidden);
   // The kind (two-shot) is part of the shape in the call header: a rank taking the
@@ -218,6 +221,10 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
     // A cluster of ctas CTAs per row of a rank's block (rows in turn beyond maxCtas),
     // more than one where the rows alone leave the grid short.
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
+    // Passes of whole rounds of the clusters where a call takes more than one (tuning).
+    const size_t W = size_t(dc.nranks),
+                 passRows = W * tuning::normTwoShotBlockRows(c.tokens, dc.nranks, capRows / W, rowPacks,
+                                                             size_t(dc.maxCtas), alignPasses);
     const size_t per = ((c.tokens < passRows ? c.tokens : passRows) + size_t(dc.nranks) - 1) / size_t(dc.nranks);
     const unsigned ctas = tuning::normTwoShotClusterCtas(per, rowPacks, size_t(dc.maxCtas));
     const size_t clusters = per < size_t(dc.maxCtas) / ctas ? per : size_t(dc.maxCtas) / ctas;

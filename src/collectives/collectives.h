@@ -68,22 +68,23 @@ struct NormCall {
 // All-reduce + residual + RMSNorm in one Lamport kernel (allreduce_norm.cu):
 // tokens * hidden * size must not exceed lamportSlotBytes(nranks). pdl: launch with
 // programmatic dependent launch. clusterPacks: a row's packs per CTA of a thread block
-// cluster (0: one CTA per row). wideCtas (FC_ARNORM_WIDE_CTAS, tuning::normWideCtas): 1,
-// a CTA whose share of a row is over kThreads packs gets up to 992 data threads where
-// each then has one pack; 2, also up to 1024 (without a call warp of its own); 0, neither.
-// stages: kNormFull in real calls (device/norm_stages.h).
+// cluster (0: one CTA per row). wideCtas: a CTA whose share of a row is over kThreads
+// packs gets up to 992 data threads where each then has one pack (FC_ARNORM_WIDE_CTAS,
+// tuning::normWideCtas). stages: kNormFull in real calls (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      uint32_t clusterPacks, uint32_t wideCtas, uint32_t stages, cudaStream_t stream,
+                                      uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
                                       uint32_t sig = 0);
 
 // All-reduce + residual + RMSNorm as one two-shot kernel (allreduce_norm_twoshot.cu), at
 // up to 4 ranks, any token count: rows in passes of allReduceNormTwoShotRows(), which
 // is 0 when a row does not fit (hidden too large: take the unfused path). gatherSet: the
 // communicator has FC_ARNORM_GATHER_SET's sets (DeviceComm::rowsGatherOffset), whose
-// passes fill whole slots.
+// passes fill whole slots. alignPasses: where a call takes more than one pass, passes
+// of whole rounds of the kernel's clusters (tuning::normTwoShotBlockRows;
+// FC_ARNORM_PASS_ALIGN=0 turns it off).
 size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype, bool gatherSet = false);
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      cudaStream_t stream, uint32_t sig = 0);
+                                      bool alignPasses, cudaStream_t stream, uint32_t sig = 0);
 
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).

@@ -383,23 +383,18 @@ struct LamportCall {
   size_t headerOff;   // heap offset of this channel's headers
   uint32_t* state;    // this CTA's header buffer index
   uint32_t buf;       // its value (the call warp's copy; the data threads do not read it)
-  unsigned first;     // the call warp's first thread
   Pack mine;
 
-  // callWarp: the call warp's first thread; by default the one after the data threads
-  // (the all-reduce + RMSNorm kernel's kCallInData form names its last data warp).
-  __device__ LamportCall(const DeviceComm& d, int channel, uint32_t sig, uint64_t count,
-                         unsigned callWarp = lamportDataThreads())
+  __device__ LamportCall(const DeviceComm& d, int channel, uint32_t sig, uint64_t count)
       : dc(d),
         headerOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks) + lamportPushBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + kCallStateWord),
-        buf(threadIdx.x >= callWarp ? *state : 0u),
-        first(callWarp),
+        buf(isCallWarp() ? *state : 0u),
         // No word of a header is ever all ones (the op is in the signature's top 4 bits).
         mine{sig, uint32_t(count) & 0x7fffffffu, uint32_t(count >> 31) & 0x7fffffffu, 0x4c414d50u} {}
 
-  __device__ bool isCallWarp() const { return threadIdx.x >= first; }
+  __device__ bool isCallWarp() const { return threadIdx.x >= lamportDataThreads(); }
 
   // Header sent by `sender` to CTA blockIdx.x of `owner`, in buffer b.
   __device__ Pack* slot(int owner, uint32_t b, int sender) const {
@@ -414,7 +409,7 @@ struct LamportCall {
   // call and compare. Returns false when the wait gave up or the calls differ (the
   // error is recorded).
   __device__ bool run(Op op, int channel) {
-    const int lane = int(threadIdx.x - first);
+    const int lane = int(threadIdx.x - lamportDataThreads());
     __syncwarp();
     if (lane == 0) *state = (buf + 1) % 3;
     bool ok = true;

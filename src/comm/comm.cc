@@ -27,6 +27,7 @@ struct RankInfo {
   int32_t channels;
   int32_t shareGpu;    // FC_SHARE_GPU: ranks may share a GPU (tests on one GPU)
   int32_t gatherSet;   // FC_ARNORM_GATHER_SET: the heap's layout
+  int32_t passAlign;   // FC_ARNORM_PASS_ALIGN: the two-shot norm's passes
   char busId[32];      // PCI bus id of the GPU: two ranks must not share one
 };
 
@@ -81,6 +82,9 @@ fcResult_t validateRanks(const std::vector<RankInfo>& all, int rank) {
     if (o.gatherSet != me.gatherSet)
       return setError(fcInvalidUsage, "rank %zu sets FC_ARNORM_GATHER_SET=%d, this rank %d: set it the same "
                       "on every rank (it changes the symmetric heap's layout)", r, o.gatherSet, me.gatherSet);
+    if (o.passAlign != me.passAlign)
+      return setError(fcInvalidUsage, "rank %zu sets FC_ARNORM_PASS_ALIGN=%d, this rank %d: set it the same "
+                      "on every rank (it changes the two-shot norm's passes)", r, o.passAlign, me.passAlign);
     if (o.shareGpu != me.shareGpu)
       return setError(fcInvalidUsage, "rank %zu sets FC_SHARE_GPU=%d, this rank %d: set it the same "
                       "on every rank", r, o.shareGpu, me.shareGpu);
@@ -135,6 +139,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   mine.channels = params.channels;
   mine.shareGpu = params.shareGpu ? 1 : 0;
   mine.gatherSet = params.normGatherSet ? 1 : 0;
+  mine.passAlign = params.normPassAlign ? 1 : 0;
   FC_CUDA_CHECK(cudaDeviceGetPCIBusId(mine.busId, sizeof mine.busId, comm->cudaDev));
   std::vector<RankInfo> all(static_cast<size_t>(nranks));
   FC_CHECK(comm->bootstrap->allGather(&mine, all.data(), sizeof mine));

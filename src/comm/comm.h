@@ -109,16 +109,18 @@ struct CommParams {
   // FC_ARNORM_WIDE_CTAS (1 by default): where the clusters have halved to CTAs whose share
   // of a row is over kThreads (512) packs, those CTAs get up to 992 data threads, one pack
   // each (TensorRT-LLM's way), instead of 512 of which some poll two packs one after the
-  // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas);
-  // 2, a measurement form (column wide-1024), also shares of 993-1024 packs (8192 in bf16),
-  // in CTAs of 1024 data threads whose last warp does the call warp's part.
-  uint32_t normWideCtas = 1;
+  // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas).
+  bool normWideCtas = true;
   // FC_ARNORM_GATHER_SET=1 (a measurement form): the all-reduce + RMSNorm two-shot kernel
   // pushes its all-gather half into a set of its own (lamportGatherBytes more Lamport
   // memory per channel), so that a pass takes a whole push slot per half: at 2 ranks 8 MiB
   // a pass instead of 4 (512 x 5120 in bf16 in one pass instead of two). Every rank must
   // set it the same (the heap's layout).
   bool normGatherSet = false;
+  // FC_ARNORM_PASS_ALIGN (1 by default): the two-shot norm kernel's passes, where a call
+  // takes more than one, of whole rounds of its clusters (tuning::normTwoShotBlockRows);
+  // 0, for measurements (fc-bench arnorm with it set), passes as full as the slot allows.
+  bool normPassAlign = true;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages), the
   // probe build only.

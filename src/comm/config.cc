@@ -146,16 +146,21 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
   // (2^32 - 1 and more mean the default.)
   p->normClusterPacks = clusterPacks >= kNormClusterPacksAuto ? kNormClusterPacksAuto : uint32_t(clusterPacks);
-  uint64_t wideCtas = p->normWideCtas;
+  uint64_t wideCtas = p->normWideCtas ? 1 : 0;
   FC_CHECK(envU64("FC_ARNORM_WIDE_CTAS", wideCtas, &wideCtas));
-  if (wideCtas > 2)
-    return setError(fcInvalidArgument, "FC_ARNORM_WIDE_CTAS=%llu: 0, 1 or 2 expected", (unsigned long long)wideCtas);
-  p->normWideCtas = uint32_t(wideCtas);
+  if (wideCtas > 1)
+    return setError(fcInvalidArgument, "FC_ARNORM_WIDE_CTAS=%llu: 0 or 1 expected", (unsigned long long)wideCtas);
+  p->normWideCtas = wideCtas == 1;
   uint64_t gatherSet = p->normGatherSet ? 1 : 0;
   FC_CHECK(envU64("FC_ARNORM_GATHER_SET", gatherSet, &gatherSet));
   if (gatherSet > 1)
     return setError(fcInvalidArgument, "FC_ARNORM_GATHER_SET=%llu: 0 or 1 expected", (unsigned long long)gatherSet);
   p->normGatherSet = gatherSet == 1;
+  uint64_t passAlign = p->normPassAlign ? 1 : 0;
+  FC_CHECK(envU64("FC_ARNORM_PASS_ALIGN", passAlign, &passAlign));
+  if (passAlign > 1)
+    return setError(fcInvalidArgument, "FC_ARNORM_PASS_ALIGN=%llu: 0 or 1 expected", (unsigned long long)passAlign);
+  p->normPassAlign = passAlign == 1;
   uint64_t spins = p->lamportSpins;
   FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);

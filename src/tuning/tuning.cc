@@ -318,6 +318,14 @@ unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCta
   return ctas;
 }
 
+size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t rowPacks, size_t maxCtas,
+                            bool aligned) {
+  if (!aligned || blockCap == 0 || tokens <= size_t(nranks) * blockCap) return blockCap;
+  const size_t ctas = normTwoShotClusterCtas(blockCap, rowPacks, maxCtas),
+               clusters = blockCap < maxCtas / ctas ? blockCap : maxCtas / ctas;
+  return clusters == 0 ? blockCap : blockCap / clusters * clusters;
+}
+
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {
   return rowPacks <= ctaThreads ? 0u : kNormClusterPacks;
 }

@@ -94,14 +94,23 @@ NormPath chooseAllReduceNorm(const NormQuery& q);
 // rows of rowPacks 16-byte packs on a grid of at most maxCtas CTAs: 1, 2, 4 or 8.
 unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCtas);
 
+// The two-shot kernel's rows of a rank's block per pass, for `tokens` rows at nranks
+// ranks where a pass's block holds at most blockCap rows (half a push slot): blockCap
+// where one pass takes them all, else (aligned) the most multiple of the pass's clusters
+// (a cluster of normTwoShotClusterCtas CTAs per row) up to blockCap, so that no pass
+// leaves some clusters a row more than the others: a CTA's rows of a call come to
+// ceil(its rows of all the blocks / clusters), the fewest its grid allows. aligned false:
+// blockCap (FC_ARNORM_PASS_ALIGN=0, for measurements).
+size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t rowPacks, size_t maxCtas,
+                            bool aligned = true);
+
 // FC_ARNORM_CLUSTER_PACKS' default: 0 (one CTA per row) while one CTA's data threads
 // hold the row one pack each, else clusters of this many 16-byte packs per CTA.
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);
 
 // Whether a CTA of the one kernel whose share of a row is `sharePacks` 16-byte packs
 // (after its clusters halved to fit maxCtas) gets one data thread per pack past
-// ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp; 1024 in
-// FC_ARNORM_WIDE_CTAS=2's form without one).
+// ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp).
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads);
 
 // ---- All-gather + GEMM (fcAllGatherMatmul) ----------------------------------------------

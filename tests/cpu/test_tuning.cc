@@ -187,6 +187,17 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normTwoShotClusterCtas(51, 640, 128) == 2);    // 4 ranks, hidden 5120
   CHECK(normTwoShotClusterCtas(16, 256, 128) == 2);    // short rows keep 128 packs a CTA
   CHECK(normTwoShotClusterCtas(1, 4096, 128) == 8);
+  // Passes aligned to the clusters only where a call takes more than one: 2 ranks, 5120 in
+  // bf16 (blocks of up to 204 rows, 128 clusters of one CTA) in blocks of 128 rows.
+  CHECK(normTwoShotBlockRows(408, 2, 204, 640, 128) == 204);   // one pass
+  CHECK(normTwoShotBlockRows(409, 2, 204, 640, 128) == 128);
+  CHECK(normTwoShotBlockRows(1000, 2, 204, 640, 128, false) == 204);
+  CHECK(normTwoShotBlockRows(1000, 2, 256, 512, 128) == 256);  // 4096: already whole rounds
+  CHECK(normTwoShotBlockRows(1000, 2, 341, 384, 128) == 256);  // 3072
+  CHECK(normTwoShotBlockRows(1000, 2, 85, 1536, 128) == 85);   // 12288: a cluster per row
+  CHECK(normTwoShotBlockRows(1000, 4, 51, 640, 128) == 51);    // 4 ranks: clusters of 2 CTAs
+  CHECK(normTwoShotBlockRows(1000, 2, 200, 640, 64) == 192);   // FC_MAX_CTAS=64
+  CHECK(normTwoShotBlockRows(1000, 2, 0, 640, 128) == 0);
   CHECK(normClusterPacks(512, 512) == 0);
   CHECK(normClusterPacks(1024, 512) == 256);
   // Wide CTAs only where every data thread gets one pack: 5120-7168 in bf16 at one CTA
@@ -198,7 +209,6 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normWideCtas(992, 512, 992));
   CHECK_FALSE(normWideCtas(1024, 512, 992));
   CHECK_FALSE(normWideCtas(2048, 512, 992));
-  CHECK(normWideCtas(1024, 512, 1024));  // FC_ARNORM_WIDE_CTAS=2: 8192 in bf16
 }
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {

@@ -180,9 +180,10 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   // (20480 bf16 = 2560 packs: 5 per thread of 512); more rows than CTAs; and sizes
   // past the one-kernel limit (the two-shot kernel at 2 ranks, and at 4 with
   // FC_ARNORM_ALGO=fused: 300 x 8192 runs in 2-3 passes of the push buffers at 2 ranks,
-  // 3-5 at 4; else all-reduce + norm).
-  const Shape shapes[] = {{1, 8},     {3, 24},     {7, 4096},   {33, 5120}, {1, 8192},  {128, 4096},
-                          {5, 20480}, {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192}};
+  // 3-5 at 4; 450 x 5120 in 16-bit types in 2 passes of 256 rows at 2 ranks, aligned to
+  // the kernel's 128 clusters; else all-reduce + norm).
+  const Shape shapes[] = {{1, 8},      {3, 24},     {7, 4096},   {33, 5120},  {1, 8192},  {128, 4096},
+                          {5, 20480},  {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192}, {450, 5120}};
   for (fcDataType_t t : kTypes) {
     for (Shape sh : shapes) {
       if (sh.hidden * fcTypeSize(t) % 16) continue;
@@ -284,16 +285,28 @@ TEST_CASE("fcAllReduceResidualRMSNorm: CUDA graph replays and 1,000 calls in a r
 TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved, eager and graph-replayed") {
   // The two kernels share the push buffers' rotation (the rank's buffer index), the
   // two-shot moving it by its passes: calls of both, back to back on one stream, each
-  // checked exactly, then the same sequence captured and replayed; on the suite's
-  // communicator and on one with the two-shot's gather sets (FC_ARNORM_GATHER_SET=1).
-  // Tokens of 8192; 300: 2 passes at 2 ranks (1 with the gather sets), 600: 3 (2).
+  // checked exactly, then the same sequence captured and replayed. Tokens of 8192 on the
+  // suite's communicator (at 2 ranks 300: 2 passes, 600: 3) and on one with the two-shot's
+  // gather sets (FC_ARNORM_GATHER_SET=1: 1 and 2 passes); tokens of 5120, whose passes are
+  // aligned to the kernel's clusters (at 2 ranks 256 rows: 300 in 2 passes, 600 in 3), and
+  // the same without (FC_ARNORM_PASS_ALIGN=0: 408 rows, 1 and 2 passes).
   const size_t sizes[] = {16, 300, 1, 150, 600, 300};
-  const OnesCalls x(600, 8192);
-  const ForcedComm gather("FC_ARNORM_GATHER_SET", "1");
+  const OnesCalls rows8192(600, 8192), rows5120(600, 5120);
+  const ForcedComm gather("FC_ARNORM_GATHER_SET", "1"), unaligned("FC_ARNORM_PASS_ALIGN", "0");
   cudaStream_t s;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  for (fcComm_t comm : {gpuEnv().comm, gather.comm}) {
-    INFO((comm == gather.comm ? "FC_ARNORM_GATHER_SET=1" : "the suite's communicator"));
+  struct Case {
+    const char* what;
+    fcComm_t comm;
+    const OnesCalls& x;
+  };
+  for (const Case& c : {Case{"hidden 8192, the suite's communicator", gpuEnv().comm, rows8192},
+                        Case{"hidden 8192, FC_ARNORM_GATHER_SET=1", gather.comm, rows8192},
+                        Case{"hidden 5120, the suite's communicator", gpuEnv().comm, rows5120},
+                        Case{"hidden 5120, FC_ARNORM_PASS_ALIGN=0", unaligned.comm, rows5120}}) {
+    INFO(c.what);
+    const OnesCalls& x = c.x;
+    const fcComm_t comm = c.comm;
     for (int round = 0; round < 8; ++round)
       for (size_t tokens : sizes) {
         x.poison(s);

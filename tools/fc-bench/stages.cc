@@ -101,8 +101,6 @@ int benchStages(Ctx& c, const Options& o) {
 //   cta-per-row     full, a row in one CTA (FC_ARNORM_CLUSTER_PACKS=0)
 //   no-wide-ctas    full, a CTA whose share of a row is over 512 packs with 512 data
 //                   threads, some of which take two packs (FC_ARNORM_WIDE_CTAS=0)
-//   wide-1024       full, shares of 993-1024 packs too, in CTAs of 1024 data threads
-//                   whose last warp does the call warp's part (FC_ARNORM_WIDE_CTAS=2)
 //   cluster-N       full, a row over a thread block cluster of CTAs of N packs each
 //                   (FC_ARNORM_CLUSTER_PACKS=N; the default: one CTA for rows of up
 //                   to 512 packs, else 256 packs per CTA)
@@ -110,7 +108,7 @@ int benchStages(Ctx& c, const Options& o) {
 //                   (FC_LAMPORT_SPINS=N)
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and no-prefetch are checked to give the same bits (the arnorm mode and the
-// tests check full against a reference); cta-per-row, no-wide-ctas, wide-1024, cluster-N and spins-N are correct calls,
+// tests check full against a reference); cta-per-row, no-wide-ctas, cluster-N and spins-N are correct calls,
 // which tools/gpu-check runs the GPU suite with; the others are timings only.
 int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
   const fcDataType_t type = parseType(o.dtype);
@@ -126,7 +124,6 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"no-reset", "FC_ARNORM_STAGES", "no-reset"},
                               {"cta-per-row", "FC_ARNORM_CLUSTER_PACKS", "0"},
                               {"no-wide-ctas", "FC_ARNORM_WIDE_CTAS", "0"},
-                              {"wide-1024", "FC_ARNORM_WIDE_CTAS", "2"},
                               {"cluster-64", "FC_ARNORM_CLUSTER_PACKS", "64"},
                               {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
                               {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
