@@ -5,8 +5,9 @@
 // the ranks the same way; our own protocol). Rows are split into passes of up to
 // passRows rows; in each pass rank s owns a block of ceil(rows / W) of them. Where a
 // call takes more than one pass, a pass's blocks are whole rounds of the grid's
-// clusters (tuning::normTwoShotBlockRows): a pass of 204-row blocks on 128 clusters
-// would leave most clusters one row and the rest two, and every pass costs its slowest.
+// clusters (tuning::normTwoShotBlockRows): passes of 204-row blocks on 128 clusters
+// would give clusters 0-75 two rows of each and the rest one, and since a block's first
+// rows are the same clusters' in every pass, the call would cost what they do.
 //   1. Every rank pushes each peer's block of its input into its slot of that peer's
 //      set (the first half of the slot: reduce-scatter).
 //   2. Rank s polls for its block's rows from every peer, sums them with its own in
