@@ -323,7 +323,17 @@ size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t r
   if (!aligned || blockCap == 0 || tokens <= size_t(nranks) * blockCap) return blockCap;
   const size_t ctas = normTwoShotClusterCtas(blockCap, rowPacks, maxCtas),
                clusters = blockCap < maxCtas / ctas ? blockCap : maxCtas / ctas;
-  return clusters == 0 ? blockCap : blockCap / clusters * clusters;
+  if (clusters == 0) return blockCap;
+  const size_t W = size_t(nranks), whole = blockCap / clusters * clusters;
+  // A CTA's rows of the call in passes of `rows` rows per block (ceil(rows / clusters)
+  // a pass, fewer in the last).
+  auto rounds = [&](size_t rows) {
+    const size_t passRows = W * rows, passes = (tokens + passRows - 1) / passRows,
+                 lastBlock = (tokens - (passes - 1) * passRows + W - 1) / W;
+    return (passes - 1) * ((rows + clusters - 1) / clusters) + (lastBlock + clusters - 1) / clusters;
+  };
+  // Where both give a CTA as many rows, the fuller passes: fewer of them.
+  return rounds(whole) < rounds(blockCap) ? whole : blockCap;
 }
 
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {

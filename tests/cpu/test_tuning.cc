@@ -187,10 +187,15 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normTwoShotClusterCtas(51, 640, 128) == 2);    // 4 ranks, hidden 5120
   CHECK(normTwoShotClusterCtas(16, 256, 128) == 2);    // short rows keep 128 packs a CTA
   CHECK(normTwoShotClusterCtas(1, 4096, 128) == 8);
-  // Passes aligned to the clusters only where a call takes more than one: 2 ranks, 5120 in
-  // bf16 (blocks of up to 204 rows, 128 clusters of one CTA) in blocks of 128 rows.
+  // Passes aligned to the clusters where a call takes more than one and a CTA then gets
+  // fewer rows: 2 ranks, 5120 in bf16 (blocks of up to 204 rows, 128 clusters of one CTA)
+  // in blocks of 128 rows.
   CHECK(normTwoShotBlockRows(408, 2, 204, 640, 128) == 204);   // one pass
-  CHECK(normTwoShotBlockRows(409, 2, 204, 640, 128) == 128);
+  CHECK(normTwoShotBlockRows(409, 2, 204, 640, 128) == 128);  // 2 + 1 rows a CTA against 1 + 1
+  CHECK(normTwoShotBlockRows(512, 2, 204, 640, 128) == 128);
+  CHECK(normTwoShotBlockRows(600, 2, 204, 640, 128) == 204);  // 2 + 1 either way: fewer passes
+  CHECK(normTwoShotBlockRows(800, 2, 204, 640, 128) == 204);  // 2 + 2 against 1 + 1 + 1 + 1
+  CHECK(normTwoShotBlockRows(1000, 2, 204, 640, 128) == 128); // 2 + 2 + 1 against 4 x 1
   CHECK(normTwoShotBlockRows(1000, 2, 204, 640, 128, false) == 204);
   CHECK(normTwoShotBlockRows(1000, 2, 256, 512, 128) == 256);  // 4096: already whole rounds
   CHECK(normTwoShotBlockRows(1000, 2, 341, 384, 128) == 256);  // 3072

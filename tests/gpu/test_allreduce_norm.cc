@@ -287,11 +287,12 @@ TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved
   // two-shot moving it by its passes: calls of both, back to back on one stream, each
   // checked exactly, then the same sequence captured and replayed. Tokens of 8192 on the
   // suite's communicator (at 2 ranks 300: 2 passes, 600: 3) and on one with the two-shot's
-  // gather sets (FC_ARNORM_GATHER_SET=1: 1 and 2 passes); tokens of 5120, whose passes are
-  // aligned to the kernel's clusters (at 2 ranks 256 rows: 300 in 2 passes, 600 in 3), and
-  // the same without (FC_ARNORM_PASS_ALIGN=0: 408 rows, 1 and 2 passes).
-  const size_t sizes[] = {16, 300, 1, 150, 600, 300};
-  const OnesCalls rows8192(600, 8192), rows5120(600, 5120);
+  // gather sets (FC_ARNORM_GATHER_SET=1: 1 and 2 passes); tokens of 5120, whose passes
+  // the kernel aligns to its clusters where that gives a CTA fewer rows (at 2 ranks 512:
+  // 2 passes of 256 rows, 1000: 4), and the same without (FC_ARNORM_PASS_ALIGN=0: passes
+  // of 408 rows, 2 and 3).
+  const std::vector<size_t> sizes8192 = {16, 300, 1, 150, 600, 300}, sizes5120 = {16, 512, 1, 150, 1000, 512};
+  const OnesCalls rows8192(600, 8192), rows5120(1000, 5120);
   const ForcedComm gather("FC_ARNORM_GATHER_SET", "1"), unaligned("FC_ARNORM_PASS_ALIGN", "0");
   cudaStream_t s;
   CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -299,14 +300,16 @@ TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved
     const char* what;
     fcComm_t comm;
     const OnesCalls& x;
+    const std::vector<size_t>& sizes;
   };
-  for (const Case& c : {Case{"hidden 8192, the suite's communicator", gpuEnv().comm, rows8192},
-                        Case{"hidden 8192, FC_ARNORM_GATHER_SET=1", gather.comm, rows8192},
-                        Case{"hidden 5120, the suite's communicator", gpuEnv().comm, rows5120},
-                        Case{"hidden 5120, FC_ARNORM_PASS_ALIGN=0", unaligned.comm, rows5120}}) {
+  for (const Case& c : {Case{"hidden 8192, the suite's communicator", gpuEnv().comm, rows8192, sizes8192},
+                        Case{"hidden 8192, FC_ARNORM_GATHER_SET=1", gather.comm, rows8192, sizes8192},
+                        Case{"hidden 5120, the suite's communicator", gpuEnv().comm, rows5120, sizes5120},
+                        Case{"hidden 5120, FC_ARNORM_PASS_ALIGN=0", unaligned.comm, rows5120, sizes5120}}) {
     INFO(c.what);
     const OnesCalls& x = c.x;
     const fcComm_t comm = c.comm;
+    const std::vector<size_t>& sizes = c.sizes;
     for (int round = 0; round < 8; ++round)
       for (size_t tokens : sizes) {
         x.poison(s);
@@ -329,7 +332,7 @@ TEST_CASE("fcAllReduceResidualRMSNorm: one-kernel and two-shot calls interleaved
       CUDA_REQUIRE(cudaGraphLaunch(exec, s));
       CUDA_REQUIRE(cudaStreamSynchronize(s));
       INFO("replay " << rep);
-      CHECK(x.wrong(sizes[std::size(sizes) - 1]) == 0);
+      CHECK(x.wrong(sizes.back()) == 0);
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
