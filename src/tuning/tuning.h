@@ -101,9 +101,8 @@ unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCta
 // of the call: a block's rows go to the clusters in turn, starting again at cluster 0
 // in every pass, so passes of 204-row blocks on 128 clusters give clusters 0-75 a row
 // more than the rest in each. Where both give as many, blockCap: fewer passes, each of
-// which costs a round trip (2 H200s, 600 x 5120: 34.9 us in 3 aligned passes against
-// 32.0 in 2 of 204-row blocks; 512 x 5120: 27.2 against 30.8). aligned false: blockCap
-// (FC_ARNORM_PASS_ALIGN=0, for measurements).
+// which costs a round trip. aligned false: blockCap (FC_ARNORM_PASS_ALIGN=0, for
+// measurements).
 size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t rowPacks, size_t maxCtas,
                             bool aligned = true);
 
