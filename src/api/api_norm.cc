@@ -126,8 +126,7 @@ fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* su
                                         comm->params.normWideCtas, comm->params.normStages, stream, c.sig);
     case NormPath::TwoShot:
       FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
-      return launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, comm->params.normWideCtas,
-                                        comm->params.normPassAlign, stream, c.sig);
+      return launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, comm->params.normPassAlign, stream, c.sig);
     default:
       c.recv = sum;
       // The all-reduce compares the norm's shape, not only its count: ranks whose rows

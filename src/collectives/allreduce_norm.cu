@@ -48,9 +48,10 @@ using dev::Pack;
 using norm::ClusterRowSum;
 using norm::normRow;
 using norm::rowSum;
-using norm::kWideData;
-using norm::kWideThreads;
 using norm::rowThreads;
+
+// The wide CTAs' threads (launchAllReduceNormLamport): the most a CTA may have.
+constexpr int kWideThreads = 1024;
 
 // kMeasure: stagesArg says which stages run (device/norm_stages.h, fc-bench
 // normstages); otherwise every stage, once (kNormFull). Launched in clusters of C CTAs
@@ -225,6 +226,7 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     // leaving some data threads two packs to poll one after the other; only where every
     // data thread then has one (tuning).
     const size_t share = (rowPacks + ctas - 1) / ctas;
+    constexpr unsigned kWideData = unsigned(kWideThreads - dev::kCallWarpThreads);
     const bool wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), kWideData);
     const unsigned threads = rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
     auto kernel = byWorldSize(dc.nranks, [&](auto nr) {

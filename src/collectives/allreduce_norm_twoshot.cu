@@ -57,10 +57,8 @@ namespace {
 using dev::Pack;
 using Run = dev::LamportRun<dev::LamportKind::Rows>;
 
-// kMaxThreads: the CTA's threads at most (kLamportMaxThreads, or norm::kWideThreads for
-// a share of a row that would otherwise leave data threads two packs each).
-template <typename T, int NR, int kMaxThreads>
-__global__ void __launch_bounds__(kMaxThreads)
+template <typename T, int NR>
+__global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceNormTwoShotKernel(DeviceComm dc, int channel, NormCall c, size_t passRows, uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
@@ -198,7 +196,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }  // namespace
 
 // Loaded with the communicator, not at first launch (core/preload.h).
-FC_PRELOAD_MODULE_OF(allReduceNormTwoShotKernel<__nv_bfloat16, 2, dev::kLamportMaxThreads>);
+FC_PRELOAD_MODULE_OF(allReduceNormTwoShotKernel<__nv_bfloat16, 2>);
 
 size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype, bool gatherSet) {
   // A rank's block of a pass fits half a slot (the other half takes the all-gather), or a
@@ -209,7 +207,7 @@ size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype
 }
 
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      bool wideCtas, bool alignPasses, cudaStream_t stream, uint32_t callerSig) {
+                                      bool alignPasses, cudaStream_t stream, uint32_t callerSig) {
   const size_t capRows = allReduceNormTwoShotRows(dc.nranks, c.hidden, c.datatype, dc.rowsGatherOffset != 0);
   if (capRows == 0)
     return setError(fcInternalError, "all-reduce + RMSNorm two-shot: a row of %zu elements does not fit",
@@ -231,17 +229,8 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
     const size_t per = ((c.tokens < passRows ? c.tokens : passRows) + size_t(dc.nranks) - 1) / size_t(dc.nranks);
     const unsigned ctas = tuning::normTwoShotClusterCtas(per, rowPacks, size_t(dc.maxCtas));
     const size_t clusters = per < size_t(dc.maxCtas) / ctas ? per : size_t(dc.maxCtas) / ctas;
-    // A share of more than 512 packs (one CTA per row of 5120-7168 in bf16): one data thread
-    // per pack where each then has one, as the one kernel's CTAs (tuning::normWideCtas).
-    const size_t share = (rowPacks + ctas - 1) / ctas;
-    const bool wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), norm::kWideData);
-    const unsigned threads =
-        norm::rowThreads(share, wide ? norm::kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
-    auto kernel = byWorldSize(dc.nranks, [&](auto nr) {
-      constexpr int N = decltype(nr)::value;
-      return wide ? allReduceNormTwoShotKernel<T, N, norm::kWideThreads>
-                  : allReduceNormTwoShotKernel<T, N, dev::kLamportMaxThreads>;
-    });
+    const unsigned threads = norm::rowThreads((rowPacks + ctas - 1) / ctas) + unsigned(dev::kCallWarpThreads);
+    auto kernel = byWorldSize(dc.nranks, [](auto nr) { return allReduceNormTwoShotKernel<T, decltype(nr)::value>; });
     return launchClusterKernelEx(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), ctas, stream, pdl, dc,
                                  channel, c, passRows, sig);
   });

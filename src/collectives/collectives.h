@@ -79,12 +79,12 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
 // up to 4 ranks, any token count: rows in passes of allReduceNormTwoShotRows(), which
 // is 0 when a row does not fit (hidden too large: take the unfused path). gatherSet: the
 // communicator has FC_ARNORM_GATHER_SET's sets (DeviceComm::rowsGatherOffset), whose
-// passes fill whole slots. wideCtas: as launchAllReduceNormLamport's. alignPasses: where
-// a call takes more than one pass, passes of whole rounds of the kernel's clusters
-// (tuning::normTwoShotBlockRows; FC_ARNORM_PASS_ALIGN=0 turns it off).
+// passes fill whole slots. alignPasses: where a call takes more than one pass, passes
+// of whole rounds of the kernel's clusters (tuning::normTwoShotBlockRows;
+// FC_ARNORM_PASS_ALIGN=0 turns it off).
 size_t allReduceNormTwoShotRows(int nranks, size_t hidden, fcDataType_t datatype, bool gatherSet = false);
 fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      bool wideCtas, bool alignPasses, cudaStream_t stream, uint32_t sig = 0);
+                                      bool alignPasses, cudaStream_t stream, uint32_t sig = 0);
 
 // residualOut = sum + residual, out = RMSNorm(residualOut) * weight, locally: the
 // large path's second kernel after an all-reduce into `sum` (which may be call.out).

@@ -196,14 +196,6 @@ struct ClusterRowSum {
   }
 };
 
-// The wide CTAs' threads, the most a CTA of the norm kernels may have: a CTA whose share
-// of a row is over kThreads packs gets one data thread per pack beside its call warp, up
-// to kWideData, where every data thread then has one (tuning::normWideCtas;
-// TensorRT-LLM's CTAs grow the same way as its clusters halve). Such a kernel is built
-// with launch bounds of kWideThreads: a register budget of 64 instead of ~90.
-constexpr int kWideThreads = 1024;
-constexpr unsigned kWideData = unsigned(kWideThreads - dev::kCallWarpThreads);
-
 // Data threads for a row: one per pack, a whole number of warps, at most `most` (a
 // multiple of 32).
 inline unsigned rowThreads(size_t rowPacks, unsigned most = unsigned(dev::kThreads)) {

@@ -106,11 +106,10 @@ struct CommParams {
   // TensorRT-LLM's 128); 0: one CTA per row; unset: kNormClusterPacksAuto (one CTA
   // while it holds the row, else 256 packs per CTA; device/norm_stages.h).
   uint32_t normClusterPacks = kNormClusterPacksAuto;
-  // FC_ARNORM_WIDE_CTAS (1 by default): where a CTA of the norm kernels (the one kernel's,
-  // once its clusters halved, and the two-shot's) has a share of a row over kThreads (512)
-  // packs, it gets up to 992 data threads, one pack each (TensorRT-LLM's way), instead of
-  // 512 of which some poll two packs one after the other (tuning::normWideCtas); 0 turns
-  // it off (fc-bench normstages, column no-wide-ctas; arnorm, column narrow).
+  // FC_ARNORM_WIDE_CTAS (1 by default): where the clusters have halved to CTAs whose share
+  // of a row is over kThreads (512) packs, those CTAs get up to 992 data threads, one pack
+  // each (TensorRT-LLM's way), instead of 512 of which some poll two packs one after the
+  // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas).
   bool normWideCtas = true;
   // FC_ARNORM_GATHER_SET=1 (a measurement form): the all-reduce + RMSNorm two-shot kernel
   // pushes its all-gather half into a set of its own (lamportGatherBytes more Lamport

@@ -12,8 +12,8 @@
 //                   (FC_ARNORM_PASS_ALIGN=0)
 //   gather_us       forced, the two-shot kernel's all-gather in sets of its own
 //                   (FC_ARNORM_GATHER_SET=1: passes twice as long)
-//   narrow_us       fused, CTAs kept at 512 data threads where a share of a row is
-//                   longer (FC_ARNORM_WIDE_CTAS=0)
+//   narrow_us       fused, the one kernel's CTAs kept at 512 data threads where a
+//                   share of a row is longer (FC_ARNORM_WIDE_CTAS=0)
 //   allreduce_us    fcAllReduce alone, same buffer
 //   nccl_us         ncclAllReduce alone (when NCCL loads; the norm not included: the
 //                   Python benchmark adds torch's)
