@@ -94,6 +94,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
                                               dev::loadInputPack(in, i, count, vecIn), acc))
         return;
+      if (stages & kLamportClearRead) run.clearRead(pk);  // measurement form (device_comm.h)
       dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
     }
 }

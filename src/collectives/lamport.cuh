@@ -289,9 +289,12 @@ struct LamportRun {
   // thread has just read (sumInRankOrder). Safe without a fence: the peer writes this
   // buffer again three calls later, which needs our pushes of the call after this
   // one, which start after this kernel (and its stores) completed (stream order; with
-  // PDL, griddepcontrol.wait waits for the whole previous grid and its memory).
+  // PDL, griddepcontrol.wait waits for the whole previous grid and its memory). The
+  // one-shot kind resets the stale buffer instead (resetStale), but for the measurement
+  // form FC_LAMPORT_STAGES=clear-read (device_comm.h), where the same argument holds per
+  // CTA: a peer is at most one run ahead.
   __device__ void clearRead(size_t pk) const {
-    static_assert(Traits::kWholeRank, "the chunked kinds reset the stale buffer instead");
+    static_assert(K != LamportKind::TwoShot, "the two-shot kind resets the stale buffer");
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
     for (int s = 0; s < dc.nranks; ++s)
       if (s != dc.rank) slot(dc.rank, buf, 0, s)[pk] = empty;

@@ -73,7 +73,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"reset-twice", kLamportFull | kLamportResetTwice},
     {"no-reset", kLamportFull & ~uint32_t(kLamportReset)},
     {"no-save", kLamportFull & ~uint32_t(kLamportSave)},
-    {"no-call", kLamportFull & ~uint32_t(kLamportCall)}};
+    {"no-call", kLamportFull & ~uint32_t(kLamportCall)},
+    {"clear-read", (kLamportFull & ~uint32_t(kLamportReset)) | kLamportClearRead}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -123,6 +123,11 @@ enum LamportStage : uint32_t {
   kLamportSumTwice = 32,    // with kLamportSum: poll, sum and store twice
   kLamportResetTwice = 64,  // with kLamportReset: reset twice
   kLamportCall = 128,       // the call warp's header exchange (mismatch detection)
+  // Each peer pack cleared right after it is read (the Rows kind's way), with
+  // kLamportReset off: no sweep of the run before's buffer. Right sums only while every
+  // call on the communicator is the one-shot all-reduce (the all-gather and
+  // reduce-scatter on the same buffers still leave theirs to the sweep).
+  kLamportClearRead = 256,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

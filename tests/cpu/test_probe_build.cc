@@ -27,6 +27,13 @@ TEST_CASE("the probe build honours the measurement-only switches", "[probes]") {
     CHECK(p.lamportStages == (fc::kLamportFull & ~uint32_t(fc::kLamportSum)));
   }
   {
+    // Each pack cleared as it is read, no sweep of the stale buffer.
+    ScopedEnv env("FC_LAMPORT_STAGES", "clear-read");
+    fc::CommParams p;
+    REQUIRE(fc::commParamsResolve(nullptr, &p) == fcSuccess);
+    CHECK(p.lamportStages == ((fc::kLamportFull & ~uint32_t(fc::kLamportReset)) | fc::kLamportClearRead));
+  }
+  {
     ScopedEnv env("FC_ARNORM_STAGES", "allreduce-only");
     fc::CommParams p;
     REQUIRE(fc::commParamsResolve(nullptr, &p) == fcSuccess);

@@ -11,13 +11,18 @@
 //   no-reset     no reset (from the third call on, the polls find stale data at once)
 //   no-save      no state save (every call uses the same buffer: stale data at once)
 //   no-call      no call-header exchange (right sums; no mismatch detection)
+//   clear-read   no reset; each peer pack cleared as soon as it is read instead (right
+//                sums while every call is the one-shot all-reduce, as here)
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only "full", no-call and spins-N compute the right sums; the others are timings. The calls are
+// Only "full", no-call, clear-read and spins-N compute the right sums; the others are
+// timings. The calls are
 // fcAllReduceOneShot (the Lamport one-shot up to its limit: its push slot, 4 MiB at 2
 // ranks, 1 MiB at 3-4; the default largest size).
-// A last column times fcAllReduce's own choice (auto) on the same size, interleaved:
-// where it is not the one-shot, the one-shot / two-shot crossover is read off directly.
+// A column times fcAllReduce's own choice (auto) on the same size, interleaved: where
+// it is not the one-shot, the one-shot / two-shot crossover is read off directly. The
+// last, check, says whether the variants that compute the right sums did, after their
+// timed replays: each called once more on integer inputs (exact sums), outputs poisoned.
 #include <algorithm>
 #include <functional>
 #include <string>
@@ -33,6 +38,12 @@ struct Variant {
   const char *name, *var, *value;
 };
 
+// fc-bench stages' variants, and whether each computes the right sums (checked).
+struct StageVariant {
+  const char *name, *var, *value;
+  bool exact;
+};
+
 }  // namespace
 
 int benchStages(Ctx& c, const Options& o) {
@@ -40,49 +51,67 @@ int benchStages(Ctx& c, const Options& o) {
   const size_t es = fcTypeSize(type);
   const size_t minBytes = std::max(parseBytes(o.minBytes), es);
   const size_t maxBytes = !o.maxBytes.empty() ? parseBytes(o.maxBytes) : c.nranks <= 2 ? (4u << 20) : (1u << 20);
-  const Variant variants[] = {{"full", "FC_LAMPORT_STAGES", "full"},
-                              {"push-only", "FC_LAMPORT_STAGES", "push-only"},
-                              {"push-twice", "FC_LAMPORT_STAGES", "push-twice"},
-                              {"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"},
-                              {"reset-twice", "FC_LAMPORT_STAGES", "reset-twice"},
-                              {"no-reset", "FC_LAMPORT_STAGES", "no-reset"},
-                              {"no-save", "FC_LAMPORT_STAGES", "no-save"},
-                              {"no-call", "FC_LAMPORT_STAGES", "no-call"},
-                              {"spins-8", "FC_LAMPORT_SPINS", "8"},
-                              {"spins-64", "FC_LAMPORT_SPINS", "64"}};
+  const StageVariant variants[] = {{"full", "FC_LAMPORT_STAGES", "full", true},
+                                   {"push-only", "FC_LAMPORT_STAGES", "push-only", false},
+                                   {"push-twice", "FC_LAMPORT_STAGES", "push-twice", false},
+                                   {"sum-twice", "FC_LAMPORT_STAGES", "sum-twice", false},
+                                   {"reset-twice", "FC_LAMPORT_STAGES", "reset-twice", false},
+                                   {"no-reset", "FC_LAMPORT_STAGES", "no-reset", false},
+                                   {"no-save", "FC_LAMPORT_STAGES", "no-save", false},
+                                   {"no-call", "FC_LAMPORT_STAGES", "no-call", true},
+                                   {"clear-read", "FC_LAMPORT_STAGES", "clear-read", true},
+                                   {"spins-8", "FC_LAMPORT_SPINS", "8", true},
+                                   {"spins-64", "FC_LAMPORT_SPINS", "64", true}};
   std::vector<fcComm_t> comms;
-  for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
+  for (const StageVariant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *out;
   CUDA_OK(cudaMalloc(&in, maxBytes));
   CUDA_OK(cudaMalloc(&out, maxBytes));
-  CUDA_OK(cudaMemset(in, 0, maxBytes));
   if (c.rank == 0) {
     printf("# fc-bench stages: %s, the Lamport one-shot (fcAllReduceOneShot) with stages left out or twice; "
            "graph of %d calls, %d replays (median), %d warm-up\n",
            describeRun(c).c_str(), o.iters, o.replays, o.warmup);
     std::string header = "size";
-    for (const Variant& v : variants) header += std::string(",") + v.name + "_us";
-    printf("%s,allreduce-auto_us\n", header.c_str());
+    for (const StageVariant& v : variants) header += std::string(",") + v.name + "_us";
+    printf("%s,allreduce-auto_us,check\n", header.c_str());
   }
+  int failures = 0;
   for (size_t bytes = minBytes; bytes <= maxBytes; bytes = size_t(double(bytes) * o.factor + 0.5)) {
     const size_t count = bytes / es;
+    // Integer inputs: every rank's sum is exact in every dtype.
+    const uint64_t seed = fcSplitMix(count);
+    const std::vector<char> mine = fcPatternInput(type, count, seed, c.rank);
+    CUDA_OK(cudaMemcpy(in, mine.data(), count * es, cudaMemcpyHostToDevice));
     std::vector<std::function<void()>> ops;
     for (fcComm_t comm : comms)
       ops.push_back([=, &c] { FC_OK(fcAllReduceOneShot(in, out, count, type, fcSum, comm, c.stream)); });
     ops.push_back([=, &c] { FC_OK(fcAllReduce(in, out, count, type, fcSum, c.comm, c.stream)); });
     std::vector<double> us = timeGraphs(c, o, ops);
     for (double& u : us) u = maxOverRanks(c, u);
+    // The exact variants once more, each from a poisoned output (0xff: NaN in every dtype).
+    double worst = 0;
+    std::vector<char> got(count * es);
+    for (size_t v = 0; v < comms.size(); ++v) {
+      if (!variants[v].exact) continue;
+      CUDA_OK(cudaMemsetAsync(out, 0xff, count * es, c.stream));
+      ops[v]();
+      CUDA_OK(cudaMemcpyAsync(got.data(), out, count * es, cudaMemcpyDeviceToHost, c.stream));
+      CUDA_OK(cudaStreamSynchronize(c.stream));
+      worst = std::max(worst, fcPatternSumError(got.data(), type, count, seed, c.nranks));
+    }
+    const bool ok = maxOverRanks(c, worst) == 0.0;
+    failures += !ok;
     if (c.rank == 0) {
       printf("%zu", count * es);
       for (double u : us) printf(",%.2f", u);
-      printf("\n");
+      printf(",%s\n", ok ? "OK" : "FAIL");
       fflush(stdout);
     }
   }
   CUDA_OK(cudaFree(in));
   CUDA_OK(cudaFree(out));
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
-  return 0;
+  return failures ? 1 : 0;
 }
 
 // fc-bench normstages: where fcAllReduceResidualRMSNorm's one-kernel path spends its
