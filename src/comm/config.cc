@@ -62,7 +62,8 @@ constexpr std::pair<const char*, GemvForm> kGemvForms[] = {
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
 // FC_SHARE_GPU: 1 lets several ranks use one GPU (functional tests only). FC_PDL: 0
-// launches without programmatic dependent launch.
+// launches without programmatic dependent launch. FC_ARNORM_WIDE_CTAS, _GATHER_SET,
+// _PASS_ALIGN: the all-reduce + RMSNorm kernels' forms (comm.h).
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
 // FC_LAMPORT_STAGES: the Lamport one-shot's stages, for timing them (device_comm.h).
 constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
@@ -147,21 +148,9 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
   // (2^32 - 1 and more mean the default.)
   p->normClusterPacks = clusterPacks >= kNormClusterPacksAuto ? kNormClusterPacksAuto : uint32_t(clusterPacks);
-  uint64_t wideCtas = p->normWideCtas ? 1 : 0;
-  FC_CHECK(envU64("FC_ARNORM_WIDE_CTAS", wideCtas, &wideCtas));
-  if (wideCtas > 1)
-    return setError(fcInvalidArgument, "FC_ARNORM_WIDE_CTAS=%llu: 0 or 1 expected", (unsigned long long)wideCtas);
-  p->normWideCtas = wideCtas == 1;
-  uint64_t gatherSet = p->normGatherSet ? 1 : 0;
-  FC_CHECK(envU64("FC_ARNORM_GATHER_SET", gatherSet, &gatherSet));
-  if (gatherSet > 1)
-    return setError(fcInvalidArgument, "FC_ARNORM_GATHER_SET=%llu: 0 or 1 expected", (unsigned long long)gatherSet);
-  p->normGatherSet = gatherSet == 1;
-  uint64_t passAlign = p->normPassAlign ? 1 : 0;
-  FC_CHECK(envU64("FC_ARNORM_PASS_ALIGN", passAlign, &passAlign));
-  if (passAlign > 1)
-    return setError(fcInvalidArgument, "FC_ARNORM_PASS_ALIGN=%llu: 0 or 1 expected", (unsigned long long)passAlign);
-  p->normPassAlign = passAlign == 1;
+  FC_CHECK(choiceFromEnv("FC_ARNORM_WIDE_CTAS", kOnOff, &p->normWideCtas));
+  FC_CHECK(choiceFromEnv("FC_ARNORM_GATHER_SET", kOnOff, &p->normGatherSet));
+  FC_CHECK(choiceFromEnv("FC_ARNORM_PASS_ALIGN", kOnOff, &p->normPassAlign));
   uint64_t spins = p->lamportSpins;
   FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);

@@ -39,8 +39,7 @@ struct Variant {
 };
 
 // fc-bench stages' variants, and whether each computes the right sums (checked).
-struct StageVariant {
-  const char *name, *var, *value;
+struct StageVariant : Variant {
   bool exact;
 };
 
@@ -51,17 +50,17 @@ int benchStages(Ctx& c, const Options& o) {
   const size_t es = fcTypeSize(type);
   const size_t minBytes = std::max(parseBytes(o.minBytes), es);
   const size_t maxBytes = !o.maxBytes.empty() ? parseBytes(o.maxBytes) : c.nranks <= 2 ? (4u << 20) : (1u << 20);
-  const StageVariant variants[] = {{"full", "FC_LAMPORT_STAGES", "full", true},
-                                   {"push-only", "FC_LAMPORT_STAGES", "push-only", false},
-                                   {"push-twice", "FC_LAMPORT_STAGES", "push-twice", false},
-                                   {"sum-twice", "FC_LAMPORT_STAGES", "sum-twice", false},
-                                   {"reset-twice", "FC_LAMPORT_STAGES", "reset-twice", false},
-                                   {"no-reset", "FC_LAMPORT_STAGES", "no-reset", false},
-                                   {"no-save", "FC_LAMPORT_STAGES", "no-save", false},
-                                   {"no-call", "FC_LAMPORT_STAGES", "no-call", true},
-                                   {"clear-read", "FC_LAMPORT_STAGES", "clear-read", true},
-                                   {"spins-8", "FC_LAMPORT_SPINS", "8", true},
-                                   {"spins-64", "FC_LAMPORT_SPINS", "64", true}};
+  const StageVariant variants[] = {{{"full", "FC_LAMPORT_STAGES", "full"}, true},
+                                   {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
+                                   {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
+                                   {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
+                                   {{"reset-twice", "FC_LAMPORT_STAGES", "reset-twice"}, false},
+                                   {{"no-reset", "FC_LAMPORT_STAGES", "no-reset"}, false},
+                                   {{"no-save", "FC_LAMPORT_STAGES", "no-save"}, false},
+                                   {{"no-call", "FC_LAMPORT_STAGES", "no-call"}, true},
+                                   {{"clear-read", "FC_LAMPORT_STAGES", "clear-read"}, true},
+                                   {{"spins-8", "FC_LAMPORT_SPINS", "8"}, true},
+                                   {{"spins-64", "FC_LAMPORT_SPINS", "64"}, true}};
   std::vector<fcComm_t> comms;
   for (const StageVariant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *out;
