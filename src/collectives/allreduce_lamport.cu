@@ -65,15 +65,25 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     if (stages & kLamportCall) call.run(Op::AllReduceOneShot, channel);  // a mismatch is recorded
     return;
   }
-  // 1. Push our packs into our slot of every peer's current buffer (set 0).
+  // 1. Push our packs into our slot of every peer's current buffer (set 0). With the
+  // world size known at compile time, every slot address is computed once, here.
   for (int rep = times(kLamportPush, kLamportPushTwice); rep > 0; --rep)
-    for (size_t k = threadIdx.x;; k += threads) {
-      const size_t pk = run.ownedPack(k);
-      if (pk >= packs) break;
-      const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
-#pragma unroll 8
-      for (int j = 1; j < W; ++j)
-        run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
+    if constexpr (NR > 0) {
+      const dev::PeerSlots<NR - 1> to = run.template pushSlots<NR>(0, run.buf);
+      for (size_t k = threadIdx.x;; k += threads) {
+        const size_t pk = run.ownedPack(k);
+        if (pk >= packs) break;
+        const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
+#pragma unroll
+        for (int j = 0; j < NR - 1; ++j) to.p[j][pk] = v;
+      }
+    } else {
+      for (size_t k = threadIdx.x;; k += threads) {
+        const size_t pk = run.ownedPack(k);
+        if (pk >= packs) break;
+        const dev::Pack v = dev::notEmpty(dev::loadInputPack(in, pk * E, count, vecIn));
+        for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
+      }
     }
 
   // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
@@ -81,22 +91,33 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   dev::allowDependentLaunch();
   // Reset our previous run's buffer (every chunk it used) for the run after next,
   // while the pushes are on their way.
-  for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.resetStale();
+  for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
 
   // 2. Poll our buffer for every peer's packs; add them to our own input; store. A
-  // wait that gives up has recorded the error: the thread just stops.
-  for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0; --rep)
-    for (size_t k = threadIdx.x;; k += threads) {
-      const size_t pk = run.ownedPack(k);
-      if (pk >= packs) break;
-      const size_t i = pk * E;
-      float acc[E];
-      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk,
-                                              dev::loadInputPack(in, i, count, vecIn), acc))
-        return;
-      if (stages & kLamportClearRead) run.clearRead(pk);  // measurement form (device_comm.h)
-      dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
-    }
+  // wait that gives up has recorded the error: the thread just stops. sum(pk, own,
+  // acc): pack pk summed in rank order.
+  auto sumAll = [&](auto&& sum) {
+    for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0; --rep)
+      for (size_t k = threadIdx.x;; k += threads) {
+        const size_t pk = run.ownedPack(k);
+        if (pk >= packs) break;
+        const size_t i = pk * E;
+        float acc[E];
+        if (!sum(pk, dev::loadInputPack(in, i, count, vecIn), acc)) return;
+        if (stages & kLamportClearRead) run.clearRead(pk);  // measurement form (device_comm.h)
+        dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
+      }
+  };
+  if constexpr (NR > 0) {
+    const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
+    sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
+      return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc);
+    });
+  } else {
+    sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
+      return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk, own, acc);
+    });
+  }
 }
 
 template <typename T>

@@ -110,13 +110,24 @@ __global__ void __launch_bounds__(kMaxThreads)
     if (arriving) run.advanceIfLast(before);
     if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
   } else {
-    // 1. Push our share of our rows into our slot of every peer's current buffer.
-    for (size_t row = firstRow; row < c.tokens && (stages & kNormPush); row += rowStep)
-      for (size_t pk = row * rowPacks + begin + threadIdx.x; pk < row * rowPacks + end; pk += threads) {
-        const Pack v = dev::notEmpty(in[pk]);
-#pragma unroll 8
+    // 1. Push our share of our rows into our slot of every peer's current buffer (with
+    // the world size known at compile time, the slot addresses computed once, here).
+    auto pushAll = [&](auto&& push) {
+      for (size_t row = firstRow; row < c.tokens && (stages & kNormPush); row += rowStep)
+        for (size_t pk = row * rowPacks + begin + threadIdx.x; pk < row * rowPacks + end; pk += threads)
+          push(pk, dev::notEmpty(in[pk]));
+    };
+    if constexpr (NR > 0) {
+      const dev::PeerSlots<NR - 1> to = run.template pushSlots<NR>(0, run.buf);
+      pushAll([&](size_t pk, const Pack& v) {
+#pragma unroll
+        for (int j = 0; j < NR - 1; ++j) to.p[j][pk] = v;
+      });
+    } else {
+      pushAll([&](size_t pk, const Pack& v) {
         for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
-      }
+      });
+    }
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
@@ -127,15 +138,26 @@ __global__ void __launch_bounds__(kMaxThreads)
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
     // every rank), each cleared once read, then the residual and the norm.
     const bool clear = stages & kNormReset;
-    auto sum = [&](size_t pk, float(&acc)[E]) {
-      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc)) return false;
-      if (clear) run.clearRead(pk);
-      return true;
+    auto normAll = [&](auto&& sum) {
+      int parity = 0;
+      for (size_t row = firstRow; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
+        const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
+        failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
+      }
     };
-    int parity = 0;
-    for (size_t row = firstRow; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
-      const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
-      failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
+    if constexpr (NR > 0) {
+      const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
+      normAll([&](size_t pk, float(&acc)[E]) {
+        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, from, pk, in[pk], acc)) return false;
+        if (clear) run.clearRead(from, pk);
+        return true;
+      });
+    } else {
+      normAll([&](size_t pk, float(&acc)[E]) {
+        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc)) return false;
+        if (clear) run.clearRead(pk);
+        return true;
+      });
     }
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless

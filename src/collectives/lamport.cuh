@@ -164,6 +164,13 @@ struct PeerPacks {
   Pack v[NP];
 };
 
+// Pack 0 of a slot of each peer (LamportRun::pushSlots, ownSlots). At least one entry:
+// overload resolution names PeerSlots<NR - 1> for the any-size kernels (NR = 0) too.
+template <int NP>
+struct PeerSlots {
+  Pack* p[NP > 0 ? NP : 1];
+};
+
 // Addressing and the per-CTA bookkeeping of a kernel's runs (one per pass) of kind K.
 // Every thread of the CTA keeps the same copy of the state in registers; thread 0
 // writes it back at the end (save).
@@ -173,7 +180,16 @@ struct LamportRun {
   static constexpr int kSets = Traits::kSets;
   static constexpr size_t kChunkPacks = size_t(Traits::kChunkPacks);
 
-  const DeviceComm& dc;
+  const DeviceComm& dc;       // the waits' error records (pollPacks)
+  // Copies of the fields the data loops address with. The kernels take DeviceComm by
+  // value and pass it on by reference, so it lives in local memory; every push or
+  // clear is a generic store that may alias it, after which a field read through `dc`
+  // is loaded again and the slot address recomputed (a runtime modulo and 64-bit
+  // products: ~130 instructions a pack in the one-shot's push loop, measured in its
+  // SASS). Held here, they stay in registers and the addresses are loop invariants.
+  char* base;                 // dc.base
+  uint64_t stride;            // dc.stride
+  int rank, nranks, maxCtas;  // dc.rank, dc.nranks, dc.maxCtas
   size_t channelOff;          // heap offset of this channel's buffers
   size_t slotBytes;           // lamportSlotBytes(W)
   uint32_t* state;            // this kind's state words of this CTA (Rows: of CTA 0)
@@ -182,6 +198,11 @@ struct LamportRun {
 
   __device__ LamportRun(const DeviceComm& d, int channel)
       : dc(d),
+        base(d.base),
+        stride(d.stride),
+        rank(d.rank),
+        nranks(d.nranks),
+        maxCtas(d.maxCtas),
         channelOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks)),
         slotBytes(lamportSlotBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
@@ -197,11 +218,32 @@ struct LamportRun {
   // Slot of rank `sender` in this kind's set `set` of buffer `b` on rank `owner`
   // (sender != owner), as packs: the owner's peer (sender - owner - 1) mod W.
   __device__ Pack* slot(int owner, uint32_t b, int set, int sender) const {
-    const size_t peer = size_t((sender - owner - 1 + dc.nranks) % dc.nranks);
+    // (sender - owner - 1) mod W without a division: both ranks are below W.
+    const int d = sender - owner - 1;
+    const size_t peer = size_t(d < 0 ? d + nranks : d);
     return reinterpret_cast<Pack*>(
-        dc.base + size_t(owner) * dc.stride + channelOff +
-        ((size_t(b) * kLamportSets + size_t(Traits::kFirstSet + set)) * lamportPeerSlots(dc.nranks) + peer) *
+        base + size_t(owner) * stride + channelOff +
+        ((size_t(b) * kLamportSets + size_t(Traits::kFirstSet + set)) * lamportPeerSlots(nranks) + peer) *
             slotBytes);
+  }
+
+  // Pack 0 of every peer's slot in set `set` of buffer b, one pointer a peer (j: rank
+  // + 1 + j), for a compile-time world size NR: computed once, before a kernel's loops,
+  // which then only index them. pushSlots: ours on each peer (where we push);
+  // ownSlots: each peer's on this rank (what we poll and clear).
+  template <int NR>
+  __device__ PeerSlots<NR - 1> pushSlots(int set, uint32_t b) const {
+    PeerSlots<NR - 1> s;
+#pragma unroll
+    for (int j = 0; j < NR - 1; ++j) s.p[j] = slot((rank + 1 + j) % NR, b, set, rank);
+    return s;
+  }
+  template <int NR>
+  __device__ PeerSlots<NR - 1> ownSlots(int set, uint32_t b) const {
+    PeerSlots<NR - 1> s;
+#pragma unroll
+    for (int j = 0; j < NR - 1; ++j) s.p[j] = slot(rank, b, set, (rank + 1 + j) % NR);
+    return s;
   }
 
   // The pack index (in a slot) of this CTA's k-th owned pack: chunk
@@ -210,65 +252,84 @@ struct LamportRun {
   //   for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
   //     const size_t pk = run.ownedPack(k); if (pk >= packs) break; ... }
   __device__ size_t ownedPack(size_t k) const {
-    const size_t c = blockIdx.x + (k / kChunkPacks) * size_t(dc.maxCtas);
+    const size_t c = blockIdx.x + (k / kChunkPacks) * size_t(maxCtas);
     return c * kChunkPacks + k % kChunkPacks;
   }
 
-  // First look at pack pk of every peer's slot in our set `set` of the current buffer
-  // (NR: the world size); the loads all go out before any is used.
+  // First look at pack pk of every peer's slot in `from` (ownSlots: NR is the world
+  // size); the loads all go out before any is used.
   template <int NR>
-  __device__ void lookAtPeers(int set, size_t pk, PeerPacks<NR - 1>& peers) const {
+  __device__ void lookAtPeers(const PeerSlots<NR - 1>& from, size_t pk, PeerPacks<NR - 1>& peers) const {
 #pragma unroll
     for (int j = 0; j < NR - 1; ++j) {
-      peers.p[j] = slot(dc.rank, buf, set, (dc.rank + 1 + j) % NR) + pk;
+      peers.p[j] = from.p[j] + pk;
       peers.v[j] = loadVolatilePack(peers.p[j]);
     }
+  }
+  // The same in our set `set` of the current buffer.
+  template <int NR>
+  __device__ void lookAtPeers(int set, size_t pk, PeerPacks<NR - 1>& peers) const {
+    lookAtPeers<NR>(ownSlots<NR>(set, buf), pk, peers);
   }
 
   // Wait until every pack of `peers` is written (false: gave up, error recorded).
   template <int NP>
   __device__ bool waitForPeers(Op op, int channel, PeerPacks<NP>& peers) const {
-    return pollPacks<NP>(dc, op, channel, buf, peers.p, peers.v, dc.rank + 1);
+    return pollPacks<NP>(dc, op, channel, buf, peers.p, peers.v, rank + 1);
   }
 
   // acc = the fp32 sum, in rank order (the same bits on every rank), of pack pk of
-  // every rank: `own` is this rank's, the peers' are polled for in set `set` of this
-  // rank's current buffer. NR: the world size at compile time (0: any; one peer at a
-  // time). False when a wait gave up (the error is recorded).
+  // every rank: `own` is this rank's, the peers' are polled for in `from` (ownSlots of
+  // the current buffer; NR > 0: the world size at compile time). False when a wait
+  // gave up (the error is recorded).
+  template <typename T, int NR>
+  __device__ bool sumInRankOrder(Op op, int channel, const PeerSlots<NR - 1>& from, size_t pk, const Pack& own,
+                                 float (&acc)[PackTraits<T>::kElems]) const {
+    static_assert(NR > 0, "a compile-time world size");
+    // All peers' loads in flight at once; re-poll only the packs still missing.
+    PeerPacks<NR - 1> peers;
+    lookAtPeers<NR>(from, pk, peers);
+    if (!waitForPeers(op, channel, peers)) return false;
+    Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+    all[0] = own;
+#pragma unroll
+    for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
+#pragma unroll
+    for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
+    accumulateInRankOrder<T, NR>(acc, all, rank);
+    return true;
+  }
+
+  // The same, the peers' packs polled for in set `set` of this rank's current buffer;
+  // NR: the world size at compile time (0: any; one peer at a time).
   template <typename T, int NR>
   __device__ bool sumInRankOrder(Op op, int channel, int set, size_t pk, const Pack& own,
                                  float (&acc)[PackTraits<T>::kElems]) const {
-#pragma unroll
-    for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
     if constexpr (NR > 0) {
-      // All peers' loads in flight at once; re-poll only the packs still missing.
-      PeerPacks<NR - 1> peers;
-      lookAtPeers<NR>(set, pk, peers);
-      if (!waitForPeers(op, channel, peers)) return false;
-      Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
-      all[0] = own;
-#pragma unroll
-      for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
-      accumulateInRankOrder<T, NR>(acc, all, dc.rank);
+      return sumInRankOrder<T, NR>(op, channel, ownSlots<NR>(set, buf), pk, own, acc);
     } else {
-      for (int s = 0; s < dc.nranks; ++s) {
-        if (s == dc.rank) {
+#pragma unroll
+      for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
+      for (int s = 0; s < nranks; ++s) {
+        if (s == rank) {
           accumulate<T>(acc, own);
           continue;
         }
-        const Pack* p = slot(dc.rank, buf, set, s) + pk;
+        const Pack* p = slot(rank, buf, set, s) + pk;
         Pack v = loadVolatilePack(p);
         if (!pollPack(dc, op, channel, buf, p, v, s)) return false;
         accumulate<T>(acc, v);
       }
+      return true;
     }
-    return true;
   }
 
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
   // buffers: this CTA's chunks of every peer's slot, as many as that run used. The
   // data threads call it. Buffer (buf + 2) % 3 was fully read in that run, and no peer
   // writes it again before our next run has started (see the protocol in design.md).
+  // NR: the world size at compile time (0: any).
+  template <int NR = 0>
   __device__ void resetStale() const {
     static_assert(!Traits::kWholeRank, "Rows clears what it reads instead (clearRead)");
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
@@ -276,11 +337,21 @@ struct LamportRun {
 #pragma unroll
     for (int set = 0; set < kSets; ++set) {
       const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
-      for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
-        const size_t pk = ownedPack(k);
-        if (pk >= packs) break;
-        for (int s = 0; s < dc.nranks; ++s)
-          if (s != dc.rank) slot(dc.rank, stale, set, s)[pk] = empty;
+      if constexpr (NR > 0) {
+        const PeerSlots<NR - 1> from = ownSlots<NR>(set, stale);
+        for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
+          const size_t pk = ownedPack(k);
+          if (pk >= packs) break;
+#pragma unroll
+          for (int j = 0; j < NR - 1; ++j) from.p[j][pk] = empty;
+        }
+      } else {
+        for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
+          const size_t pk = ownedPack(k);
+          if (pk >= packs) break;
+          for (int s = 0; s < nranks; ++s)
+            if (s != rank) slot(rank, stale, set, s)[pk] = empty;
+        }
       }
     }
   }
@@ -296,8 +367,16 @@ struct LamportRun {
   __device__ void clearRead(size_t pk) const {
     static_assert(K != LamportKind::TwoShot, "the two-shot kind resets the stale buffer");
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
-    for (int s = 0; s < dc.nranks; ++s)
-      if (s != dc.rank) slot(dc.rank, buf, 0, s)[pk] = empty;
+    for (int s = 0; s < nranks; ++s)
+      if (s != rank) slot(rank, buf, 0, s)[pk] = empty;
+  }
+  // The same through `from` (ownSlots of set 0 of the current buffer).
+  template <int NP>
+  __device__ void clearRead(const PeerSlots<NP>& from, size_t pk) const {
+    static_assert(K != LamportKind::TwoShot, "the two-shot kind resets the stale buffer");
+    const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
+#pragma unroll
+    for (int j = 0; j < NP; ++j) from.p[j][pk] = empty;
   }
 
   // Rows, FC_ARNORM_GATHER_SET: the two-shot norm's all-gather slot of rank `sender` on
@@ -305,10 +384,11 @@ struct LamportRun {
   // buffers, in the same turn, as the Rows set's.
   __device__ Pack* gatherSlot(int channel, int owner, uint32_t b, int sender) const {
     static_assert(Traits::kWholeRank, "the gather sets are the Rows kind's");
-    const size_t peer = size_t((sender - owner - 1 + dc.nranks) % dc.nranks);
-    return reinterpret_cast<Pack*>(dc.base + size_t(owner) * dc.stride + dc.rowsGatherOffset +
-                                   size_t(channel) * lamportGatherBytes(dc.nranks) +
-                                   (size_t(b) * lamportPeerSlots(dc.nranks) + peer) * slotBytes);
+    const int d = sender - owner - 1;
+    const size_t peer = size_t(d < 0 ? d + nranks : d);
+    return reinterpret_cast<Pack*>(base + size_t(owner) * stride + dc.rowsGatherOffset +
+                                   size_t(channel) * lamportGatherBytes(nranks) +
+                                   (size_t(b) * lamportPeerSlots(nranks) + peer) * slotBytes);
   }
 
   // Rows: this CTA has read the buffer index (every thread, before a __syncthreads
