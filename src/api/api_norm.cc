@@ -104,7 +104,6 @@ fcResult_t chooseNorm(Call& c, const NormCall& n, NormPlan* plan) {
   q.nranks = comm->nranks;
   q.bytes = c.sendElems * c.elem;
   q.rows = n.tokens;
-  q.rowBytes = n.hidden * c.elem;
   q.maxOverride = comm->params.lamportMaxBytes;
   q.twoShotFits = allReduceNormTwoShotRows(comm->nranks, n.hidden, c.dtype) > 0;
   plan->path = tuning::chooseAllReduceNorm(q);

@@ -68,22 +68,6 @@ constexpr size_t kNormOneKernelMaxRows = 160;
 // from 655 KiB. 8 ranks (unmeasured) follow the same rule. perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormOneKernelFromZeroMaxRanks = 2;
 constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
-// ... except, at 2 ranks, few rows of 8-16 KiB (more packs than one CTA's data threads: a
-// cluster of 2-4 CTAs per row; hidden 5120-8192 in bf16) between 10 and 192 KiB in all:
-// there the one-shot all-reduce (its pushes spread over the grid in 2 KiB chunks) + the
-// norm kernel behind it with PDL were ahead of the one kernel. 2 H100s (4e5dd40, fc-bench
-// arnorm, replays started together / after each host's sync): 1 x 5120 5.04 / 4.79 against
-// 5.38 / 5.42 us, 8 x 5120 5.58 / 5.42 against 5.88 / 5.86, 3 x 8192 5.68 / 5.48 against
-// 5.86 / 5.83, 8 x 8192 5.94 / 5.79 against 6.08 / 6.06 (1 x 8192: 5.35 / 5.10 against 5.14
-// / 5.41, even). The one kernel ahead or even at rows of <= 8 KiB (one CTA: 3584, 4096
-// within 0.1 us with replays started together), at 17 x 8192 (272 KiB), at hidden 16384
-// (clusters of 8) and at 64 rows of every size. Hidden 6144 and 7168 (clusters of 3 and 4,
-// like 5120 and 8192) are in the window by their row length, unmeasured; so are fp32 rows
-// of the same bytes (the kernel's layout depends on the 16-byte packs per row only).
-//                                                          perf-log: allReduceNormUnfusedWindow
-constexpr int kNormUnfusedWindowMaxRanks = 2;
-constexpr size_t kNormUnfusedWindowMinBytes = 10 * KiB, kNormUnfusedWindowMaxBytes = 192 * KiB;
-constexpr size_t kNormUnfusedWindowAboveRow = 8 * KiB, kNormUnfusedWindowMaxRow = 16 * KiB;
 // The two-shot kernel only at 2 ranks: at 4 a pass is half a 1 MiB push slot, so its grid
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
@@ -284,12 +268,6 @@ size_t allReduceNormOneKernelAboveBytes(int nranks) {
   return nranks <= kNormOneKernelFromZeroMaxRanks ? 0 : oneShotMaxBytes(nranks);
 }
 
-bool allReduceNormUnfusedWindow(int nranks, size_t bytes, size_t rowBytes) {
-  return nranks <= kNormUnfusedWindowMaxRanks && bytes >= kNormUnfusedWindowMinBytes &&
-         bytes <= kNormUnfusedWindowMaxBytes && rowBytes > kNormUnfusedWindowAboveRow &&
-         rowBytes <= kNormUnfusedWindowMaxRow;
-}
-
 bool allReduceNormTwoShotAuto(int nranks) { return nranks <= kNormTwoShotMaxRanks && lamportTwoShotAuto(nranks); }
 
 NormPath chooseAllReduceNorm(const NormQuery& q) {
@@ -299,9 +277,7 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
                              ? false
                              : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most &&
                                    q.rows <= allReduceNormOneKernelMaxRows(q.nranks);
-  if (oneKernel)
-    return q.forced == NormAlgo::Auto && allReduceNormUnfusedWindow(q.nranks, q.bytes, q.rowBytes) ? NormPath::Unfused
-                                                                                                   : NormPath::OneKernel;
+  if (oneKernel) return NormPath::OneKernel;
   // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.
   const bool twoShot = q.forced == NormAlgo::OneKernel ? lamportTwoShotAuto(q.nranks)
                        : q.forced == NormAlgo::Unfused ? false

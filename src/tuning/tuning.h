@@ -74,17 +74,12 @@ size_t allReduceNormOneKernelMaxRows(int nranks);
 size_t allReduceNormOneKernelAboveBytes(int nranks);
 // Whether auto takes the two-shot kernel above the one kernel (else the unfused path).
 bool allReduceNormTwoShotAuto(int nranks);
-// Whether auto takes the unfused path inside the one kernel's range: at 2 ranks, few rows
-// of more than 8 and up to 16 KiB (rows on clusters of 2-4 CTAs), where the one-shot
-// all-reduce + the norm kernel measured ahead.
-bool allReduceNormUnfusedWindow(int nranks, size_t bytes, size_t rowBytes);
 
 struct NormQuery {
   NormAlgo forced = NormAlgo::Auto;  // FC_ARNORM_ALGO
   int nranks = 1;
   size_t bytes = 0;                  // tokens * hidden * element size
   size_t rows = 0;                   // tokens
-  size_t rowBytes = 0;               // hidden * element size
   uint64_t maxOverride = 0;          // FC_LAMPORT_MAX_BYTES (0: the table's)
   bool twoShotFits = false;          // a row fits half a push slot (allReduceNormTwoShotRows > 0)
 };

@@ -152,32 +152,25 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(4, 1 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
   CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
   CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES
-  // 2 ranks, few rows of 8-16 KiB (10-192 KiB in all): the all-reduce + the norm kernel.
+  // 2 ranks: the one kernel at every row length up to its limits (rows of 8-16 KiB on
+  // clusters of 2-4 CTAs included: the unfused window they once had is gone, perf-log
+  // allReduceNormUnfusedWindow).
   auto bf16 = [&](size_t tokens, size_t hidden, NormAlgo forced = NormAlgo::Auto) {
     NormQuery q;
     q.forced = forced;
     q.nranks = 2;
     q.rows = tokens;
-    q.rowBytes = hidden * 2;
-    q.bytes = tokens * q.rowBytes;
+    q.bytes = tokens * hidden * 2;
     q.twoShotFits = true;
     return chooseAllReduceNorm(q);
   };
-  CHECK(bf16(1, 5120) == NormPath::Unfused);
-  CHECK(bf16(3, 4096) == NormPath::OneKernel);   // rows of 8 KiB: one CTA
-  CHECK(bf16(8, 8192) == NormPath::Unfused);
-  CHECK(bf16(17, 5120) == NormPath::Unfused);
-  CHECK(bf16(17, 3584) == NormPath::OneKernel);
-  CHECK(bf16(3, 6144) == NormPath::Unfused);
-  CHECK(bf16(1, 4096) == NormPath::OneKernel);    // 8 KiB: below the window
-  CHECK(bf16(1, 3584) == NormPath::OneKernel);
-  CHECK(bf16(17, 8192) == NormPath::OneKernel);   // 272 KiB: above it
-  CHECK(bf16(64, 4096) == NormPath::OneKernel);
-  CHECK(bf16(8, 2048) == NormPath::OneKernel);    // rows of 4 KiB
+  CHECK(bf16(1, 5120) == NormPath::OneKernel);
+  CHECK(bf16(8, 8192) == NormPath::OneKernel);
+  CHECK(bf16(17, 5120) == NormPath::OneKernel);
+  CHECK(bf16(3, 6144) == NormPath::OneKernel);
   CHECK(bf16(1, 16384) == NormPath::OneKernel);   // rows of 32 KiB (clusters of 8)
-  CHECK(bf16(8, 8192, NormAlgo::OneKernel) == NormPath::OneKernel);  // forced "fused" keeps it
-  CHECK(allReduceNormUnfusedWindow(2, 16 * KiB, 16 * KiB));
-  CHECK_FALSE(allReduceNormUnfusedWindow(4, 16 * KiB, 16 * KiB));  // 4 ranks: the one-shot rule
+  CHECK(bf16(8, 8192, NormAlgo::Unfused) == NormPath::Unfused);
+  CHECK(bf16(161, 4096) == NormPath::TwoShot);    // past the one kernel's rows
 
   // The two-shot kernel's clusters: only where a block's rows leave the grid short.
   CHECK(normTwoShotClusterCtas(128, 1024, 128) == 1);  // 2 ranks, hidden 8192
