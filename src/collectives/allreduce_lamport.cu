@@ -110,41 +110,9 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   };
   if constexpr (NR > 0) {
     const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
-    if (NR == 2 && !(stages & kLamportNoBatch)) {
-      // A thread owns up to 4 packs of a 2-rank call (4 MiB: 512 data threads on 128
-      // CTAs). Its first look at each of a batch of them, and their own packs' loads,
-      // go out before it waits for any, so that the round trips overlap instead of
-      // following one another. (More ranks: a batch of packs times peers would not fit
-      // the registers, and a one-shot there is at most 1 MiB, a pack a thread.)
-      constexpr int kBatch = 4;
-      for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0; --rep)
-        for (size_t k0 = threadIdx.x;; k0 += size_t(kBatch) * threads) {
-          size_t pk[kBatch];
-          dev::PeerPacks<NR - 1> peers[kBatch];
-          dev::Pack own[kBatch];
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            pk[b] = run.ownedPack(k0 + size_t(b) * threads);  // grows with b
-            if (pk[b] < packs) {
-              run.template lookAtPeers<NR>(from, pk[b], peers[b]);
-              own[b] = dev::loadInputPack(in, pk[b] * E, count, vecIn);
-            }
-          }
-#pragma unroll
-          for (int b = 0; b < kBatch; ++b) {
-            if (pk[b] >= packs) break;
-            float acc[E];
-            if (!run.template sumLooked<T, NR>(Op::AllReduceOneShot, channel, peers[b], own[b], acc)) return;
-            if (stages & kLamportClearRead) run.clearRead(pk[b]);  // measurement form (device_comm.h)
-            dev::storePack(out, pk[b] * E, count, dev::toPack<T>(acc), vecOut);
-          }
-          if (pk[kBatch - 1] >= packs) break;
-        }
-    } else {
-      sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
-        return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc);
-      });
-    }
+    sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
+      return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc);
+    });
   } else {
     sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
       return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk, own, acc);

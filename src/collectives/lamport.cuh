@@ -289,14 +289,6 @@ struct LamportRun {
     // All peers' loads in flight at once; re-poll only the packs still missing.
     PeerPacks<NR - 1> peers;
     lookAtPeers<NR>(from, pk, peers);
-    return sumLooked<T, NR>(op, channel, peers, own, acc);
-  }
-
-  // The same for packs already looked at (lookAtPeers): wait for the ones still missing,
-  // then sum.
-  template <typename T, int NR>
-  __device__ bool sumLooked(Op op, int channel, PeerPacks<NR - 1>& peers, const Pack& own,
-                            float (&acc)[PackTraits<T>::kElems]) const {
     if (!waitForPeers(op, channel, peers)) return false;
     Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
     all[0] = own;

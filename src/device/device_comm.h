@@ -128,9 +128,6 @@ enum LamportStage : uint32_t {
   // call on the communicator is the one-shot all-reduce (the all-gather and
   // reduce-scatter on the same buffers still leave theirs to the sweep).
   kLamportClearRead = 256,
-  // At 2 ranks, the polls one pack at a time as at other world sizes, not in batches of
-  // a thread's packs (allreduce_lamport.cu). Right sums.
-  kLamportNoBatch = 512,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

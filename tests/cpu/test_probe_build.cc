@@ -34,13 +34,6 @@ TEST_CASE("the probe build honours the measurement-only switches", "[probes]") {
     CHECK(p.lamportStages == ((fc::kLamportFull & ~uint32_t(fc::kLamportReset)) | fc::kLamportClearRead));
   }
   {
-    // Every stage, the 2-rank polls one pack at a time.
-    ScopedEnv env("FC_LAMPORT_STAGES", "no-batch");
-    fc::CommParams p;
-    REQUIRE(fc::commParamsResolve(nullptr, &p) == fcSuccess);
-    CHECK(p.lamportStages == (fc::kLamportFull | fc::kLamportNoBatch));
-  }
-  {
     ScopedEnv env("FC_ARNORM_STAGES", "allreduce-only");
     fc::CommParams p;
     REQUIRE(fc::commParamsResolve(nullptr, &p) == fcSuccess);

@@ -13,11 +13,9 @@
 //   no-call      no call-header exchange (right sums; no mismatch detection)
 //   clear-read   no reset; each peer pack cleared as soon as it is read instead (right
 //                sums while every call is the one-shot all-reduce, as here)
-//   no-batch     2 ranks: the polls one pack at a time, not in batches of a thread's
-//                packs (right sums)
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only "full", no-call, clear-read, no-batch and spins-N compute the right sums; the others are
+// Only "full", no-call, clear-read and spins-N compute the right sums; the others are
 // timings. The calls are
 // fcAllReduceOneShot (the Lamport one-shot up to its limit: its push slot, 4 MiB at 2
 // ranks, 1 MiB at 3-4; the default largest size).
@@ -61,7 +59,6 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"no-save", "FC_LAMPORT_STAGES", "no-save"}, false},
                                    {{"no-call", "FC_LAMPORT_STAGES", "no-call"}, true},
                                    {{"clear-read", "FC_LAMPORT_STAGES", "clear-read"}, true},
-                                   {{"no-batch", "FC_LAMPORT_STAGES", "no-batch"}, true},
                                    {{"spins-8", "FC_LAMPORT_SPINS", "8"}, true},
                                    {{"spins-64", "FC_LAMPORT_SPINS", "64"}, true}};
   std::vector<fcComm_t> comms;
