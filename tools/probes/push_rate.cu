@@ -17,10 +17,13 @@
 //   load       pulls: 16-byte loads from the peer, stored locally
 //   ce         device-to-device cudaMemcpyAsync into the peer, both ways (the copy engines)
 //   lamport-*  a minimal Lamport one-shot all-reduce of fp32 (push into the peer's
-//              current buffer, then poll our own, add, store; three buffers in turn):
-//              -sweep resets the buffer of the call before between push and poll (our
-//              one-shot kind's way, and TensorRT-LLM's), -clear clears each pack once read
-//              (our Rows kind's way); both checked exactly
+//              current buffer, then poll our own, add, store; three buffers in turn),
+//              every variant checked exactly: -sweep resets the buffer of the call before
+//              between push and poll (our one-shot kind's way, and TensorRT-LLM's), -clear
+//              clears each pack once read (our Rows kind's way); then our one-shot kernel's
+//              features added one at a time (kLamportVariants: per-CTA state, PDL, our
+//              chunks, our buffer layout, the polls' back-off, a call warp, 1 CTA per SM,
+//              512 or 256 data threads), at our one-shot's grid
 //   pingpong   one thread per GPU: a word stored into the peer, the peer's answer
 //              polled for; half the round trip = one-way latency (bytes column 4)
 // Output: CSV on stdout, a header line first. Run on a node with 2 NVLink-connected
@@ -75,20 +78,6 @@ __global__ void storeKernel(const uint4* src, uint4* dst, uint4* sweep, size_t n
   if (sweep != nullptr) {
     const uint4 e{kEmpty, kEmpty, kEmpty, kEmpty};
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) sweep[i] = e;
-  }
-}
-
-template <int U>
-__global__ void loadKernel(const uint4* peer, uint4* dst, size_t n) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride * U) {
-    uint4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (i + u * stride < n) v[u] = peer[i + u * stride];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-      if (i + u * stride < n) dst[i + u * stride] = v[u];
   }
 }
 
@@ -464,11 +453,9 @@ int main(int argc, char** argv) {
       }
       for (int ctas : {sms, 2 * sms})
         for (int u : {1, 4}) {
-          capture(p, g, kLaunches, [&](int d, cudaStream_t s) {
-            if (u == 1) loadKernel<1><<<ctas, 1024, 0, s>>>(dst[1 - d], out[d], packs);
-            else loadKernel<4><<<ctas, 1024, 0, s>>>(dst[1 - d], out[d], packs);
-            CK(cudaGetLastError());
-          });
+          // The store kernel with the peer as its source: loads over NVLink, local stores.
+          capture(p, g, kLaunches,
+                  [&](int d, cudaStream_t s) { launchStoreU(u, ctas, 1024, s, dst[1 - d], out[d], nullptr, packs); });
           row("load", map, bytes, ctas, 1024, u, timeBoth(p, g, kLaunches));
           release(g);
         }
