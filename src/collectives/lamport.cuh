@@ -233,16 +233,20 @@ struct LamportRun {
   // ownSlots: each peer's on this rank (what we poll and clear).
   template <int NR>
   __device__ PeerSlots<NR - 1> pushSlots(int set, uint32_t b) const {
-    PeerSlots<NR - 1> s;
+    PeerSlots<NR - 1> s{};
+    if constexpr (NR > 0) {  // NR = 0 (any world size): none
 #pragma unroll
-    for (int j = 0; j < NR - 1; ++j) s.p[j] = slot((rank + 1 + j) % NR, b, set, rank);
+      for (int j = 0; j < NR - 1; ++j) s.p[j] = slot((rank + 1 + j) % NR, b, set, rank);
+    }
     return s;
   }
   template <int NR>
   __device__ PeerSlots<NR - 1> ownSlots(int set, uint32_t b) const {
-    PeerSlots<NR - 1> s;
+    PeerSlots<NR - 1> s{};
+    if constexpr (NR > 0) {  // NR = 0 (any world size): none
 #pragma unroll
-    for (int j = 0; j < NR - 1; ++j) s.p[j] = slot(rank, b, set, (rank + 1 + j) % NR);
+      for (int j = 0; j < NR - 1; ++j) s.p[j] = slot(rank, b, set, (rank + 1 + j) % NR);
+    }
     return s;
   }
 

@@ -60,17 +60,29 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
 
   // 1. Pushes: our block (all-gather) or block s (reduce-scatter) into our slot of
   //    every peer s's current buffer.
+  //    NR > 0: each peer's slot computed once (PeerSlots, as the one-shot's), not per
+  //    push: per push it cost registers and spills (lamport.cuh, LamportRun).
   T* const mine = out + size_t(rank) * count;  // all-gather: our place in recvbuff
+  const dev::PeerSlots<NR - 1> to = run.template pushSlots<NR>(0, run.buf);
   for (size_t k = threadIdx.x;; k += threads) {
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
     if constexpr (M == Move::AllGather) {
       const Pack v = dev::loadInputPack(in, pk * E, count, vec);
-#pragma unroll 8
-      for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = dev::notEmpty(v);
+      if constexpr (NR > 0) {
+#pragma unroll
+        for (int j = 0; j < NR - 1; ++j) to.p[j][pk] = dev::notEmpty(v);
+      } else {
+        for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = dev::notEmpty(v);
+      }
       if (in != mine) dev::storePack(mine, pk * E, count, v, vec);  // not in place: our own block
+    } else if constexpr (NR > 0) {
+#pragma unroll
+      for (int j = 0; j < NR - 1; ++j) {
+        const int s = (rank + 1 + j) % NR;
+        to.p[j][pk] = dev::notEmpty(dev::loadInputPack(in + size_t(s) * count, pk * E, count, vec));
+      }
     } else {
-#pragma unroll 8
       for (int j = 1; j < W; ++j) {
         const int s = (rank + j) % W;
         run.slot(s, run.buf, 0, rank)[pk] = dev::notEmpty(dev::loadInputPack(in + size_t(s) * count, pk * E, count, vec));
@@ -80,15 +92,22 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // The next kernel may launch now; it waits for this one before it reads anything.
   dev::allowDependentLaunch();
   // Reset our previous run's buffer for the run after next while the pushes fly.
-  run.resetStale();
+  run.template resetStale<NR>();
 
   // 2. Polls: every peer's block into its place (all-gather), or every peer's piece of
   //    our block summed with ours (reduce-scatter). A wait that gives up has recorded
   //    the error: the thread just stops.
+  const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
   for (size_t k = threadIdx.x;; k += threads) {
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
-    if constexpr (M == Move::ReduceScatter) {
+    if constexpr (M == Move::ReduceScatter && NR > 0) {
+      float acc[E];
+      if (!run.template sumInRankOrder<T, NR>(op, channel, from, pk,
+                                              dev::loadInputPack(in + size_t(rank) * count, pk * E, count, vec), acc))
+        return;
+      dev::storePack(out, pk * E, count, dev::toPack<T>(acc), vec);
+    } else if constexpr (M == Move::ReduceScatter) {
       float acc[E];
       if (!run.template sumInRankOrder<T, NR>(op, channel, 0, pk,
                                               dev::loadInputPack(in + size_t(rank) * count, pk * E, count, vec), acc))
@@ -96,7 +115,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       dev::storePack(out, pk * E, count, dev::toPack<T>(acc), vec);
     } else if constexpr (NR > 0) {
       dev::PeerPacks<NR - 1> peers;  // all peers' loads in flight at once
-      run.template lookAtPeers<NR>(0, pk, peers);
+      run.template lookAtPeers<NR>(from, pk, peers);
       if (!run.waitForPeers(op, channel, peers)) return;
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j)
