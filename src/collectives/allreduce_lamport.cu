@@ -61,8 +61,15 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   __syncthreads();
   if (threadIdx.x == 0 && (stages & kLamportSave))
     run.saveNext(uint32_t((packs + run.kChunkPacks - 1) / run.kChunkPacks));
+  // Where the reset of the run before's buffer runs: between the pushes and the polls
+  // (every real call), or, measured (kMeasure), after the sums or in the call warp.
+  const bool resetInCallWarp = kMeasure && (stages & kLamportResetByCallWarp);
+  const bool resetLate = kMeasure && (stages & kLamportResetLate);
   if (call.isCallWarp()) {
     if (stages & kLamportCall) call.run(Op::AllReduceOneShot, channel);  // a mismatch is recorded
+    if (resetInCallWarp)
+      for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep)
+        run.template resetStale<NR>(threadIdx.x - dev::lamportDataThreads(), dev::kCallWarpThreads);
     return;
   }
   // 1. Push our packs into our slot of every peer's current buffer (set 0). With the
@@ -91,7 +98,8 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   dev::allowDependentLaunch();
   // Reset our previous run's buffer (every chunk it used) for the run after next,
   // while the pushes are on their way.
-  for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
+  if (!resetInCallWarp && !resetLate)
+    for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
 
   // 2. Poll our buffer for every peer's packs; add them to our own input; store. A
   // wait that gives up has recorded the error: the thread just stops. sum(pk, own,
@@ -118,6 +126,8 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk, own, acc);
     });
   }
+  if (resetLate)
+    for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
 }
 
 template <typename T>

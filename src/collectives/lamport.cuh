@@ -330,11 +330,16 @@ struct LamportRun {
 
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
   // buffers: this CTA's chunks of every peer's slot, as many as that run used. The
-  // data threads call it. Buffer (buf + 2) % 3 was fully read in that run, and no peer
+  // data threads call it (first: threadIdx.x, stride: their count), or the call warp
+  // (its lane, 32). Buffer (buf + 2) % 3 was fully read in that run, and no peer
   // writes it again before our next run has started (see the protocol in design.md).
   // NR: the world size at compile time (0: any).
   template <int NR = 0>
   __device__ void resetStale() const {
+    resetStale<NR>(threadIdx.x, lamportDataThreads());
+  }
+  template <int NR = 0>
+  __device__ void resetStale(unsigned first, unsigned stride) const {
     static_assert(!Traits::kWholeRank, "Rows clears what it reads instead (clearRead)");
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
     const uint32_t stale = (buf + 2) % 3;
@@ -343,14 +348,14 @@ struct LamportRun {
       const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
       if constexpr (NR > 0) {
         const PeerSlots<NR - 1> from = ownSlots<NR>(set, stale);
-        for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
+        for (size_t k = first;; k += stride) {
           const size_t pk = ownedPack(k);
           if (pk >= packs) break;
 #pragma unroll
           for (int j = 0; j < NR - 1; ++j) from.p[j][pk] = empty;
         }
       } else {
-        for (size_t k = threadIdx.x;; k += lamportDataThreads()) {
+        for (size_t k = first;; k += stride) {
           const size_t pk = ownedPack(k);
           if (pk >= packs) break;
           for (int s = 0; s < nranks; ++s)

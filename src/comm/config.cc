@@ -75,7 +75,9 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"no-reset", kLamportFull & ~uint32_t(kLamportReset)},
     {"no-save", kLamportFull & ~uint32_t(kLamportSave)},
     {"no-call", kLamportFull & ~uint32_t(kLamportCall)},
-    {"clear-read", (kLamportFull & ~uint32_t(kLamportReset)) | kLamportClearRead}};
+    {"clear-read", (kLamportFull & ~uint32_t(kLamportReset)) | kLamportClearRead},
+    {"reset-late", kLamportFull | kLamportResetLate},
+    {"reset-call-warp", kLamportFull | kLamportResetByCallWarp}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

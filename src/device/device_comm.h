@@ -128,6 +128,12 @@ enum LamportStage : uint32_t {
   // call on the communicator is the one-shot all-reduce (the all-gather and
   // reduce-scatter on the same buffers still leave theirs to the sweep).
   kLamportClearRead = 256,
+  // With kLamportReset: the reset after the sums instead of before the polls
+  // (kLamportResetLate), or by the call warp once its header exchange is done, while the
+  // data threads poll (kLamportResetByCallWarp). Both right sums: the stale buffer is
+  // free until our next run has started, i.e. after this kernel.
+  kLamportResetLate = 512,
+  kLamportResetByCallWarp = 1024,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

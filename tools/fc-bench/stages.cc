@@ -13,12 +13,15 @@
 //   no-call      no call-header exchange (right sums; no mismatch detection)
 //   clear-read   no reset; each peer pack cleared as soon as it is read instead (right
 //                sums while every call is the one-shot all-reduce, as here)
+//   reset-late   the reset after the sums instead of between the pushes and the polls
+//   reset-call-warp  the reset by the call warp after its header exchange, while the
+//                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only "full", no-call, clear-read and spins-N compute the right sums; the others are
-// timings. The calls are
-// fcAllReduceOneShot (the Lamport one-shot up to its limit: its push slot, 4 MiB at 2
-// ranks, 1 MiB at 3-4; the default largest size).
+// Only "full", no-call, clear-read, reset-late, reset-call-warp and spins-N compute the
+// right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
+// one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
+// largest size).
 // A column times fcAllReduce's own choice (auto) on the same size, interleaved: where
 // it is not the one-shot, the one-shot / two-shot crossover is read off directly. The
 // last, check, says whether the variants that compute the right sums did, after their
@@ -59,6 +62,8 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"no-save", "FC_LAMPORT_STAGES", "no-save"}, false},
                                    {{"no-call", "FC_LAMPORT_STAGES", "no-call"}, true},
                                    {{"clear-read", "FC_LAMPORT_STAGES", "clear-read"}, true},
+                                   {{"reset-late", "FC_LAMPORT_STAGES", "reset-late"}, true},
+                                   {{"reset-call-warp", "FC_LAMPORT_STAGES", "reset-call-warp"}, true},
                                    {{"spins-8", "FC_LAMPORT_SPINS", "8"}, true},
                                    {{"spins-64", "FC_LAMPORT_SPINS", "64"}, true}};
   std::vector<fcComm_t> comms;
