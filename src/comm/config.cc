@@ -77,7 +77,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"no-call", kLamportFull & ~uint32_t(kLamportCall)},
     {"clear-read", (kLamportFull & ~uint32_t(kLamportReset)) | kLamportClearRead},
     {"reset-late", kLamportFull | kLamportResetLate},
-    {"reset-call-warp", kLamportFull | kLamportResetByCallWarp}};
+    {"reset-call-warp", kLamportFull | kLamportResetByCallWarp},
+    {"full-measured", kLamportFull | kLamportMeasured}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -3,7 +3,11 @@
 // run twice (FC_LAMPORT_STAGES, device_comm.h LamportStage), each on its own
 // communicator, all timed interleaved in one run (timeGraphs: graphs of -n calls,
 // medians, max over ranks):
-//   full         push, reset the run before's buffer, poll + sum + store, save the state
+//   full         push, reset the run before's buffer, poll + sum + store, save the state:
+//                the production kernel (allReduceLamportKernel<..., kMeasure = false>)
+//   full-measured  the same stages in the measurement kernel (kMeasure = true), which
+//                every column below runs: their baseline (its stage branches cost time
+//                of their own)
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -18,8 +22,8 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only "full", no-call, clear-read, reset-late, reset-call-warp and spins-N compute the
-// right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
+// Only full, full-measured, no-call, clear-read, reset-late, reset-call-warp and spins-N
+// compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
 // A column times fcAllReduce's own choice (auto) on the same size, interleaved: where
@@ -54,6 +58,7 @@ int benchStages(Ctx& c, const Options& o) {
   const size_t minBytes = std::max(parseBytes(o.minBytes), es);
   const size_t maxBytes = !o.maxBytes.empty() ? parseBytes(o.maxBytes) : c.nranks <= 2 ? (4u << 20) : (1u << 20);
   const StageVariant variants[] = {{{"full", "FC_LAMPORT_STAGES", "full"}, true},
+                                   {{"full-measured", "FC_LAMPORT_STAGES", "full-measured"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
                                    {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
