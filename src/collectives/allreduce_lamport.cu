@@ -37,10 +37,17 @@ using dev::kThreads;
 
 // kMeasure: `stages` picks the stages (fc-bench stages); otherwise every stage runs
 // once and the argument is ignored, so real calls run code with no stage branches.
-template <typename T, int NR, bool kMeasure>
+// kLean (FC_LAMPORT_STAGES=lean, a measurement form until it is timed against the
+// default): with the world size known, the push and sum loops index in 32 bits and
+// load and store whole aligned packs without the bounds checks (device_comm.h,
+// kLamportLean: the measurement kernel's few uniform branches cost 7 % at 4 MiB, so
+// the loops' instruction count is worth cutting).
+template <typename T, int NR, bool kMeasure, bool kLean = false>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
                            uint32_t stagesArg) {
+  static_assert(!(kMeasure && kLean), "the lean form runs every stage once");
+  constexpr bool kLeanLoops = kLean && NR > 0;
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
@@ -74,8 +81,21 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   }
   // 1. Push our packs into our slot of every peer's current buffer (set 0). With the
   // world size known at compile time, every slot address is computed once, here.
+  // Lean: packs below `whole` lie wholly inside the input (and output), 16-byte aligned.
+  const uint32_t packs32 = uint32_t(packs);  // at most a slot's packs
+  const uint32_t whole = vecIn ? uint32_t(count / E) : 0u, wholeOut = vecOut ? uint32_t(count / E) : 0u;
+  const dev::Pack* const in4 = reinterpret_cast<const dev::Pack*>(in);
   for (int rep = times(kLamportPush, kLamportPushTwice); rep > 0; --rep)
-    if constexpr (NR > 0) {
+    if constexpr (kLeanLoops) {
+      const dev::PeerSlots<NR - 1> to = run.template pushSlots<NR>(0, run.buf);
+      for (uint32_t k = threadIdx.x;; k += threads) {
+        const uint32_t pk = run.ownedPack32(k);
+        if (pk >= packs32) break;
+        const dev::Pack v = dev::notEmpty(pk < whole ? in4[pk] : dev::loadInputPack(in, size_t(pk) * E, count, vecIn));
+#pragma unroll
+        for (int j = 0; j < NR - 1; ++j) to.p[j][pk] = v;
+      }
+    } else if constexpr (NR > 0) {
       const dev::PeerSlots<NR - 1> to = run.template pushSlots<NR>(0, run.buf);
       for (size_t k = threadIdx.x;; k += threads) {
         const size_t pk = run.ownedPack(k);
@@ -116,7 +136,22 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
         dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
       }
   };
-  if constexpr (NR > 0) {
+  if constexpr (kLeanLoops) {
+    const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
+    dev::Pack* const out4 = reinterpret_cast<dev::Pack*>(out);
+    for (uint32_t k = threadIdx.x;; k += threads) {
+      const uint32_t pk = run.ownedPack32(k);
+      if (pk >= packs32) break;
+      const dev::Pack own = pk < whole ? in4[pk] : dev::loadInputPack(in, size_t(pk) * E, count, vecIn);
+      float acc[E];
+      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc)) return;
+      const dev::Pack r = dev::toPack<T>(acc);
+      if (pk < wholeOut)
+        out4[pk] = r;
+      else
+        dev::storePack(out, size_t(pk) * E, count, r, vecOut);
+    }
+  } else if constexpr (NR > 0) {
     const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
     sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
       return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc);
@@ -139,9 +174,12 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
   const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
-  auto kernel = stages == kLamportFull
-                    ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
-                    : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
+  auto kernel =
+      stages == kLamportFull
+          ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
+      : stages == (kLamportFull | kLamportLean)
+          ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
+          : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
   return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
                         static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
 }

@@ -259,6 +259,12 @@ struct LamportRun {
     const size_t c = blockIdx.x + (k / kChunkPacks) * size_t(maxCtas);
     return c * kChunkPacks + k % kChunkPacks;
   }
+  // The same in 32-bit arithmetic, for walks over one slot (at most
+  // kLamportSlotBytesMax / 16 packs, far below 2^32).
+  __device__ uint32_t ownedPack32(uint32_t k) const {
+    const uint32_t c = blockIdx.x + (k / uint32_t(kChunkPacks)) * uint32_t(maxCtas);
+    return c * uint32_t(kChunkPacks) + k % uint32_t(kChunkPacks);
+  }
 
   // First look at pack pk of every peer's slot in `from` (ownSlots: NR is the world
   // size); the loads all go out before any is used.

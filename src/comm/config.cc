@@ -78,7 +78,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"clear-read", (kLamportFull & ~uint32_t(kLamportReset)) | kLamportClearRead},
     {"reset-late", kLamportFull | kLamportResetLate},
     {"reset-call-warp", kLamportFull | kLamportResetByCallWarp},
-    {"full-measured", kLamportFull | kLamportMeasured}};
+    {"full-measured", kLamportFull | kLamportMeasured},
+    {"lean", kLamportFull | kLamportLean}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -138,6 +138,11 @@ enum LamportStage : uint32_t {
   // kLamportFull runs), as the baseline of the other sets: that kernel's stage branches
   // cost time of their own (measured 0.3 us at 64 KiB, 1 us at 4 MiB on 2 H200s).
   kLamportMeasured = 2048,
+  // Every stage once, in the lean form of the production kernel (allreduce_lamport.cu,
+  // kLean): 32-bit index arithmetic and an unchecked path for whole aligned packs in its
+  // push and sum loops. Right sums; no stage branches (the `full` column's kernel but for
+  // those loops), so it is timed against `full` directly.
+  kLamportLean = 4096,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

@@ -8,6 +8,8 @@
 //   full-measured  the same stages in the measurement kernel (kMeasure = true), which
 //                every column below runs: their baseline (its stage branches cost time
 //                of their own)
+//   lean         full in the production kernel's lean form (32-bit indices, whole aligned
+//                packs loaded and stored without bounds checks): timed against full
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -22,8 +24,8 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, no-call, clear-read, reset-late, reset-call-warp and spins-N
-// compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
+// Only full, full-measured, lean, no-call, clear-read, reset-late, reset-call-warp and
+// spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
 // A column times fcAllReduce's own choice (auto) on the same size, interleaved: where
@@ -59,6 +61,7 @@ int benchStages(Ctx& c, const Options& o) {
   const size_t maxBytes = !o.maxBytes.empty() ? parseBytes(o.maxBytes) : c.nranks <= 2 ? (4u << 20) : (1u << 20);
   const StageVariant variants[] = {{{"full", "FC_LAMPORT_STAGES", "full"}, true},
                                    {{"full-measured", "FC_LAMPORT_STAGES", "full-measured"}, true},
+                                   {{"lean", "FC_LAMPORT_STAGES", "lean"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
                                    {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
