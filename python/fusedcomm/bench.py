@@ -37,12 +37,15 @@ def init_process_group(name):
 # where the ranks are in step). `calls`: calls per graph where the caller names none.
 REPLAYS = {"start": "sync", "calls": 5}
 # "barrier": after the NCCL all-reduce, the stream also sleeps this many GPU clock cycles
-# (torch.cuda._sleep) before the replay's start event. From Python, recording the event
-# and launching the graph takes the host longer than the one-element all-reduce takes the
-# GPU, so without it the GPU idled between the start event and the graph's first kernel,
-# and that idle time (tens of us, different on every replay) was counted, spread over the
-# graph's calls. ~100 us at Hopper's clocks covers the host's work; a clock difference
-# between the ranks' GPUs during it is waited out inside the early rank's first call.
+# (torch.cuda._sleep), then runs a second one-element all-reduce, before the replay's
+# start event. From Python, recording the event and launching the graph takes the host
+# longer than the one-element all-reduce takes the GPU, so without the sleep the GPU idled
+# between the start event and the graph's first kernel, and that idle time (tens of us,
+# different on every replay) was counted, spread over the graph's calls; ~100 us at
+# Hopper's clocks covers the host's work. The sleep itself ends at different times on
+# GPUs at different clocks (200k cycles: several us apart), which the early rank would
+# wait out inside its first call, so the second all-reduce, enqueued during the sleep,
+# lines the ranks up again right before the start event.
 BARRIER_COVER_CYCLES = 200_000
 
 
@@ -80,6 +83,7 @@ def time_graphs(fns, calls=None, replays=15, group=None, start=None, warmup=5):
                 dist.all_reduce(flag, group=group)  # the current stream waits for it; untimed
                 if BARRIER_COVER_CYCLES:
                     torch.cuda._sleep(BARRIER_COVER_CYCLES)  # untimed: covers the host's launches
+                    dist.all_reduce(flag, group=group)  # the ranks in step again after the sleep
             begin.record()
             g.replay()
             end.record()
