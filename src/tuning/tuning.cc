@@ -24,9 +24,10 @@ constexpr size_t KiB = size_t(1) << 10, MiB = size_t(1) << 20;
 // One-shot limit at 2 ranks: its whole push slot (4 MiB): it sends the two-shot's bytes
 // with one round trip instead of two.                      perf-log: oneShotMaxBytes
 constexpr size_t kOneShotMax2Ranks = kLamportSlotBytesMax;
-// One-shot limit at 3-4 ranks: the Lamport two-shot is ahead from 512 KiB.
-//                                                          perf-log: oneShotMaxBytes
-constexpr size_t kOneShotMax4Ranks = 256 * KiB;
+// One-shot limit at 3-4 ranks: the Lamport two-shot is ahead above 512 KiB. On 4 H200s,
+// three runs (fc-bench stages' crossover): the one-shot 0.7-2.9 us ahead at 320-500 KB,
+// behind from 625 KB (8.82 against 8.53 us at 7fd8112).   perf-log: oneShotMaxBytes
+constexpr size_t kOneShotMax4Ranks = 512 * KiB;
 // One-shot limit beyond 4 ranks (unmeasured; no Lamport two-shot there): W-1 remote
 // reads against the SM two-shot's two barriers.             perf-log: oneShotMaxBytes
 constexpr size_t kOneShotMaxWide = 512 * KiB;
@@ -60,13 +61,15 @@ constexpr size_t kCeAllGatherMin = 64 * MiB;
 // against 16.5 us), the two-shot from 200 rows, also below 1 MiB (200 x 2048: 7.2
 // against 8.3).                                            perf-log: allReduceNormOneKernelMaxBytes
 constexpr size_t kNormOneKernelMaxRows = 160;
-// Beyond 2 ranks the one kernel only where the all-reduce alone is no longer a one-shot
-// (above oneShotMaxBytes) and up to 576 KiB: at 4 ranks the all-reduce's one-shot + the
-// norm kernel were 0.8-1.2 us ahead of it at 1-64 tokens of every hidden size (its CTA
-// per row pushes W-1 copies of the row, the one-shot spreads them over its grid); the
-// one kernel was ahead of the two-shot all-reduce + norm from 256 to 557 KiB, behind
-// from 655 KiB. 8 ranks (unmeasured) follow the same rule. perf-log: allReduceNormOneKernelMaxBytes
+// Beyond 2 ranks the one kernel only above 256 KiB and up to 576 KiB: at 4 ranks the
+// all-reduce's one-shot + the norm kernel were 0.8-1.2 us ahead of it at 1-64 tokens of
+// every hidden size (its CTA per row pushes W-1 copies of the row, the one-shot spreads
+// them over its grid); the one kernel was ahead of the two-shot all-reduce + norm from
+// 256 to 557 KiB, behind from 655 KiB, and ahead of the one-shot all-reduce + norm there
+// too (100 x 2048: 7.9 us against ~8.4 = the one-shot's 6.5 + the norm's ~1.9; 4 H200s,
+// 7fd8112). 8 ranks (unmeasured) follow the same rule.   perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormOneKernelFromZeroMaxRanks = 2;
+constexpr size_t kNormOneKernelAboveWide = 256 * KiB;
 constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
 // The two-shot kernel only at 2 ranks: at 4 a pass is half a 1 MiB push slot, so its grid
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
@@ -265,7 +268,7 @@ size_t allReduceNormOneKernelMaxRows(int nranks) {
 }
 
 size_t allReduceNormOneKernelAboveBytes(int nranks) {
-  return nranks <= kNormOneKernelFromZeroMaxRanks ? 0 : oneShotMaxBytes(nranks);
+  return nranks <= kNormOneKernelFromZeroMaxRanks ? 0 : kNormOneKernelAboveWide;
 }
 
 bool allReduceNormTwoShotAuto(int nranks) { return nranks <= kNormTwoShotMaxRanks && lamportTwoShotAuto(nranks); }

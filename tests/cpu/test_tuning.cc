@@ -17,7 +17,7 @@ constexpr size_t KiB = size_t(1) << 10, MiB = size_t(1) << 20;
 
 TEST_CASE("all-reduce thresholds by world size", "[tuning]") {
   CHECK(oneShotMaxBytes(2) == 4 * MiB);
-  CHECK(oneShotMaxBytes(4) == 256 * KiB);
+  CHECK(oneShotMaxBytes(4) == 512 * KiB);
   CHECK(oneShotMaxBytes(8) == 512 * KiB);
   CHECK(lamportMaxBytes(2) == 4 * MiB);
   CHECK(lamportMaxBytes(4) == 1 * MiB);
@@ -49,9 +49,9 @@ TEST_CASE("fcAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 4 * MiB + 16) == AllReduceAlgo::LamportTwoShot);
   CHECK(pick(2, 256 * MiB) == AllReduceAlgo::LamportTwoShot);
   CHECK(pick(2, 1 * KiB, false) == AllReduceAlgo::LamportTwoShot);  // staged input beyond the workspace
-  // 4 ranks: the one-shot to 256 KiB.
-  CHECK(pick(4, 256 * KiB) == AllReduceAlgo::OneShot);
-  CHECK(pick(4, 512 * KiB) == AllReduceAlgo::LamportTwoShot);
+  // 4 ranks: the one-shot to 512 KiB.
+  CHECK(pick(4, 512 * KiB) == AllReduceAlgo::OneShot);
+  CHECK(pick(4, 512 * KiB + 16) == AllReduceAlgo::LamportTwoShot);
   // 8 ranks: the one-shot to 512 KiB, the SM two-shot, the copy engine from 64 MiB when
   // the count splits into 8.
   CHECK(pick(8, 512 * KiB) == AllReduceAlgo::OneShot);
@@ -111,7 +111,8 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(allReduceNormOneKernelMaxBytes(4) == 576 * KiB);
   CHECK(allReduceNormOneKernelMaxBytes(8) == 256 * KiB);
   CHECK(allReduceNormOneKernelAboveBytes(2) == 0);
-  CHECK(allReduceNormOneKernelAboveBytes(4) == oneShotMaxBytes(4));
+  CHECK(allReduceNormOneKernelAboveBytes(4) == 256 * KiB);
+  CHECK(allReduceNormOneKernelAboveBytes(8) == 256 * KiB);
   CHECK(allReduceNormTwoShotAuto(2));
   CHECK_FALSE(allReduceNormTwoShotAuto(4));
   auto pick = [](int W, size_t bytes, NormAlgo forced = NormAlgo::Auto, bool twoShotFits = true,
@@ -134,11 +135,13 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(rows2(640 * KiB, 161) == NormPath::TwoShot);
   CHECK(rows2(800 * KiB, 200) == NormPath::TwoShot);
   CHECK(pick(2, 2 * MiB, NormAlgo::Auto, false, 0, 300) == NormPath::Unfused);  // rows beyond half a slot
-  // 4 ranks: the all-reduce's one-shot + the norm kernel up to the one-shot's limit, the
-  // one kernel above it to 576 KiB, the unfused path (the Lamport two-shot + norm) beyond.
+  // 4 ranks: the all-reduce's one-shot + the norm kernel up to 256 KiB, the one kernel
+  // above it to 576 KiB (also where the all-reduce alone is still a one-shot, to 512 KiB),
+  // the unfused path (the Lamport two-shot + norm) beyond.
   CHECK(pick(4, 8 * KiB) == NormPath::Unfused);
-  CHECK(pick(4, oneShotMaxBytes(4)) == NormPath::Unfused);
-  CHECK(pick(4, oneShotMaxBytes(4) + 16) == NormPath::OneKernel);
+  CHECK(pick(4, 256 * KiB) == NormPath::Unfused);
+  CHECK(pick(4, 256 * KiB + 16) == NormPath::OneKernel);
+  CHECK(pick(4, oneShotMaxBytes(4)) == NormPath::OneKernel);
   CHECK(pick(4, 576 * KiB) == NormPath::OneKernel);
   CHECK(pick(4, 576 * KiB + 16) == NormPath::Unfused);
   CHECK(pick(4, 1 * MiB) == NormPath::Unfused);

@@ -64,21 +64,18 @@ double ulp(fcDataType_t t, double x) {
   return std::max(tiny, std::ldexp(unit, std::ilogb(std::max(std::fabs(x), 1e-30))));
 }
 
-// Whether a call of `bytes` (rows of `rowBytes`) rounds the all-reduced sum before it
+// Whether a call of `bytes` (`tokens` rows) rounds the all-reduced sum before it
 // adds the residual: the two-shot kernel and the unfused path (all-reduce, then the local
 // norm) do; the one-kernel path does not. Auto takes it for up to 160 rows up to 4 MiB at
-// 2 ranks (except for rows of more than 8 and up to 16 KiB, 10-192 KiB in all), above
-// the all-reduce's one-shot limit (256 KiB) to 576 KiB at 3-4 ranks, never beyond
-// (src/tuning/tuning.cc); up to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2
-// ranks, 1 MiB at 3-4, src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
-bool roundsSumFirst(size_t tokens, size_t bytes, size_t rowBytes, int nranks) {
+// 2 ranks, above 256 KiB to 576 KiB at 3-4 ranks, never beyond (src/tuning/tuning.cc); up
+// to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2 ranks, 1 MiB at 3-4,
+// src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
+bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
   const char* algo = getenv("FC_ARNORM_ALGO");
   const std::string a = algo ? algo : "auto";
   if (a == "unfused") return true;
   if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
-  const bool window = bytes >= size_t(10) << 10 && bytes <= size_t(192) << 10 && rowBytes > size_t(8) << 10 &&
-                      rowBytes <= size_t(16) << 10;
-  if (nranks <= 2) return tokens > 160 || bytes > size_t(4) << 20 || window;
+  if (nranks <= 2) return tokens > 160 || bytes > size_t(4) << 20;
   if (nranks <= 4) return bytes <= size_t(256) << 10 || bytes > size_t(576) << 10;
   return true;
 }
@@ -132,7 +129,7 @@ Result runAndCheck(fcDataType_t t, Shape sh, bool inPlace, cudaStream_t stream, 
   CUDA_REQUIRE(cudaGetLastError());
   const std::vector<char> gotRes = download(ro, bytes), got = download(out.p, bytes + 16);
   // Small: sum and residual rounded once; large: the all-reduce's sum is rounded first.
-  const bool twoRoundings = roundsSumFirst(sh.tokens, bytes, sh.hidden * fcTypeSize(t), env.nranks);
+  const bool twoRoundings = roundsSumFirst(sh.tokens, bytes, env.nranks);
   Result r;
   for (size_t row = 0; row < sh.tokens; ++row) {
     double ss = 0;

@@ -76,7 +76,7 @@ int scaled(int n) {
 constexpr float kEps = 1e-6f;
 
 // The decode shapes (tokens x hidden, bf16) and the path each takes at 2 ranks:
-// 8 KiB, 85 KiB and 2 MiB the Lamport one-shot (at 4 ranks: up to 256 KiB), 10 MiB the
+// 8 KiB, 85 KiB and 2 MiB the Lamport one-shot (at 4 ranks: up to 512 KiB), 10 MiB the
 // Lamport two-shot; the norm's one kernel up to 1 MiB, its two-shot kernel above.
 struct Shape {
   size_t tokens, hidden;
