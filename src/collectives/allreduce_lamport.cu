@@ -41,12 +41,14 @@ using dev::kThreads;
 // default): with the world size known, the push and sum loops index in 32 bits and
 // load and store whole aligned packs without the bounds checks (device_comm.h,
 // kLamportLean: the measurement kernel's few uniform branches cost 7 % at 4 MiB, so
-// the loops' instruction count is worth cutting).
-template <typename T, int NR, bool kMeasure, bool kLean = false>
-__global__ void __launch_bounds__(dev::kLamportMaxThreads)
+// the loops' instruction count is worth cutting). kWide (FC_LAMPORT_STAGES=wide,
+// lean-wide; measurement forms too): launched for up to 1024 threads, so CTAs of up to
+// 992 data threads where a CTA owns more than 512 packs (launch(), kLamportWide).
+template <typename T, int NR, bool kMeasure, bool kLean = false, bool kWide = false>
+__global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
     allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
                            uint32_t stagesArg) {
-  static_assert(!(kMeasure && kLean), "the lean form runs every stage once");
+  static_assert(!(kMeasure && (kLean || kWide)), "the lean and wide forms run every stage once");
   constexpr bool kLeanLoops = kLean && NR > 0;
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
@@ -173,13 +175,23 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const size_t chunks = ((count + E - 1) / E + P - 1) / P;
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
-  const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
+  // The measurement forms lean / wide / lean-wide: their own instantiations, every stage
+  // once (no stage branches), so that they are timed against `full` directly.
+  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportWide);
+  const bool lean = form == kLamportFull && (stages & kLamportLean);
+  const bool wide = form == kLamportFull && (stages & kLamportWide);
+  const dev::LamportShape shape =
+      dev::lamportShape(chunks, int(P), dc.maxCtas, wide ? 1024 - dev::kCallWarpThreads : dev::kThreads);
   auto kernel =
       stages == kLamportFull
           ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
-      : stages == (kLamportFull | kLamportLean)
-          ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
-          : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
+      : lean && wide
+          ? byWorldSize(dc.nranks,
+                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
+      : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
+      : wide ? byWorldSize(dc.nranks,
+                           [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
+             : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
   return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
                         static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
 }

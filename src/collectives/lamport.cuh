@@ -67,11 +67,13 @@ constexpr int kLamportMaxThreads = kThreads + kCallWarpThreads;
 struct LamportShape {
   unsigned grid, threads;
 };
-inline LamportShape lamportShape(size_t chunks, int chunkPacks, int maxCtas) {
+// maxDataThreads: kThreads, or for a kernel launched with up to 1024 threads (the
+// one-shot's wide measurement form) 1024 less the call warp.
+inline LamportShape lamportShape(size_t chunks, int chunkPacks, int maxCtas, int maxDataThreads = kThreads) {
   const size_t grid = chunks < size_t(maxCtas) ? (chunks > 0 ? chunks : 1) : size_t(maxCtas);
   const size_t perCta = (chunks + grid - 1) / grid;
-  const size_t threads = perCta * size_t(chunkPacks);
-  return {unsigned(grid), unsigned(threads < size_t(kThreads) ? threads : size_t(kThreads)) + kCallWarpThreads};
+  const size_t threads = perCta * size_t(chunkPacks), cap = size_t(maxDataThreads);
+  return {unsigned(grid), unsigned(threads < cap ? threads : cap) + kCallWarpThreads};
 }
 
 // The data threads of this CTA (all but the call warp).

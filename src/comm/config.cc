@@ -79,7 +79,9 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"reset-late", kLamportFull | kLamportResetLate},
     {"reset-call-warp", kLamportFull | kLamportResetByCallWarp},
     {"full-measured", kLamportFull | kLamportMeasured},
-    {"lean", kLamportFull | kLamportLean}};
+    {"lean", kLamportFull | kLamportLean},
+    {"wide", kLamportFull | kLamportWide},
+    {"lean-wide", kLamportFull | kLamportLean | kLamportWide}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -143,6 +143,12 @@ enum LamportStage : uint32_t {
   // push and sum loops. Right sums; no stage branches (the `full` column's kernel but for
   // those loops), so it is timed against `full` directly.
   kLamportLean = 4096,
+  // Every stage once, in CTAs of up to 992 data threads + the call warp (1024; default
+  // 512 + 32) where a CTA owns more than 512 packs (from 1 MiB at 2 ranks in bf16): the
+  // production kernel launched for 1024 threads (at most 64 registers, which the 2-rank
+  // kernel fits; the push-rate probe's minimal kernel was 0.5 us faster at 4 MiB with
+  // 1024 threads than with 512). With kLamportLean: both.
+  kLamportWide = 8192,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 
