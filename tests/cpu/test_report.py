@@ -173,6 +173,13 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 2048 x 4096 x 2048 | 48.0 | 4527.0 | +2228.2 | +4.3 | +2249.6 | - | 4542.3 | 94.312 | 0 |" in text,
            "mmrsstages row from the sample")
 
+    # stages (a real 2-H200 run with full-measured): the stage costs against full-measured
+    # (+1 push 2.99 - 2.89, wait + sum 2.89 - 2.10, headers 2.89 - 2.88), the production
+    # kernel's full beside it, the reset's other places as measured.
+    expect("## Where the small all-reduce's time goes (fc-bench stages, bf16, 2 ranks)" in text, "section stages")
+    expect("| 64 KiB | 2.58 | 2.10 | +0.10 | +1.01 | +0.00 | +0.79 | +0.73 | +0.69 | 2.89 | +0.01 | 3.10 | 3.12 | "
+           "2.87 | 2.54 | 2.52 | 2.57 |" in text, "stages row against full-measured")
+
 # The decode grid (tests/data/report-sample-grid: SYNTHETIC rows from its generate.py):
 # ours / FlashInfer per cell as heat maps, the worst cells first, and issue 44's targets
 # counted over the sample's cells (the counts below worked out by hand from generate.py).
