@@ -124,22 +124,9 @@ __global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
     for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
 
   // 2. Poll our buffer for every peer's packs; add them to our own input; store. A
-  // wait that gives up has recorded the error: the thread just stops. sum(pk, own,
-  // acc): pack pk summed in rank order.
-  auto sumAll = [&](auto&& sum) {
-    for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0; --rep)
-      for (size_t k = threadIdx.x;; k += threads) {
-        const size_t pk = run.ownedPack(k);
-        if (pk >= packs) break;
-        const size_t i = pk * E;
-        float acc[E];
-        if (!sum(pk, dev::loadInputPack(in, i, count, vecIn), acc)) return;
-        if (stages & kLamportClearRead) run.clearRead(pk);  // measurement form (device_comm.h)
-        dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
-      }
-  };
+  // wait that gives up has recorded the error: the thread just stops.
+  const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
   if constexpr (kLeanLoops) {
-    const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
     dev::Pack* const out4 = reinterpret_cast<dev::Pack*>(out);
     for (uint32_t k = threadIdx.x;; k += threads) {
       const uint32_t pk = run.ownedPack32(k);
@@ -153,15 +140,19 @@ __global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
       else
         dev::storePack(out, size_t(pk) * E, count, r, vecOut);
     }
-  } else if constexpr (NR > 0) {
-    const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
-    sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
-      return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc);
-    });
   } else {
-    sumAll([&](size_t pk, const dev::Pack& own, float(&acc)[E]) {
-      return run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, 0, pk, own, acc);
-    });
+    for (int rep = times(kLamportSum, kLamportSumTwice); rep > 0; --rep)
+      for (size_t k = threadIdx.x;; k += threads) {
+        const size_t pk = run.ownedPack(k);
+        if (pk >= packs) break;
+        const size_t i = pk * E;
+        float acc[E];
+        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk,
+                                                dev::loadInputPack(in, i, count, vecIn), acc))
+          return;
+        if (stages & kLamportClearRead) run.clearRead(from, pk);  // measurement form (device_comm.h)
+        dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
+      }
   }
   if (resetLate)
     for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();

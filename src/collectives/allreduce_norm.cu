@@ -138,26 +138,16 @@ __global__ void __launch_bounds__(kMaxThreads)
     // 2. Row by row: the peers' packs summed with ours in rank order (the same bits on
     // every rank), each cleared once read, then the residual and the norm.
     const bool clear = stages & kNormReset;
-    auto normAll = [&](auto&& sum) {
-      int parity = 0;
-      for (size_t row = firstRow; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
-        const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
-        failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
-      }
+    const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
+    auto sum = [&](size_t pk, float(&acc)[E]) {
+      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, from, pk, in[pk], acc)) return false;
+      if (clear) run.clearRead(from, pk);
+      return true;
     };
-    if constexpr (NR > 0) {
-      const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
-      normAll([&](size_t pk, float(&acc)[E]) {
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, from, pk, in[pk], acc)) return false;
-        if (clear) run.clearRead(from, pk);
-        return true;
-      });
-    } else {
-      normAll([&](size_t pk, float(&acc)[E]) {
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, pk, in[pk], acc)) return false;
-        if (clear) run.clearRead(pk);
-        return true;
-      });
+    int parity = 0;
+    for (size_t row = firstRow; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
+      const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
+      failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
     }
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless

@@ -166,11 +166,15 @@ struct PeerPacks {
   Pack v[NP];
 };
 
-// Pack 0 of a slot of each peer (LamportRun::pushSlots, ownSlots). At least one entry:
-// overload resolution names PeerSlots<NR - 1> for the any-size kernels (NR = 0) too.
+// Pack 0 of a slot of each peer (LamportRun::pushSlots, ownSlots), and the set and
+// buffer they are of: the any-size kernels (NR = 0, PeerSlots<-1>, no pointers) address
+// each peer's slot from those instead, so that one call serves both. At least one entry:
+// overload resolution names PeerSlots<NR - 1> for NR = 0 too.
 template <int NP>
 struct PeerSlots {
   Pack* p[NP > 0 ? NP : 1];
+  int set;
+  uint32_t buf;
 };
 
 // Addressing and the per-CTA bookkeeping of a kernel's runs (one per pass) of kind K.
@@ -235,7 +239,7 @@ struct LamportRun {
   // ownSlots: each peer's on this rank (what we poll and clear).
   template <int NR>
   __device__ PeerSlots<NR - 1> pushSlots(int set, uint32_t b) const {
-    PeerSlots<NR - 1> s{};
+    PeerSlots<NR - 1> s{{}, set, b};
     if constexpr (NR > 0) {  // NR = 0 (any world size): none
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) s.p[j] = slot((rank + 1 + j) % NR, b, set, rank);
@@ -244,7 +248,7 @@ struct LamportRun {
   }
   template <int NR>
   __device__ PeerSlots<NR - 1> ownSlots(int set, uint32_t b) const {
-    PeerSlots<NR - 1> s{};
+    PeerSlots<NR - 1> s{{}, set, b};
     if constexpr (NR > 0) {  // NR = 0 (any world size): none
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) s.p[j] = slot(rank, b, set, (rank + 1 + j) % NR);
@@ -292,48 +296,43 @@ struct LamportRun {
 
   // acc = the fp32 sum, in rank order (the same bits on every rank), of pack pk of
   // every rank: `own` is this rank's, the peers' are polled for in `from` (ownSlots of
-  // the current buffer; NR > 0: the world size at compile time). False when a wait
-  // gave up (the error is recorded).
+  // a set of this rank's current buffer). NR: the world size at compile time (0: any;
+  // one peer at a time). False when a wait gave up (the error is recorded).
   template <typename T, int NR>
   __device__ bool sumInRankOrder(Op op, int channel, const PeerSlots<NR - 1>& from, size_t pk, const Pack& own,
                                  float (&acc)[PackTraits<T>::kElems]) const {
-    static_assert(NR > 0, "a compile-time world size");
-    // All peers' loads in flight at once; re-poll only the packs still missing.
-    PeerPacks<NR - 1> peers;
-    lookAtPeers<NR>(from, pk, peers);
-    if (!waitForPeers(op, channel, peers)) return false;
-    Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
-    all[0] = own;
-#pragma unroll
-    for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
 #pragma unroll
     for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
-    accumulateInRankOrder<T, NR>(acc, all, rank);
-    return true;
-  }
-
-  // The same, the peers' packs polled for in set `set` of this rank's current buffer;
-  // NR: the world size at compile time (0: any; one peer at a time).
-  template <typename T, int NR>
-  __device__ bool sumInRankOrder(Op op, int channel, int set, size_t pk, const Pack& own,
-                                 float (&acc)[PackTraits<T>::kElems]) const {
     if constexpr (NR > 0) {
-      return sumInRankOrder<T, NR>(op, channel, ownSlots<NR>(set, buf), pk, own, acc);
-    } else {
+      // All peers' loads in flight at once; re-poll only the packs still missing.
+      PeerPacks<NR - 1> peers;
+      lookAtPeers<NR>(from, pk, peers);
+      if (!waitForPeers(op, channel, peers)) return false;
+      Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+      all[0] = own;
 #pragma unroll
-      for (int e = 0; e < PackTraits<T>::kElems; ++e) acc[e] = 0.f;
+      for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers.v[j];
+      accumulateInRankOrder<T, NR>(acc, all, rank);
+    } else {
       for (int s = 0; s < nranks; ++s) {
         if (s == rank) {
           accumulate<T>(acc, own);
           continue;
         }
-        const Pack* p = slot(rank, buf, set, s) + pk;
+        const Pack* p = slot(rank, from.buf, from.set, s) + pk;
         Pack v = loadVolatilePack(p);
-        if (!pollPack(dc, op, channel, buf, p, v, s)) return false;
+        if (!pollPack(dc, op, channel, from.buf, p, v, s)) return false;
         accumulate<T>(acc, v);
       }
-      return true;
     }
+    return true;
+  }
+
+  // The same, the peers' packs polled for in set `set` of this rank's current buffer.
+  template <typename T, int NR>
+  __device__ bool sumInRankOrder(Op op, int channel, int set, size_t pk, const Pack& own,
+                                 float (&acc)[PackTraits<T>::kElems]) const {
+    return sumInRankOrder<T, NR>(op, channel, ownSlots<NR>(set, buf), pk, own, acc);
   }
 
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
@@ -373,28 +372,29 @@ struct LamportRun {
     }
   }
 
-  // Rows: clear pack pk of every peer's slot in set 0 of the current buffer, which this
-  // thread has just read (sumInRankOrder). Safe without a fence: the peer writes this
+  // Rows: clear pack pk of every peer's slot in `from` (ownSlots of set 0 of the current
+  // buffer; NP: the world size - 1 at compile time, -1: any), which this thread has just
+  // read (sumInRankOrder). Safe without a fence: the peer writes this
   // buffer again three calls later, which needs our pushes of the call after this
   // one, which start after this kernel (and its stores) completed (stream order; with
   // PDL, griddepcontrol.wait waits for the whole previous grid and its memory). The
   // one-shot kind resets the stale buffer instead (resetStale), but for the measurement
   // form FC_LAMPORT_STAGES=clear-read (device_comm.h), where the same argument holds per
   // CTA: a peer is at most one run ahead.
-  __device__ void clearRead(size_t pk) const {
-    static_assert(K != LamportKind::TwoShot, "the two-shot kind resets the stale buffer");
-    const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
-    for (int s = 0; s < nranks; ++s)
-      if (s != rank) slot(rank, buf, 0, s)[pk] = empty;
-  }
-  // The same through `from` (ownSlots of set 0 of the current buffer).
   template <int NP>
   __device__ void clearRead(const PeerSlots<NP>& from, size_t pk) const {
     static_assert(K != LamportKind::TwoShot, "the two-shot kind resets the stale buffer");
     const Pack empty{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
+    if constexpr (NP >= 0) {
 #pragma unroll
-    for (int j = 0; j < NP; ++j) from.p[j][pk] = empty;
+      for (int j = 0; j < NP; ++j) from.p[j][pk] = empty;
+    } else {
+      for (int s = 0; s < nranks; ++s)
+        if (s != rank) slot(rank, from.buf, from.set, s)[pk] = empty;
+    }
   }
+  // The same in set 0 of the current buffer.
+  __device__ void clearRead(size_t pk) const { clearRead(ownSlots<0>(0, buf), pk); }
 
   // Rows, FC_ARNORM_GATHER_SET: the two-shot norm's all-gather slot of rank `sender` on
   // rank `owner` in buffer b of this channel (device_comm.h, lamportGatherBytes); the same

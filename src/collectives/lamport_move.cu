@@ -101,15 +101,9 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   for (size_t k = threadIdx.x;; k += threads) {
     const size_t pk = run.ownedPack(k);
     if (pk >= packs) break;
-    if constexpr (M == Move::ReduceScatter && NR > 0) {
+    if constexpr (M == Move::ReduceScatter) {
       float acc[E];
       if (!run.template sumInRankOrder<T, NR>(op, channel, from, pk,
-                                              dev::loadInputPack(in + size_t(rank) * count, pk * E, count, vec), acc))
-        return;
-      dev::storePack(out, pk * E, count, dev::toPack<T>(acc), vec);
-    } else if constexpr (M == Move::ReduceScatter) {
-      float acc[E];
-      if (!run.template sumInRankOrder<T, NR>(op, channel, 0, pk,
                                               dev::loadInputPack(in + size_t(rank) * count, pk * E, count, vec), acc))
         return;
       dev::storePack(out, pk * E, count, dev::toPack<T>(acc), vec);
