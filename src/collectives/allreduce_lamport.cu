@@ -41,14 +41,15 @@ using dev::kThreads;
 // default): with the world size known, the push and sum loops index in 32 bits and
 // load and store whole aligned packs without the bounds checks (device_comm.h,
 // kLamportLean: the measurement kernel's few uniform branches cost 7 % at 4 MiB, so
-// the loops' instruction count is worth cutting). kWide (FC_LAMPORT_STAGES=wide,
-// lean-wide; measurement forms too): launched for up to 1024 threads, so CTAs of up to
-// 992 data threads where a CTA owns more than 512 packs (launch(), kLamportWide).
-template <typename T, int NR, bool kMeasure, bool kLean = false, bool kWide = false>
-__global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
+// the loops' instruction count is worth cutting). kLate (FC_LAMPORT_STAGES=late,
+// lean-late; measurement forms too): the next kernel allowed to launch only when this
+// CTA is done, as FlashInfer's one-shot does, not once its pushes are issued
+// (device_comm.h, kLamportLateTrigger, says why that may be faster).
+template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false>
+__global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
                            uint32_t stagesArg) {
-  static_assert(!(kMeasure && (kLean || kWide)), "the lean and wide forms run every stage once");
+  static_assert(!(kMeasure && (kLean || kLate)), "the lean and late forms run every stage once");
   constexpr bool kLeanLoops = kLean && NR > 0;
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
 
   // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
   // finish before it reads anything.
-  dev::allowDependentLaunch();
+  if constexpr (!kLate) dev::allowDependentLaunch();
   // Reset our previous run's buffer (every chunk it used) for the run after next,
   // while the pushes are on their way.
   if (!resetInCallWarp && !resetLate)
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
   }
   if (resetLate)
     for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
+  if constexpr (kLate) dev::allowDependentLaunch();
 }
 
 template <typename T>
@@ -166,21 +168,20 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const size_t chunks = ((count + E - 1) / E + P - 1) / P;
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
-  // The measurement forms lean / wide / lean-wide: their own instantiations, every stage
+  // The measurement forms lean / late / lean-late: their own instantiations, every stage
   // once (no stage branches), so that they are timed against `full` directly.
-  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportWide);
+  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger);
   const bool lean = form == kLamportFull && (stages & kLamportLean);
-  const bool wide = form == kLamportFull && (stages & kLamportWide);
-  const dev::LamportShape shape =
-      dev::lamportShape(chunks, int(P), dc.maxCtas, wide ? 1024 - dev::kCallWarpThreads : dev::kThreads);
+  const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
+  const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
   auto kernel =
       stages == kLamportFull
           ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
-      : lean && wide
+      : lean && late
           ? byWorldSize(dc.nranks,
                         [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
-      : wide ? byWorldSize(dc.nranks,
+      : late ? byWorldSize(dc.nranks,
                            [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
              : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
   return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,

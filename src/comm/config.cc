@@ -80,8 +80,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"reset-call-warp", kLamportFull | kLamportResetByCallWarp},
     {"full-measured", kLamportFull | kLamportMeasured},
     {"lean", kLamportFull | kLamportLean},
-    {"wide", kLamportFull | kLamportWide},
-    {"lean-wide", kLamportFull | kLamportLean | kLamportWide}};
+    {"late", kLamportFull | kLamportLateTrigger},
+    {"lean-late", kLamportFull | kLamportLean | kLamportLateTrigger}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -143,12 +143,16 @@ enum LamportStage : uint32_t {
   // push and sum loops. Right sums; no stage branches (the `full` column's kernel but for
   // those loops), so it is timed against `full` directly.
   kLamportLean = 4096,
-  // Every stage once, in CTAs of up to 992 data threads + the call warp (1024; default
-  // 512 + 32) where a CTA owns more than 512 packs (from 1 MiB at 2 ranks in bf16): the
-  // production kernel launched for 1024 threads (at most 64 registers, which the 2-rank
-  // kernel fits; the push-rate probe's minimal kernel was 0.5 us faster at 4 MiB with
-  // 1024 threads than with 512). With kLamportLean: both.
-  kLamportWide = 8192,
+  // Every stage once, the next kernel allowed to launch (programmatic dependent launch)
+  // only when a CTA has stored its sums, not once its pushes are issued. Right sums; no
+  // stage branches (timed against `full`). Why it may be faster where the data is large:
+  // a next grid launched early places its CTAs beside ours (two to an SM where ours
+  // still run, the idle SMs filled first) and keeps that placement, so some of its CTAs
+  // share an SM's load/store issue for the whole call; launched at our end they spread
+  // one to an SM, as without PDL (fc-bench's no-PDL column was 0.4-0.5 us faster at
+  // 4 MiB, 0.7-1.0 slower at 64 KiB - 2 MiB). FlashInfer's one-shot triggers at its end.
+  // With kLamportLean: both.
+  kLamportLateTrigger = 8192,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

@@ -10,9 +10,9 @@
 //                of their own)
 //   lean         full in the production kernel's lean form (32-bit indices, whole aligned
 //                packs loaded and stored without bounds checks): timed against full
-//   wide         full with CTAs of up to 992 data threads (512 by default) where a CTA
-//                owns more packs: timed against full
-//   lean-wide    both
+//   late         full with the next kernel's launch allowed at the end of each CTA, not
+//                after its pushes: timed against full
+//   lean-late    both
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -27,7 +27,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, wide, lean-wide, no-call, clear-read, reset-late,
+// Only full, full-measured, lean, late, lean-late, no-call, clear-read, reset-late,
 // reset-call-warp and spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
@@ -65,8 +65,8 @@ int benchStages(Ctx& c, const Options& o) {
   const StageVariant variants[] = {{{"full", "FC_LAMPORT_STAGES", "full"}, true},
                                    {{"full-measured", "FC_LAMPORT_STAGES", "full-measured"}, true},
                                    {{"lean", "FC_LAMPORT_STAGES", "lean"}, true},
-                                   {{"wide", "FC_LAMPORT_STAGES", "wide"}, true},
-                                   {{"lean-wide", "FC_LAMPORT_STAGES", "lean-wide"}, true},
+                                   {{"late", "FC_LAMPORT_STAGES", "late"}, true},
+                                   {{"lean-late", "FC_LAMPORT_STAGES", "lean-late"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
                                    {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
