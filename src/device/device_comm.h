@@ -153,6 +153,11 @@ enum LamportStage : uint32_t {
   // 4 MiB, 0.7-1.0 slower at 64 KiB - 2 MiB). FlashInfer's one-shot triggers at its end.
   // With kLamportLean: both.
   kLamportLateTrigger = 8192,
+  // With kLamportLean: each data thread loads its first 4 input packs together before
+  // reading the state, and keeps them in registers for the sums (allreduce_lamport.cu,
+  // kHold): the lean loops reload a pack for its sum, after its push's load-then-store,
+  // so every pack costs two dependent loads of the input, the last in the tail.
+  kLamportHold = 16384,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

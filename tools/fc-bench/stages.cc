@@ -13,6 +13,9 @@
 //   late         full with the next kernel's launch allowed at the end of each CTA, not
 //                after its pushes: timed against full
 //   lean-late    both
+//   hold         lean, each thread's first 4 input packs loaded together up front and
+//                kept in registers for the sums
+//   hold-late    hold and late
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -27,7 +30,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, lean-late, no-call, clear-read, reset-late,
+// Only full, full-measured, lean, late, lean-late, hold, hold-late, no-call, clear-read, reset-late,
 // reset-call-warp and spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
@@ -67,6 +70,8 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"lean", "FC_LAMPORT_STAGES", "lean"}, true},
                                    {{"late", "FC_LAMPORT_STAGES", "late"}, true},
                                    {{"lean-late", "FC_LAMPORT_STAGES", "lean-late"}, true},
+                                   {{"hold", "FC_LAMPORT_STAGES", "hold"}, true},
+                                   {{"hold-late", "FC_LAMPORT_STAGES", "hold-late"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
                                    {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
