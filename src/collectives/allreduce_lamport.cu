@@ -29,6 +29,7 @@
 #include "collectives/launch.h"
 #include "core/preload.h"
 #include "core/result.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
@@ -41,23 +42,16 @@ using dev::kThreads;
 // default): with the world size known, the push and sum loops index in 32 bits and
 // load and store whole aligned packs without the bounds checks (device_comm.h,
 // kLamportLean: the measurement kernel's few uniform branches cost 7 % at 4 MiB, so
-// the loops' instruction count is worth cutting). kLate (FC_LAMPORT_STAGES=late,
-// lean-late; measurement forms too): the next kernel allowed to launch only when this
-// CTA is done, as FlashInfer's one-shot does, not once its pushes are issued
-// (device_comm.h, kLamportLateTrigger, says why that may be faster).
-// kHold (FC_LAMPORT_STAGES=hold, hold-late; with kLean): each data thread loads its
-// first kHeld input packs together, right after the previous grid is done (before the
-// state is read), and keeps them in registers for the sums: no input load waits behind
-// a store, none in the sums' tail (device_comm.h, kLamportHold).
-template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kHold = false>
+// the loops' instruction count is worth cutting). kLate: the next kernel allowed to
+// launch only when this CTA is done (as FlashInfer's one-shot does), not once its pushes
+// are issued: where each data thread owns more than a few packs
+// (tuning::lamportLateTrigger; device_comm.h, kLamportLateTrigger, says why).
+template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
                            uint32_t stagesArg) {
-  static_assert(!(kMeasure && (kLean || kLate || kHold)), "the lean, late and hold forms run every stage once");
-  static_assert(!kHold || kLean, "the hold form is a lean form");
+  static_assert(!(kMeasure && (kLean || kLate)), "the lean and late forms run every stage once");
   constexpr bool kLeanLoops = kLean && NR > 0;
-  constexpr bool kHoldPacks = kHold && NR > 0;
-  constexpr int kHeld = 4;  // packs a thread holds: all of them at 2 ranks up to 4 MiB (128 CTAs x 512)
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
@@ -67,22 +61,6 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // Programmatic dependent launch: the launch and the lines above overlapped the
   // previous kernel; its writes (our input, the Lamport state) are visible after this.
   dev::waitForPreviousGrid();
-  // Hold: this thread's first kHeld packs, loaded now (pack k of the walk below is
-  // ownedPack32(threadIdx.x + m * threads), the same function of maxCtas).
-  const uint32_t packs32 = uint32_t(packs);  // at most a slot's packs
-  const uint32_t whole = vecIn ? uint32_t(count / E) : 0u, wholeOut = vecOut ? uint32_t(count / E) : 0u;
-  const dev::Pack* const in4 = reinterpret_cast<const dev::Pack*>(in);
-  dev::Pack held[kHoldPacks ? kHeld : 1];
-  if constexpr (kHoldPacks) {
-    if (threadIdx.x < threads) {
-#pragma unroll
-      for (int m = 0; m < kHeld; ++m) {
-        constexpr uint32_t P = dev::LamportTraits<dev::LamportKind::OneShot>::kChunkPacks;
-        const uint32_t k = threadIdx.x + m * threads, pk = (blockIdx.x + k / P * uint32_t(dc.maxCtas)) * P + k % P;
-        if (pk < packs32) held[m] = pk < whole ? in4[pk] : dev::loadInputPack(in, size_t(pk) * E, count, vecIn);
-      }
-    }
-  }
   dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, count);
 
@@ -108,22 +86,13 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // 1. Push our packs into our slot of every peer's current buffer (set 0). With the
   // world size known at compile time, every slot address is computed once, here.
   // Lean: packs below `whole` lie wholly inside the input (and output), 16-byte aligned.
+  const uint32_t packs32 = uint32_t(packs);  // at most a slot's packs
+  const uint32_t whole = vecIn ? uint32_t(count / E) : 0u, wholeOut = vecOut ? uint32_t(count / E) : 0u;
+  const dev::Pack* const in4 = reinterpret_cast<const dev::Pack*>(in);
   for (int rep = times(kLamportPush, kLamportPushTwice); rep > 0; --rep)
     if constexpr (kLeanLoops) {
       const dev::PeerSlots<NR - 1> to = run.template pushSlots<NR>(0, run.buf);
-      uint32_t k = threadIdx.x;
-      if constexpr (kHoldPacks) {
-#pragma unroll
-        for (int m = 0; m < kHeld; ++m, k += threads) {
-          const uint32_t pk = run.ownedPack32(k);
-          if (pk < packs32) {
-            const dev::Pack v = dev::notEmpty(held[m]);
-#pragma unroll
-            for (int j = 0; j < NR - 1; ++j) to.p[j][pk] = v;
-          }
-        }
-      }
-      for (;; k += threads) {
+      for (uint32_t k = threadIdx.x;; k += threads) {
         const uint32_t pk = run.ownedPack32(k);
         if (pk >= packs32) break;
         const dev::Pack v = dev::notEmpty(pk < whole ? in4[pk] : dev::loadInputPack(in, size_t(pk) * E, count, vecIn));
@@ -161,22 +130,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
   if constexpr (kLeanLoops) {
     dev::Pack* const out4 = reinterpret_cast<dev::Pack*>(out);
-    uint32_t k = threadIdx.x;
-    if constexpr (kHoldPacks) {
-#pragma unroll
-      for (int m = 0; m < kHeld; ++m, k += threads) {
-        const uint32_t pk = run.ownedPack32(k);
-        if (pk >= packs32) break;
-        float acc[E];
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, held[m], acc)) return;
-        const dev::Pack r = dev::toPack<T>(acc);
-        if (pk < wholeOut)
-          out4[pk] = r;
-        else
-          dev::storePack(out, size_t(pk) * E, count, r, vecOut);
-      }
-    }
-    for (;; k += threads) {
+    for (uint32_t k = threadIdx.x;; k += threads) {
       const uint32_t pk = run.ownedPack32(k);
       if (pk >= packs32) break;
       const dev::Pack own = pk < whole ? in4[pk] : dev::loadInputPack(in, size_t(pk) * E, count, vecIn);
@@ -215,28 +169,26 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const size_t chunks = ((count + E - 1) / E + P - 1) / P;
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
-  // The measurement forms lean / late / lean-late: their own instantiations, every stage
-  // once (no stage branches), so that they are timed against `full` directly.
-  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportHold);
-  const bool lean = form == kLamportFull && (stages & kLamportLean);
-  const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
-  const bool hold = lean && (stages & kLamportHold);
   const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
+  // The PDL trigger's place: by the packs the busiest data thread owns (tuning.h), or
+  // where a measurement form forces it (late, early: kLamportLateTrigger,
+  // kLamportEarlyTrigger); lean is a measurement form of its own. Each its own
+  // instantiation, every stage once (no stage branches), timed against `full` directly.
+  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportEarlyTrigger);
+  const size_t perCta = (chunks + shape.grid - 1) / shape.grid * P, dataThreads = shape.threads - dev::kCallWarpThreads;
+  const bool lean = form == kLamportFull && (stages & kLamportLean);
+  const bool late = (stages & kLamportLateTrigger) ||
+                    (!(stages & kLamportEarlyTrigger) && tuning::lamportLateTrigger((perCta + dataThreads - 1) / dataThreads));
   auto kernel =
-      stages == kLamportFull
+      form == kLamportFull && !lean && !late
           ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
-      : hold && late
+      : form == kLamportFull && !lean
           ? byWorldSize(dc.nranks,
-                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true, true>; })
-      : hold
-          ? byWorldSize(dc.nranks,
-                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, false, true>; })
+                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
       : lean && late
           ? byWorldSize(dc.nranks,
                         [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
-      : late ? byWorldSize(dc.nranks,
-                           [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
              : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
   return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
                         static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);

@@ -81,9 +81,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"full-measured", kLamportFull | kLamportMeasured},
     {"lean", kLamportFull | kLamportLean},
     {"late", kLamportFull | kLamportLateTrigger},
-    {"lean-late", kLamportFull | kLamportLean | kLamportLateTrigger},
-    {"hold", kLamportFull | kLamportLean | kLamportHold},
-    {"hold-late", kLamportFull | kLamportLean | kLamportHold | kLamportLateTrigger}};
+    {"early", kLamportFull | kLamportEarlyTrigger},
+    {"lean-late", kLamportFull | kLamportLean | kLamportLateTrigger}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -144,20 +144,18 @@ enum LamportStage : uint32_t {
   // those loops), so it is timed against `full` directly.
   kLamportLean = 4096,
   // Every stage once, the next kernel allowed to launch (programmatic dependent launch)
-  // only when a CTA has stored its sums, not once its pushes are issued. Right sums; no
-  // stage branches (timed against `full`). Why it may be faster where the data is large:
-  // a next grid launched early places its CTAs beside ours (two to an SM where ours
-  // still run, the idle SMs filled first) and keeps that placement, so some of its CTAs
-  // share an SM's load/store issue for the whole call; launched at our end they spread
-  // one to an SM, as without PDL (fc-bench's no-PDL column was 0.4-0.5 us faster at
-  // 4 MiB, 0.7-1.0 slower at 64 KiB - 2 MiB). FlashInfer's one-shot triggers at its end.
-  // With kLamportLean: both.
+  // only when a CTA has stored its sums (kLamportLateTrigger), or once its pushes are
+  // issued (kLamportEarlyTrigger), at every size; real calls pick by the packs a data
+  // thread owns (tuning::lamportLateTrigger). Right sums; no stage branches (timed
+  // against `full`). Why late can be faster where a thread owns many packs: a next grid
+  // launched early places its CTAs beside ours (two fit an SM) and keeps that placement,
+  // so some of its CTAs share an SM's load/store issue for their whole call; launched at
+  // our end they spread one to an SM, as without PDL (fc-bench's no-PDL column was
+  // 0.4-0.5 us faster at 4 MiB, 0.7-1.0 slower at 64 KiB - 2 MiB). Where a thread owns
+  // few packs, the early launch's hidden start-up is worth more. FlashInfer's one-shot
+  // triggers at its end. With kLamportLean: both.
   kLamportLateTrigger = 8192,
-  // With kLamportLean: each data thread loads its first 4 input packs together before
-  // reading the state, and keeps them in registers for the sums (allreduce_lamport.cu,
-  // kHold): the lean loops reload a pack for its sum, after its push's load-then-store,
-  // so every pack costs two dependent loads of the input, the last in the tail.
-  kLamportHold = 16384,
+  kLamportEarlyTrigger = 16384,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

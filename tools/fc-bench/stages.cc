@@ -4,18 +4,17 @@
 // communicator, all timed interleaved in one run (timeGraphs: graphs of -n calls,
 // medians, max over ranks):
 //   full         push, reset the run before's buffer, poll + sum + store, save the state:
-//                the production kernel (allReduceLamportKernel<..., kMeasure = false>)
+//                the production kernel (allReduceLamportKernel<..., kMeasure = false>),
+//                its PDL trigger where tuning::lamportLateTrigger puts it
 //   full-measured  the same stages in the measurement kernel (kMeasure = true), which
 //                every column below runs: their baseline (its stage branches cost time
 //                of their own)
 //   lean         full in the production kernel's lean form (32-bit indices, whole aligned
 //                packs loaded and stored without bounds checks): timed against full
 //   late         full with the next kernel's launch allowed at the end of each CTA, not
-//                after its pushes: timed against full
-//   lean-late    both
-//   hold         lean, each thread's first 4 input packs loaded together up front and
-//                kept in registers for the sums
-//   hold-late    hold and late
+//                after its pushes, at every size
+//   early        full with it allowed after the pushes at every size
+//   lean-late    lean and late
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -30,7 +29,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, lean-late, hold, hold-late, no-call, clear-read, reset-late,
+// Only full, full-measured, lean, late, early, lean-late, no-call, clear-read, reset-late,
 // reset-call-warp and spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
@@ -69,9 +68,8 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"full-measured", "FC_LAMPORT_STAGES", "full-measured"}, true},
                                    {{"lean", "FC_LAMPORT_STAGES", "lean"}, true},
                                    {{"late", "FC_LAMPORT_STAGES", "late"}, true},
+                                   {{"early", "FC_LAMPORT_STAGES", "early"}, true},
                                    {{"lean-late", "FC_LAMPORT_STAGES", "lean-late"}, true},
-                                   {{"hold", "FC_LAMPORT_STAGES", "hold"}, true},
-                                   {{"hold-late", "FC_LAMPORT_STAGES", "hold-late"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
                                    {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
