@@ -174,7 +174,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // where a measurement form forces it (late, early: kLamportLateTrigger,
   // kLamportEarlyTrigger); lean is a measurement form of its own. Each its own
   // instantiation, every stage once (no stage branches), timed against `full` directly.
-  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportEarlyTrigger);
+  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportEarlyTrigger | kLamportSolo);
   const size_t perCta = (chunks + shape.grid - 1) / shape.grid * P, dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool lean = form == kLamportFull && (stages & kLamportLean);
   const bool late = (stages & kLamportLateTrigger) ||
@@ -190,8 +190,19 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
                         [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
              : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
-  return launchKernelEx(kernel, dim3(shape.grid), dim3(shape.threads), stream, pdl, dc, channel,
-                        static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
+  // Solo (a measurement form, kLamportSolo): more dynamic shared memory than half an SM
+  // has, which the kernel does not use, so that no other CTA of ours - the next call's,
+  // launched early under PDL - fits beside one.
+  size_t smem = 0;
+  if (stages & kLamportSolo) {
+    int device = 0, perSm = 0;
+    FC_CUDA_CHECK(cudaGetDevice(&device));
+    FC_CUDA_CHECK(cudaDeviceGetAttribute(&perSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+    smem = size_t(perSm) / 2 + 1024;
+    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  }
+  return launchKernelWith(kernel, dim3(shape.grid), dim3(shape.threads), 1u, smem, stream, pdl, dc, channel,
+                          static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
 }
 
 }  // namespace

@@ -82,6 +82,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"lean", kLamportFull | kLamportLean},
     {"late", kLamportFull | kLamportLateTrigger},
     {"early", kLamportFull | kLamportEarlyTrigger},
+    {"solo", kLamportFull | kLamportSolo},
+    {"solo-early", kLamportFull | kLamportSolo | kLamportEarlyTrigger},
     {"lean-late", kLamportFull | kLamportLean | kLamportLateTrigger}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {

@@ -156,6 +156,13 @@ enum LamportStage : uint32_t {
   // triggers at its end. With kLamportLean: both.
   kLamportLateTrigger = 8192,
   kLamportEarlyTrigger = 16384,
+  // The production kernel (its trigger by the rule, or forced by the two above) launched
+  // with more dynamic shared memory than half an SM holds, unused: one of our CTAs to an
+  // SM, so that the next call's CTAs, launched early, wait for ours to leave instead of
+  // sharing an SM with one (the push-rate probe's minimal kernel ran so: 15.0 us at 4 MiB).
+  // If it is as fast as the late trigger at 4 MiB and as the early one below, the rule
+  // gives way to it.
+  kLamportSolo = 32768,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

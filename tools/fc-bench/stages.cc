@@ -15,6 +15,9 @@
 //                after its pushes, at every size
 //   early        full with it allowed after the pushes at every size
 //   lean-late    lean and late
+//   solo         full with one CTA an SM (unused dynamic shared memory): the next call's
+//                CTAs, launched early, cannot sit beside ours
+//   solo-early   solo with the trigger after the pushes at every size
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -29,7 +32,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, early, lean-late, no-call, clear-read, reset-late,
+// Only full, full-measured, lean, late, early, lean-late, solo, solo-early, no-call, clear-read, reset-late,
 // reset-call-warp and spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
@@ -69,6 +72,8 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"lean", "FC_LAMPORT_STAGES", "lean"}, true},
                                    {{"late", "FC_LAMPORT_STAGES", "late"}, true},
                                    {{"early", "FC_LAMPORT_STAGES", "early"}, true},
+                                   {{"solo", "FC_LAMPORT_STAGES", "solo"}, true},
+                                   {{"solo-early", "FC_LAMPORT_STAGES", "solo-early"}, true},
                                    {{"lean-late", "FC_LAMPORT_STAGES", "lean-late"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
