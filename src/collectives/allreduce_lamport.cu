@@ -190,17 +190,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
                         [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
              : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
-  // Solo (a measurement form, kLamportSolo): more dynamic shared memory than half an SM
-  // has, which the kernel does not use, so that no other CTA of ours - the next call's,
-  // launched early under PDL - fits beside one.
+  // Solo (a measurement form, kLamportSolo): one CTA an SM (launch.h, soloSmem).
   size_t smem = 0;
-  if (stages & kLamportSolo) {
-    int device = 0, perSm = 0;
-    FC_CUDA_CHECK(cudaGetDevice(&device));
-    FC_CUDA_CHECK(cudaDeviceGetAttribute(&perSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-    smem = size_t(perSm) / 2 + 1024;
-    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
+  if (stages & kLamportSolo) FC_CHECK(soloSmem(kernel, &smem));
   return launchKernelWith(kernel, dim3(shape.grid), dim3(shape.threads), 1u, smem, stream, pdl, dc, channel,
                           static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
 }

@@ -241,16 +241,19 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     constexpr unsigned kWideData = unsigned(kWideThreads - dev::kCallWarpThreads);
     const bool wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), kWideData);
     const unsigned threads = rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
+    const uint32_t form = stages & ~uint32_t(kNormSolo);  // solo: a launch form, not a stage
     auto kernel = byWorldSize(dc.nranks, [&](auto nr) {
       constexpr int N = decltype(nr)::value;
-      if (stages == kNormFull)
+      if (form == kNormFull)
         return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads>
                     : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
       return wide ? allReduceNormLamportKernel<T, N, true, kWideThreads>
                   : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
     });
-    return launchClusterKernelEx(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), stream, pdl,
-                                 dc, channel, c, sig, stages);
+    size_t smem = 0;
+    if (stages & kNormSolo) FC_CHECK(soloSmem(kernel, &smem));
+    return launchKernelWith(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), smem, stream, pdl,
+                            dc, channel, c, sig, form);
   });
 }
 

@@ -87,4 +87,18 @@ fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, 
   return launchKernelWith(kernel, grid, block, 1u, smem, stream, pdl, std::forward<Args>(args)...);
 }
 
+// Measurement forms (FC_LAMPORT_STAGES=solo, FC_ARNORM_STAGES=solo): the dynamic shared
+// memory that keeps `kernel` to one CTA an SM on the current device - more than half an
+// SM holds, unused by the kernel - set as its limit; *smem receives it. Under PDL a
+// grid launched early then waits for our CTAs to leave an SM instead of joining them.
+template <typename... Params>
+fcResult_t soloSmem(void (*kernel)(Params...), size_t* smem) {
+  int device = 0, perSm = 0;
+  FC_CUDA_CHECK(cudaGetDevice(&device));
+  FC_CUDA_CHECK(cudaDeviceGetAttribute(&perSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  *smem = size_t(perSm) / 2 + 1024;
+  FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(*smem)));
+  return fcSuccess;
+}
+
 }  // namespace fc

@@ -101,7 +101,8 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"no-norm", kNormPush | kNormSum | kNormResidual | kNormReset | kNormPrefetch},
     {"allreduce-only", kNormPush | kNormSum | kNormReset},
     {"push-only", kNormPush},
-    {"no-reset", kNormFull & ~uint32_t(kNormReset)}};
+    {"no-reset", kNormFull & ~uint32_t(kNormReset)},
+    {"solo", kNormFull | kNormSolo}};
 
 // Measurement-only switches: a stage set that leaves stages out (FC_LAMPORT_STAGES,
 // FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES) computes wrong

@@ -18,6 +18,10 @@ enum NormStage : uint32_t {
   kNormPrefetch = 32,  // load each thread's residual and weight packs of a row (the
                        // first kKeep) before polling for the peers' packs, not after
   kNormFull = kNormPush | kNormSum | kNormResidual | kNormNorm | kNormReset | kNormPrefetch,
+  // With kNormFull: the production kernel launched one CTA an SM (unused dynamic shared
+  // memory, collectives/launch.h soloSmem), so that the next call's CTAs, launched early
+  // under PDL, do not share SMs with ours (as FC_LAMPORT_STAGES=solo; device_comm.h).
+  kNormSolo = 64,
 };
 
 // FC_ARNORM_CLUSTER_PACKS unset: the default, tuning::normClusterPacks (one CTA while

@@ -160,10 +160,13 @@ int benchStages(Ctx& c, const Options& o) {
 //                   to 512 packs, else 256 packs per CTA)
 //   spins-N         full, N polls back to back before the polls back off
 //                   (FC_LAMPORT_SPINS=N)
+//   solo            full, one CTA an SM (unused dynamic shared memory): the next
+//                   call's CTAs, launched early, cannot sit beside ours
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and no-prefetch are checked to give the same bits (the arnorm mode and the
 // tests check full against a reference); cta-per-row, no-wide-ctas, cluster-N and spins-N are correct calls,
-// which tools/gpu-check runs the GPU suite with; the others are timings only.
+// which tools/gpu-check runs the GPU suite with, and solo too (the production kernel, launched
+// with unused shared memory); the others are timings only.
 int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
@@ -181,7 +184,8 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"cluster-64", "FC_ARNORM_CLUSTER_PACKS", "64"},
                               {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
                               {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
-                              {"spins-8", "FC_LAMPORT_SPINS", "8"}};
+                              {"spins-8", "FC_LAMPORT_SPINS", "8"},
+                              {"solo", "FC_ARNORM_STAGES", "solo"}};
   std::vector<fcComm_t> comms;
   for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *res, *w, *resOut, *out, *arOut;
