@@ -26,6 +26,7 @@
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
+#include "collectives/lamport_timeline.cuh"
 #include "collectives/launch.h"
 #include "core/preload.h"
 #include "core/result.h"
@@ -46,11 +47,14 @@ using dev::kThreads;
 // launch only when this CTA is done (as FlashInfer's one-shot does), not once its pushes
 // are issued: where each data thread owns more than a few packs
 // (tuning::lamportLateTrigger; device_comm.h, kLamportLateTrigger, says why).
-template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false>
+// kTimeline (FC_LAMPORT_STAGES=timeline, a measurement form): the production kernel
+// with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh).
+template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kTimeline = false>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
                            uint32_t stagesArg) {
-  static_assert(!(kMeasure && (kLean || kLate)), "the lean and late forms run every stage once");
+  static_assert(!(kMeasure && (kLean || kLate || kTimeline)), "the lean, late and timeline forms run every stage once");
+  static_assert(!(kLean && kTimeline), "the timeline stamps the production loops");
   constexpr bool kLeanLoops = kLean && NR > 0;
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;
@@ -61,6 +65,8 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // Programmatic dependent launch: the launch and the lines above overlapped the
   // previous kernel; its writes (our input, the Lamport state) are visible after this.
   dev::waitForPreviousGrid();
+  dev::Timeline tl;
+  if constexpr (kTimeline) tl.begin();  // before the barrier below
   dev::LamportRun<dev::LamportKind::OneShot> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, count);
 
@@ -117,6 +123,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       }
     }
 
+  if constexpr (kTimeline) tl.pushed();
   // The next kernel may launch now; it waits (griddepcontrol.wait) for this one to
   // finish before it reads anything.
   if constexpr (!kLate) dev::allowDependentLaunch();
@@ -124,6 +131,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // while the pushes are on their way.
   if (!resetInCallWarp && !resetLate)
     for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
+  if constexpr (kTimeline) tl.reset();
 
   // 2. Poll our buffer for every peer's packs; add them to our own input; store. A
   // wait that gives up has recorded the error: the thread just stops.
@@ -154,8 +162,10 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
           return;
         if (stages & kLamportClearRead) run.clearRead(from, pk);  // measurement form (device_comm.h)
         dev::storePack(out, i, count, dev::toPack<T>(acc), vecOut);
+        if constexpr (kTimeline) tl.summed();
       }
   }
+  if constexpr (kTimeline) tl.end(threads, count * sizeof(T));
   if (resetLate)
     for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep) run.template resetStale<NR>();
   if constexpr (kLate) dev::allowDependentLaunch();
@@ -174,13 +184,21 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // where a measurement form forces it (late, early: kLamportLateTrigger,
   // kLamportEarlyTrigger); lean is a measurement form of its own. Each its own
   // instantiation, every stage once (no stage branches), timed against `full` directly.
-  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportEarlyTrigger | kLamportSolo);
+  const uint32_t form =
+      stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportEarlyTrigger | kLamportSolo | kLamportTimeline);
   const size_t perCta = (chunks + shape.grid - 1) / shape.grid * P, dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool lean = form == kLamportFull && (stages & kLamportLean);
+  const bool timeline = form == kLamportFull && (stages & kLamportTimeline);
   const bool late = (stages & kLamportLateTrigger) ||
                     (!(stages & kLamportEarlyTrigger) && tuning::lamportLateTrigger((perCta + dataThreads - 1) / dataThreads));
   auto kernel =
-      form == kLamportFull && !lean && !late
+      timeline && late
+          ? byWorldSize(dc.nranks,
+                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true, true>; })
+      : timeline
+          ? byWorldSize(dc.nranks,
+                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
+      : form == kLamportFull && !lean && !late
           ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
       : form == kLamportFull && !lean
           ? byWorldSize(dc.nranks,

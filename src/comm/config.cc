@@ -84,6 +84,7 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"early", kLamportFull | kLamportEarlyTrigger},
     {"solo", kLamportFull | kLamportSolo},
     {"solo-early", kLamportFull | kLamportSolo | kLamportEarlyTrigger},
+    {"timeline", kLamportFull | kLamportTimeline},
     {"lean-late", kLamportFull | kLamportLean | kLamportLateTrigger}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {

@@ -163,6 +163,11 @@ enum LamportStage : uint32_t {
   // If it is as fast as the late trigger at 4 MiB and as the early one below, the rule
   // gives way to it.
   kLamportSolo = 32768,
+  // The production kernel (trigger by the rule) with per-CTA phase stamps: pushes
+  // issued, reset issued, first and last pack summed (cycles), the CTAs' start and end
+  // spread (ns), printed as "# timeline" lines every 64 calls (collectives/
+  // lamport_timeline.cuh). Right sums; the stamps' shared-memory atomics cost a little.
+  kLamportTimeline = 65536,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

@@ -18,6 +18,10 @@
 //   solo         full with one CTA an SM (unused dynamic shared memory): the next call's
 //                CTAs, launched early, cannot sit beside ours
 //   solo-early   solo with the trigger after the pushes at every size
+//   timeline     full with per-CTA phase stamps (lamport_timeline.cuh): its "# timeline"
+//                lines in the log say when, within a call, the CTAs issued their pushes
+//                and reset, summed their first and last packs, and how far apart they
+//                started and ended; its time is full's plus the stamps' cost
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -32,7 +36,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, early, lean-late, solo, solo-early, no-call, clear-read, reset-late,
+// Only full, full-measured, lean, late, early, lean-late, solo, solo-early, timeline, no-call, clear-read, reset-late,
 // reset-call-warp and spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
 // one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
 // largest size).
@@ -74,6 +78,7 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"early", "FC_LAMPORT_STAGES", "early"}, true},
                                    {{"solo", "FC_LAMPORT_STAGES", "solo"}, true},
                                    {{"solo-early", "FC_LAMPORT_STAGES", "solo-early"}, true},
+                                   {{"timeline", "FC_LAMPORT_STAGES", "timeline"}, true},
                                    {{"lean-late", "FC_LAMPORT_STAGES", "lean-late"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},

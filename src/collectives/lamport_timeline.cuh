@@ -1,0 +1,130 @@
+// Where a Lamport one-shot call's time goes inside the kernel, per CTA
+// (FC_LAMPORT_STAGES=timeline, a measurement form; device_comm.h, kLamportTimeline).
+//
+// The stage variants of fc-bench stages time whole calls with a stage left out or run
+// twice; they cannot say when, within a call, a CTA's last pack arrives, nor how far
+// apart the CTAs start and end. This form runs the production kernel and stamps, per
+// data thread (clock64, cycles since the thread passed griddepcontrol.wait): its pushes
+// issued, its reset issued, its first pack summed, its last pack stored. Each CTA keeps
+// the latest of each (and the earliest first pack) in shared memory; its last data
+// thread adds them to device-wide sums and maxima, with the CTA's start and end on the
+// global timer (ns, comparable across SMs). The grid's last CTA prints the means over
+// CTAs and the maxima every kTimelineEvery calls, a line starting "# timeline" (fc-bench
+// keeps such lines out of its CSV), and starts the sums afresh.
+//
+// The device-wide words are reset by the grid's last CTA; the next call reads them only
+// after griddepcontrol.wait, i.e. after this grid completed (stream order, or PDL's
+// wait for the whole previous grid and its memory).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+namespace fc {
+namespace dev {
+
+constexpr unsigned kTimelineEvery = 64;  // calls between two printed lines
+
+// Per CTA, in shared memory.
+struct TimelineCta {
+  unsigned long long push, reset, firstMin, firstMax, last;  // cycles since the wait
+  unsigned long long startNs;                                 // global timer at the wait
+  unsigned done;                                              // data threads done
+};
+
+// Device-wide sums (over CTAs) and maxima, the start / end spread, the call count.
+enum TimelineWord : int {
+  kTlCtas,
+  kTlPushSum, kTlPushMax,
+  kTlResetSum, kTlResetMax,
+  kTlFirstSum, kTlFirstMax,
+  kTlLastSum, kTlLastMax,
+  kTlStartMin, kTlStartMax, kTlEndMin, kTlEndMax,
+  kTlCalls,
+  kTlWords
+};
+
+// Included by allreduce_lamport.cu alone, which owns these words.
+__device__ unsigned long long gTimeline[kTlWords] = {0, 0, 0, 0, 0, 0, 0, 0, 0, ~0ull, 0, ~0ull, 0, 0};
+
+__device__ __forceinline__ unsigned long long globalNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ TimelineCta& timelineCta() {
+  __shared__ TimelineCta t;
+  return t;
+}
+
+// One data thread's stamps. begin() right after griddepcontrol.wait, before the CTA's
+// first barrier (thread 0 clears the CTA's record there).
+struct Timeline {
+  unsigned long long t0 = 0;
+  bool first = true;
+
+  __device__ void begin() {
+    t0 = clock64();
+    if (threadIdx.x == 0) {
+      TimelineCta& c = timelineCta();
+      c.push = c.reset = c.firstMax = c.last = 0;
+      c.firstMin = ~0ull;
+      c.startNs = globalNs();
+      c.done = 0;
+    }
+  }
+  __device__ unsigned long long since() const { return clock64() - t0; }
+  __device__ void pushed() { atomicMax(&timelineCta().push, since()); }
+  __device__ void reset() { atomicMax(&timelineCta().reset, since()); }
+  __device__ void summed() {
+    if (!first) return;
+    first = false;
+    const unsigned long long t = since();
+    atomicMin(&timelineCta().firstMin, t);
+    atomicMax(&timelineCta().firstMax, t);
+  }
+  // The end of this data thread's sums; the CTA's last data thread (of `threads`)
+  // publishes the CTA's record, the grid's last CTA prints and restarts the sums.
+  __device__ void end(unsigned threads, size_t bytes) {
+    TimelineCta& c = timelineCta();
+    atomicMax(&c.last, since());
+    __threadfence_block();
+    if (atomicAdd(&c.done, 1u) != threads - 1) return;
+    __threadfence_block();
+    const unsigned long long endNs = globalNs();
+    unsigned long long* g = gTimeline;
+    atomicAdd(&g[kTlPushSum], c.push);
+    atomicMax(&g[kTlPushMax], c.push);
+    atomicAdd(&g[kTlResetSum], c.reset);
+    atomicMax(&g[kTlResetMax], c.reset);
+    const unsigned long long firstMin = c.firstMin == ~0ull ? 0 : c.firstMin;
+    atomicAdd(&g[kTlFirstSum], firstMin);
+    atomicMax(&g[kTlFirstMax], c.firstMax);
+    atomicAdd(&g[kTlLastSum], c.last);
+    atomicMax(&g[kTlLastMax], c.last);
+    atomicMin(&g[kTlStartMin], c.startNs);
+    atomicMax(&g[kTlStartMax], c.startNs);
+    atomicMin(&g[kTlEndMin], endNs);
+    atomicMax(&g[kTlEndMax], endNs);
+    __threadfence();
+    if (atomicAdd(&g[kTlCtas], 1ull) != gridDim.x - 1) return;
+    __threadfence();
+    // The grid's last CTA: every other CTA's words are in (their fence before the count).
+    unsigned long long v[kTlWords];
+    for (int i = 0; i < kTlWords; ++i) v[i] = atomicAdd(&g[i], 0ull);
+    const unsigned long long n = gridDim.x, calls = v[kTlCalls] + 1;
+    if (calls % kTimelineEvery == 0)
+      printf("# timeline bytes %llu ctas %u threads %u (cycles, mean / max over CTAs): pushed %llu / %llu, "
+             "reset %llu / %llu, first pack %llu / %llu, last pack %llu / %llu; ns: starts spread %llu, "
+             "ends spread %llu, first start to last end %llu\n",
+             (unsigned long long)bytes, gridDim.x, threads, v[kTlPushSum] / n, v[kTlPushMax], v[kTlResetSum] / n,
+             v[kTlResetMax], v[kTlFirstSum] / n, v[kTlFirstMax], v[kTlLastSum] / n, v[kTlLastMax],
+             v[kTlStartMax] - v[kTlStartMin], v[kTlEndMax] - v[kTlEndMin], v[kTlEndMax] - v[kTlStartMin]);
+    for (int i = 0; i < kTlWords; ++i) g[i] = (i == kTlStartMin || i == kTlEndMin) ? ~0ull : 0ull;
+    g[kTlCalls] = calls;
+  }
+};
+
+}  // namespace dev
+}  // namespace fc
