@@ -41,12 +41,17 @@ REPLAYS = {"start": "sync", "calls": 5}
 # start event. From Python, recording the event and launching the graph takes the host
 # longer than the one-element all-reduce takes the GPU, so without the sleep the GPU idled
 # between the start event and the graph's first kernel, and that idle time (tens of us,
-# different on every replay) was counted, spread over the graph's calls; ~100 us at
-# Hopper's clocks covers the host's work. The sleep itself ends at different times on
-# GPUs at different clocks (200k cycles: several us apart), which the early rank would
-# wait out inside its first call, so the second all-reduce, enqueued during the sleep,
-# lines the ranks up again right before the start event.
-BARRIER_COVER_CYCLES = 200_000
+# different on every replay) was counted, spread over the graph's calls. The sleep itself
+# ends at different times on GPUs at different clocks (several us apart), which the early
+# rank would wait out inside its first call, so the second all-reduce, enqueued during the
+# sleep, lines the ranks up again right before the start event. 200k cycles (~100 us)
+# covered the host's work at 2 ranks (ours from PyTorch within 0.2 us of fc-bench at
+# every 2-rank cell of 8 KiB - 4 MiB, 4-H200 node, 90c8ad3) but not at 4, where the host's
+# second all-reduce takes longer: there ours from PyTorch was 0.5 us above fc-bench at
+# the median cell and up to 3.0 (20-60 us a replay; FlashInfer's column, which fc-bench
+# does not run, cannot be checked so). 1M cycles (~0.5 ms) leave the host five times the
+# margin, at ~0.5 ms a replay.
+BARRIER_COVER_CYCLES = 1_000_000
 
 
 def time_graphs(fns, calls=None, replays=15, group=None, start=None, warmup=5):
