@@ -36,10 +36,10 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, early, lean-late, solo, solo-early, timeline, no-call, clear-read, reset-late,
-// reset-call-warp and spins-N compute the right sums; the others are timings. The calls are fcAllReduceOneShot (the Lamport
-// one-shot up to its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default
-// largest size).
+// Only full, full-measured, lean, late, early, lean-late, solo, solo-early, timeline,
+// no-call, clear-read, reset-late, reset-call-warp and spins-N compute the right sums;
+// the others are timings. The calls are fcAllReduceOneShot (the Lamport one-shot up to
+// its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default largest size).
 // A column times fcAllReduce's own choice (auto) on the same size, interleaved: where
 // it is not the one-shot, the one-shot / two-shot crossover is read off directly. The
 // last, check, says whether the variants that compute the right sums did, after their
