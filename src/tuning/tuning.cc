@@ -38,12 +38,14 @@ constexpr int kLamportOneShotMaxRanks = 4;
 //                                                          perf-log: lamportMaxBytes
 constexpr size_t kLamportOneShotMaxWide = 256 * KiB;
 // The Lamport one-shot's PDL trigger at each CTA's end, not after its pushes, where a
-// data thread owns more than 2 packs (at 2 ranks, 128 CTAs x 512 data threads: above
-// 2 MiB). 2 H200s, fc-bench stages `late` against `full`, five runs in two calls: 4 MiB
+// data thread owns more than 3 packs (at 2 ranks, 128 CTAs x 512 data threads: above
+// 3 MiB). 2 H200s, fc-bench stages `late` against `full`, five runs in two calls: 4 MiB
 // (4 packs) 17.09-17.40 against 17.54-17.76 us; 2 MiB (2 packs) 10.22-10.34 against
 // 9.94-10.03, and slower at every smaller size (the next call's launch no longer hidden).
+// Between them (3 packs) one cell, across two nodes: 255 x 5120 (2.6 MB) 12.38 us late
+// against 11.96 early, where the 4-pack cells gained 0.16-0.38.
 //                                                          perf-log: lamportLateTrigger
-constexpr size_t kLamportLateTriggerPacks = 2;
+constexpr size_t kLamportLateTriggerPacks = 3;
 // The Lamport two-shot above the one-shot at <= 4 ranks: ahead of every other
 // algorithm and of NCCL at every size to 256 MiB.           perf-log: lamportTwoShotAuto
 constexpr int kLamportTwoShotMaxRanks = 4;
