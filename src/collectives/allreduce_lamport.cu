@@ -43,10 +43,9 @@ using dev::kThreads;
 // default either way, design.md): with the world size known, the push and sum loops index in 32 bits and
 // load and store whole aligned packs without the bounds checks (device_comm.h,
 // kLamportLean: the measurement kernel's few uniform branches cost 7 % at 4 MiB, so
-// the loops' instruction count is worth cutting). kLate: the next kernel allowed to
-// launch only when this CTA is done (as FlashInfer's one-shot does), not once its pushes
-// are issued: where each data thread owns more than a few packs
-// (tuning::lamportLateTrigger; device_comm.h, kLamportLateTrigger, says why).
+// the loops' instruction count is worth cutting). kLate (FC_LAMPORT_STAGES=late, a
+// measurement form): the next kernel allowed to launch only when this CTA is done (as
+// FlashInfer's one-shot does), not once its pushes are issued (device_comm.h).
 // kTimeline (FC_LAMPORT_STAGES=timeline, a measurement form): the production kernel
 // with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh).
 template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kTimeline = false>
@@ -171,6 +170,12 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   if constexpr (kLate) dev::allowDependentLaunch();
 }
 
+// The kernel every real call runs, for the world size.
+template <typename T>
+auto productionKernel(int nranks) {
+  return byWorldSize(nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; });
+}
+
 template <typename T>
 fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, size_t count, uint32_t sig,
                   bool pdl, uint32_t stages, cudaStream_t stream) {
@@ -180,37 +185,38 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
   const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
-  // The PDL trigger's place: by the packs the busiest data thread owns (tuning.h), or
-  // where a measurement form forces it (late, early: kLamportLateTrigger,
-  // kLamportEarlyTrigger); lean is a measurement form of its own. Each its own
-  // instantiation, every stage once (no stage branches), timed against `full` directly.
+  // Where the CTAs sit: one to an SM (dc.soloSmemBytes of unused shared memory) by the
+  // packs the busiest data thread owns (tuning.h), or where a measurement form says
+  // (solo, shared). The measurement forms lean, late and timeline are instantiations of
+  // their own, every stage once (no stage branches), timed against `full` directly.
   const uint32_t form =
-      stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportEarlyTrigger | kLamportSolo | kLamportTimeline);
+      stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportShared | kLamportSolo | kLamportTimeline);
   const size_t perCta = (chunks + shape.grid - 1) / shape.grid * P, dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool lean = form == kLamportFull && (stages & kLamportLean);
+  const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
   const bool timeline = form == kLamportFull && (stages & kLamportTimeline);
-  const bool late = (stages & kLamportLateTrigger) ||
-                    (!(stages & kLamportEarlyTrigger) && tuning::lamportLateTrigger((perCta + dataThreads - 1) / dataThreads));
+  const bool solo = (stages & kLamportSolo) ||
+                    (!(stages & kLamportShared) && dc.soloSmemBytes != 0 &&
+                     tuning::lamportSoloCtas((perCta + dataThreads - 1) / dataThreads));
   auto kernel =
-      timeline && late
-          ? byWorldSize(dc.nranks,
-                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true, true>; })
-      : timeline
-          ? byWorldSize(dc.nranks,
-                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
+      timeline ? byWorldSize(dc.nranks,
+                             [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
       : form == kLamportFull && !lean && !late
-          ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; })
-      : form == kLamportFull && !lean
-          ? byWorldSize(dc.nranks,
-                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
+          ? productionKernel<T>(dc.nranks)
       : lean && late
           ? byWorldSize(dc.nranks,
                         [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
+      : late ? byWorldSize(dc.nranks,
+                           [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
              : byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, true>; });
-  // Solo (a measurement form, kLamportSolo): one CTA an SM (launch.h, soloSmem).
+  // The production kernel's shared-memory limit was raised with the communicator
+  // (prepareAllReduceLamport); a measurement form's is raised here, per call.
   size_t smem = 0;
-  if (stages & kLamportSolo) FC_CHECK(soloSmem(kernel, &smem));
+  if (solo && kernel == productionKernel<T>(dc.nranks) && dc.soloSmemBytes != 0)
+    smem = dc.soloSmemBytes;
+  else if (solo)
+    FC_CHECK(soloSmem(kernel, &smem));
   return launchKernelWith(kernel, dim3(shape.grid), dim3(shape.threads), 1u, smem, stream, pdl, dc, channel,
                           static_cast<const T*>(in), static_cast<T*>(out), count, sig, stages);
 }
@@ -219,6 +225,18 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
 
 // Loaded with the communicator, not at first launch (core/preload.h).
 FC_PRELOAD_MODULE_OF(allReduceLamportKernel<float, 2, false>);
+
+fcResult_t prepareAllReduceLamport(const DeviceComm& dc) {
+  if (dc.soloSmemBytes == 0) return fcSuccess;
+  for (fcDataType_t t : {fcFloat32, fcFloat16, fcBfloat16}) {
+    FC_CHECK(withElementType(t, "Lamport all-reduce", [&](auto tag) {
+      FC_CUDA_CHECK(cudaFuncSetAttribute(productionKernel<decltype(tag)>(dc.nranks),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(dc.soloSmemBytes)));
+      return fcSuccess;
+    }));
+  }
+  return fcSuccess;
+}
 
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,

@@ -31,6 +31,10 @@ fcResult_t launchAllReduceOneShot(const DeviceComm& dc, int channel, const void*
 fcResult_t launchAllReduceLamport(const DeviceComm& dc, int channel, const void* sendbuff,
                                   void* recvbuff, size_t count, fcDataType_t datatype, bool pdl,
                                   cudaStream_t stream, uint32_t stages = kLamportFull, uint32_t sig = 0);
+// With the communicator, once its DeviceComm is filled in: lets the one-shot's
+// production kernels (every datatype, dc's world size) take dc.soloSmemBytes of dynamic
+// shared memory, so that a call places its CTAs one to an SM without a host call of its own.
+fcResult_t prepareAllReduceLamport(const DeviceComm& dc);
 
 // Lamport all-gather / reduce-scatter (lamport_move.cu: the one-shot's protocol and
 // buffers): sendcount / recvcount * size must not exceed lamportSlotBytes(nranks).

@@ -191,6 +191,12 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.lamportSpins = params.lamportSpins;
   comm->dev.timeoutNs = params.timeoutMs * 1000000ull;
   comm->dev.error = errorDev;
+  // One-shot CTAs alone on their SMs where the tuning says (device_comm.h): never where
+  // ranks share a GPU, whose kernels must all be resident at once.
+  int smemPerSm = 0;
+  FC_CUDA_CHECK(cudaDeviceGetAttribute(&smemPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, comm->cudaDev));
+  comm->dev.soloSmemBytes = params.shareGpu ? 0u : uint32_t(smemPerSm / 2 + 1024);
+  FC_CHECK(prepareAllReduceLamport(comm->dev));
 
   // No rank may signal a peer before that peer has mapped everybody: meet once more.
   FC_CHECK(comm->bootstrap->barrier());

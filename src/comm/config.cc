@@ -81,11 +81,9 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"full-measured", kLamportFull | kLamportMeasured},
     {"lean", kLamportFull | kLamportLean},
     {"late", kLamportFull | kLamportLateTrigger},
-    {"early", kLamportFull | kLamportEarlyTrigger},
     {"solo", kLamportFull | kLamportSolo},
-    {"solo-early", kLamportFull | kLamportSolo | kLamportEarlyTrigger},
-    {"timeline", kLamportFull | kLamportTimeline},
-    {"lean-late", kLamportFull | kLamportLean | kLamportLateTrigger}};
+    {"shared", kLamportFull | kLamportShared},
+    {"timeline", kLamportFull | kLamportTimeline}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -144,26 +144,20 @@ enum LamportStage : uint32_t {
   // those loops), so it is timed against `full` directly.
   kLamportLean = 4096,
   // Every stage once, the next kernel allowed to launch (programmatic dependent launch)
-  // only when a CTA has stored its sums (kLamportLateTrigger), or once its pushes are
-  // issued (kLamportEarlyTrigger), at every size; real calls pick by the packs a data
-  // thread owns (tuning::lamportLateTrigger). Right sums; no stage branches (timed
-  // against `full`). Why late can be faster where a thread owns many packs: a next grid
-  // launched early places its CTAs beside ours (two fit an SM) and keeps that placement,
-  // so some of its CTAs share an SM's load/store issue for their whole call; launched at
-  // our end they spread one to an SM, as without PDL (fc-bench's no-PDL column was
-  // 0.4-0.5 us faster at 4 MiB, 0.7-1.0 slower at 64 KiB - 2 MiB). Where a thread owns
-  // few packs, the early launch's hidden start-up is worth more. FlashInfer's one-shot
-  // triggers at its end. With kLamportLean: both.
+  // only when a CTA has stored its sums, not once its pushes are issued, at every size
+  // (FlashInfer's one-shot's way). Right sums; no stage branches (timed against `full`).
+  // With kLamportLean: both.
   kLamportLateTrigger = 8192,
-  kLamportEarlyTrigger = 16384,
-  // The production kernel (its trigger by the rule, or forced by the two above) launched
-  // with more dynamic shared memory than half an SM holds, unused: one of our CTAs to an
-  // SM, so that the next call's CTAs, launched early, wait for ours to leave instead of
-  // sharing an SM with one (the push-rate probe's minimal kernel ran so: 15.0 us at 4 MiB).
-  // If it is as fast as the late trigger at 4 MiB and as the early one below, the rule
-  // gives way to it.
+  // Every stage once, the production kernel's CTAs placed one to an SM at every size
+  // (kLamportSolo), or never (kLamportShared), where real calls place them by the packs
+  // a data thread owns (tuning::lamportSoloCtas). Why alone can be faster: a next grid
+  // launched early under PDL places its CTAs beside ours (two fit an SM) and keeps that
+  // placement, so some of its CTAs share an SM's load/store issue for their whole call;
+  // with unused dynamic shared memory of more than half an SM (DeviceComm::soloSmemBytes)
+  // they wait for ours to leave an SM instead. Right sums.
+  kLamportShared = 16384,
   kLamportSolo = 32768,
-  // The production kernel (trigger by the rule) with per-CTA phase stamps: pushes
+  // The production kernel (CTAs placed by the rule) with per-CTA phase stamps: pushes
   // issued, reset issued, first and last pack summed (cycles), the CTAs' start and end
   // spread (ns), printed as "# timeline" lines every 64 calls (collectives/
   // lamport_timeline.cuh). Right sums; the stamps' shared-memory atomics cost a little.
@@ -247,6 +241,10 @@ struct DeviceComm {
   uint64_t workspaceBytes;  // per channel; channel c's starts at workspaceOffset + c*workspaceBytes
   int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas
   uint32_t lamportSpins;    // Lamport data polls before the first back-off (FC_LAMPORT_SPINS)
+  // Dynamic shared memory (unused) that keeps a Lamport one-shot CTA alone on its SM:
+  // more than half an SM's; 0 where ranks share a GPU (FC_SHARE_GPU), whose kernels must
+  // be resident together (tuning::lamportSoloCtas says where it is used).
+  uint32_t soloSmemBytes;
   uint64_t timeoutNs;       // spin-wait deadline
   ErrorRecord* error;       // device pointer of the host-mapped record
 };

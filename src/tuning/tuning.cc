@@ -37,15 +37,15 @@ constexpr int kLamportOneShotMaxRanks = 4;
 // ... and up to 256 KiB beyond 4 ranks ((W-1) pushed copies per rank; unmeasured).
 //                                                          perf-log: lamportMaxBytes
 constexpr size_t kLamportOneShotMaxWide = 256 * KiB;
-// The Lamport one-shot's PDL trigger at each CTA's end, not after its pushes, where a
-// data thread owns more than 3 packs (at 2 ranks, 128 CTAs x 512 data threads: above
-// 3 MiB). 2 H200s, fc-bench stages `late` against `full`, five runs in two calls: 4 MiB
-// (4 packs) 17.09-17.40 against 17.54-17.76 us; 2 MiB (2 packs) 10.22-10.34 against
-// 9.94-10.03, and slower at every smaller size (the next call's launch no longer hidden).
-// Between them (3 packs) one cell, across two nodes: 255 x 5120 (2.6 MB) 12.38 us late
-// against 11.96 early, where the 4-pack cells gained 0.16-0.38.
-//                                                          perf-log: lamportLateTrigger
-constexpr size_t kLamportLateTriggerPacks = 3;
+// The Lamport one-shot's CTAs one to an SM where a data thread owns 2 packs or more (at
+// 2 ranks, 128 CTAs x 512 data threads: from 1 MiB + 1 byte). 2 H200s, fc-bench stages
+// `solo` against `full` (then CTAs beside the next call's), same run: 2 MiB 9.54-9.61
+// against 9.95-9.97 us, 2.4 / 2.8 / 3.4 MiB 11.05 / 12.28 / 14.34 against 11.50 / 13.04 /
+// 15.21, 4 MiB 16.34-16.49 against 17.09-17.25; at 1 pack a thread 0.0-0.15 slower
+// (1 MiB 6.34 against 6.21). The PDL trigger at the CTAs' end (90c8ad3 - 6e422d1), which
+// aimed at the same placement, gained less (4 MiB 17.03-17.07).
+//                                                          perf-log: lamportSoloCtas
+constexpr size_t kLamportSoloPacks = 2;
 // The Lamport two-shot above the one-shot at <= 4 ranks: ahead of every other
 // algorithm and of NCCL at every size to 256 MiB.           perf-log: lamportTwoShotAuto
 constexpr int kLamportTwoShotMaxRanks = 4;
@@ -221,7 +221,7 @@ size_t lamportMaxBytes(int nranks) {
 
 bool lamportTwoShotAuto(int nranks) { return nranks <= kLamportTwoShotMaxRanks; }
 
-bool lamportLateTrigger(size_t packsPerThread) { return packsPerThread > kLamportLateTriggerPacks; }
+bool lamportSoloCtas(size_t packsPerThread) { return packsPerThread >= kLamportSoloPacks; }
 
 size_t ceAllReduceMinBytes(int) { return kCeAllReduceMin; }
 

@@ -46,10 +46,11 @@ struct AllReduceQuery {
 // caller checks that it fits); a forced copy engine needs count % nranks == 0.
 AllReduceAlgo chooseAllReduce(const AllReduceQuery& q);
 
-// Whether the Lamport one-shot lets the next kernel launch (PDL) only at the end of
-// each CTA rather than once its pushes are out: where its data threads own more than
-// kLamportLateTriggerPacks packs each (`packsPerThread`, the most any thread owns).
-bool lamportLateTrigger(size_t packsPerThread);
+// Whether the Lamport one-shot places its CTAs one to an SM (DeviceComm::soloSmemBytes),
+// so that the next call's CTAs, launched early under PDL, cannot sit beside them: where
+// its data threads own kLamportSoloPacks packs or more (`packsPerThread`, the most any
+// thread owns).
+bool lamportSoloCtas(size_t packsPerThread);
 
 // Whether a one-shot of `bytes` runs the Lamport kernel: up to lamportMaxBytes (or
 // `maxOverride`, FC_LAMPORT_MAX_BYTES, when not 0), unless the barrier one-shot is forced.

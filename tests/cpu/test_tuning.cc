@@ -77,14 +77,14 @@ TEST_CASE("the one-shot's protocol", "[tuning]") {
   CHECK_FALSE(oneShotIsLamport(2, 8, 0, AllReduceAlgo::OneShot));  // the barrier one-shot forced
   CHECK_FALSE(oneShotIsLamport(2, 128 * KiB, 64 * KiB, AllReduceAlgo::Auto));  // FC_LAMPORT_MAX_BYTES
   CHECK(oneShotIsLamport(8, 512 * KiB, 1 * MiB, AllReduceAlgo::Auto));
-  // The PDL trigger at the CTAs' end only where a data thread owns more than 3 packs of
-  // 16 bytes: at 2 ranks, 128 CTAs x 512 data threads, above 3 MiB.
+  // One CTA an SM where a data thread owns 2 packs of 16 bytes or more: at 2 ranks, 128
+  // CTAs x 512 data threads, above 1 MiB.
   const size_t threads = 128 * 512;
-  CHECK_FALSE(lamportLateTrigger((2 * MiB / 16 + threads - 1) / threads));
-  CHECK_FALSE(lamportLateTrigger((3 * MiB / 16 + threads - 1) / threads));
-  CHECK(lamportLateTrigger((3 * MiB / 16 + 1 + threads - 1) / threads));
-  CHECK(lamportLateTrigger((4 * MiB / 16 + threads - 1) / threads));
-  CHECK_FALSE(lamportLateTrigger(1));
+  CHECK_FALSE(lamportSoloCtas((1 * MiB / 16 + threads - 1) / threads));
+  CHECK(lamportSoloCtas((1 * MiB / 16 + 1 + threads - 1) / threads));
+  CHECK(lamportSoloCtas((2 * MiB / 16 + threads - 1) / threads));
+  CHECK(lamportSoloCtas((4 * MiB / 16 + threads - 1) / threads));
+  CHECK_FALSE(lamportSoloCtas(1));
 }
 
 TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {

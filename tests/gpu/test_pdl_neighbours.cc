@@ -76,10 +76,10 @@ int scaled(int n) {
 constexpr float kEps = 1e-6f;
 
 // The decode shapes (tokens x hidden, bf16) and the path each takes at 2 ranks:
-// 8 KiB, 85 KiB and 2 MiB the Lamport one-shot (at 4 ranks: up to 512 KiB), 4.0 MiB the
-// one-shot with its PDL trigger at its CTAs' end (tuning::lamportLateTrigger: 4 packs a
-// data thread), 10 MiB the Lamport two-shot; the norm's one kernel up to 1 MiB, its
-// two-shot kernel above.
+// 8 KiB, 85 KiB and 2 MiB the Lamport one-shot (at 4 ranks: up to 512 KiB; at 2 MiB
+// and 4.0 MiB its CTAs one to an SM, tuning::lamportSoloCtas: 2 and 4 packs a data
+// thread), 10 MiB the Lamport two-shot; the norm's one kernel up to 1 MiB, its two-shot
+// kernel above.
 struct Shape {
   size_t tokens, hidden;
 };

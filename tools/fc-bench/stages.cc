@@ -5,19 +5,18 @@
 // medians, max over ranks):
 //   full         push, reset the run before's buffer, poll + sum + store, save the state:
 //                the production kernel (allReduceLamportKernel<..., kMeasure = false>),
-//                its PDL trigger where tuning::lamportLateTrigger puts it
+//                its CTAs one to an SM where tuning::lamportSoloCtas says
 //   full-measured  the same stages in the measurement kernel (kMeasure = true), which
 //                every column below runs: their baseline (its stage branches cost time
 //                of their own)
 //   lean         full in the production kernel's lean form (32-bit indices, whole aligned
 //                packs loaded and stored without bounds checks): timed against full
 //   late         full with the next kernel's launch allowed at the end of each CTA, not
-//                after its pushes, at every size
-//   early        full with it allowed after the pushes at every size
-//   lean-late    lean and late
-//   solo         full with one CTA an SM (unused dynamic shared memory): the next call's
-//                CTAs, launched early, cannot sit beside ours
-//   solo-early   solo with the trigger after the pushes at every size
+//                after its pushes
+//   solo         full with one CTA an SM at every size (unused dynamic shared memory):
+//                the next call's CTAs, launched early, cannot sit beside ours
+//   shared       full with our CTAs free to share SMs at every size (before 2026-11-27's
+//                solo rule, every call)
 //   timeline     full with per-CTA phase stamps (lamport_timeline.cuh): its "# timeline"
 //                lines in the log say when, within a call, the CTAs issued their pushes
 //                and reset, summed their first and last packs, and how far apart they
@@ -36,7 +35,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, early, lean-late, solo, solo-early, timeline,
+// Only full, full-measured, lean, late, solo, shared, timeline,
 // no-call, clear-read, reset-late, reset-call-warp and spins-N compute the right sums;
 // the others are timings. The calls are fcAllReduceOneShot (the Lamport one-shot up to
 // its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default largest size).
@@ -75,11 +74,9 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"full-measured", "FC_LAMPORT_STAGES", "full-measured"}, true},
                                    {{"lean", "FC_LAMPORT_STAGES", "lean"}, true},
                                    {{"late", "FC_LAMPORT_STAGES", "late"}, true},
-                                   {{"early", "FC_LAMPORT_STAGES", "early"}, true},
                                    {{"solo", "FC_LAMPORT_STAGES", "solo"}, true},
-                                   {{"solo-early", "FC_LAMPORT_STAGES", "solo-early"}, true},
+                                   {{"shared", "FC_LAMPORT_STAGES", "shared"}, true},
                                    {{"timeline", "FC_LAMPORT_STAGES", "timeline"}, true},
-                                   {{"lean-late", "FC_LAMPORT_STAGES", "lean-late"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
                                    {{"sum-twice", "FC_LAMPORT_STAGES", "sum-twice"}, false},
