@@ -38,12 +38,13 @@ constexpr int kLamportOneShotMaxRanks = 4;
 //                                                          perf-log: lamportMaxBytes
 constexpr size_t kLamportOneShotMaxWide = 256 * KiB;
 // The Lamport one-shot's CTAs one to an SM where a data thread owns 2 packs or more (at
-// 2 ranks, 128 CTAs x 512 data threads: from 1 MiB + 1 byte). 2 H200s, fc-bench stages
-// `solo` against `full` (then CTAs beside the next call's), same run: 2 MiB 9.54-9.61
-// against 9.95-9.97 us, 2.4 / 2.8 / 3.4 MiB 11.05 / 12.28 / 14.34 against 11.50 / 13.04 /
-// 15.21, 4 MiB 16.34-16.49 against 17.09-17.25; at 1 pack a thread 0.0-0.15 slower
-// (1 MiB 6.34 against 6.21). The PDL trigger at the CTAs' end (90c8ad3 - 6e422d1), which
-// aimed at the same placement, gained less (4 MiB 17.03-17.07).
+// 2 ranks, 128 CTAs x 512 data threads: above 1 MiB). 2 H200s, fc-bench stages, same run,
+// `solo-early` (this placement, the trigger after the pushes: what calls now run)
+// against CTAs beside the next call's: 2 MiB 9.54-9.59 against 9.95-9.97 us, 2.4 / 2.8 /
+// 3.4 MiB 11.03 / 12.23 / 14.15 against 11.26-11.50 / 12.99-13.04 / 15.21-15.28, 4 MiB
+// 16.00-16.14 against 17.09-17.71; at 1 pack a thread 0.0-0.15 slower (1 MiB 6.36 against
+// 6.21-6.25). The PDL trigger at the CTAs' end (the rule of 90c8ad3 - 6e422d1, aimed at
+// the same placement) gained less: 4 MiB 17.03-17.09.
 //                                                          perf-log: lamportSoloCtas
 constexpr size_t kLamportSoloPacks = 2;
 // The Lamport two-shot above the one-shot at <= 4 ranks: ahead of every other
