@@ -195,14 +195,14 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const bool lean = form == kLamportFull && (stages & kLamportLean);
   const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
   const bool timeline = form == kLamportFull && (stages & kLamportTimeline);
+  const bool production = form == kLamportFull && !lean && !late && !timeline;
   const bool solo = (stages & kLamportSolo) ||
                     (!(stages & kLamportShared) && dc.soloSmemBytes != 0 &&
                      tuning::lamportSoloCtas((perCta + dataThreads - 1) / dataThreads));
   auto kernel =
       timeline ? byWorldSize(dc.nranks,
                              [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
-      : form == kLamportFull && !lean && !late
-          ? productionKernel<T>(dc.nranks)
+      : production ? productionKernel<T>(dc.nranks)
       : lean && late
           ? byWorldSize(dc.nranks,
                         [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
@@ -213,7 +213,7 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // The production kernel's shared-memory limit was raised with the communicator
   // (prepareAllReduceLamport); a measurement form's is raised here, per call.
   size_t smem = 0;
-  if (solo && kernel == productionKernel<T>(dc.nranks) && dc.soloSmemBytes != 0)
+  if (solo && production && dc.soloSmemBytes != 0)
     smem = dc.soloSmemBytes;
   else if (solo)
     FC_CHECK(soloSmem(kernel, &smem));

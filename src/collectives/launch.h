@@ -87,17 +87,26 @@ fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, 
   return launchKernelWith(kernel, grid, block, 1u, smem, stream, pdl, std::forward<Args>(args)...);
 }
 
-// Measurement forms (FC_LAMPORT_STAGES=solo, FC_ARNORM_STAGES=solo): the dynamic shared
-// memory that keeps `kernel` to one CTA an SM on the current device - more than half an
-// SM holds, unused by the kernel - set as its limit; *smem receives it. Under PDL a
-// grid launched early then waits for our CTAs to leave an SM instead of joining them.
+// The dynamic shared memory that keeps a kernel to one CTA an SM on `device`: more than
+// half an SM holds, unused by the kernel. Under PDL a grid launched early then waits for
+// our CTAs to leave an SM instead of joining them (DeviceComm::soloSmemBytes keeps it).
+inline fcResult_t soloSmemBytes(int device, uint32_t* bytes) {
+  int perSm = 0;
+  FC_CUDA_CHECK(cudaDeviceGetAttribute(&perSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  *bytes = uint32_t(perSm) / 2 + 1024;
+  return fcSuccess;
+}
+
+// Measurement forms (FC_LAMPORT_STAGES=solo, FC_ARNORM_STAGES=solo), per call: that
+// much for `kernel` on the current device, set as its limit; *smem receives it.
 template <typename... Params>
 fcResult_t soloSmem(void (*kernel)(Params...), size_t* smem) {
-  int device = 0, perSm = 0;
+  int device = 0;
+  uint32_t bytes = 0;
   FC_CUDA_CHECK(cudaGetDevice(&device));
-  FC_CUDA_CHECK(cudaDeviceGetAttribute(&perSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
-  *smem = size_t(perSm) / 2 + 1024;
-  FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(*smem)));
+  FC_CHECK(soloSmemBytes(device, &bytes));
+  FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  *smem = bytes;
   return fcSuccess;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "collectives/launch.h"
 #include "core/driver.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -193,9 +194,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.error = errorDev;
   // One-shot CTAs alone on their SMs where the tuning says (device_comm.h): never where
   // ranks share a GPU, whose kernels must all be resident at once.
-  int smemPerSm = 0;
-  FC_CUDA_CHECK(cudaDeviceGetAttribute(&smemPerSm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, comm->cudaDev));
-  comm->dev.soloSmemBytes = params.shareGpu ? 0u : uint32_t(smemPerSm / 2 + 1024);
+  comm->dev.soloSmemBytes = 0;
+  if (!params.shareGpu) FC_CHECK(soloSmemBytes(comm->cudaDev, &comm->dev.soloSmemBytes));
   FC_CHECK(prepareAllReduceLamport(comm->dev));
 
   // No rank may signal a peer before that peer has mapped everybody: meet once more.
