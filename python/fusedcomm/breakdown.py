@@ -49,9 +49,10 @@ RULES = (
 )
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # the Chrome trace's categories of GPU activity
 WINDOW = "bench-model breakdown: "  # the record_function ranges' prefix
-# Issue 43's targets: ours (the better of fc and fc-sp) within this factor of the bound.
+# Issue 43's targets: ours (the best of fc and fc-sp, eager or compiled) within this factor
+# of the bound.
 TARGETS = {"decode": 1.03, "prefill": 1.05}
-OURS = ("fc", "fc-sp")
+OURS = ("fc", "fc-compiled", "fc-sp", "fc-sp-compiled")
 
 # tools/bench-model --breakdown-csv's columns (one row per variant, workload and part).
 FIELDS = ("preset", "hidden", "intermediate", "layers", "tp_shapes", "ranks", "phase", "tokens", "kv_len", "variant",
@@ -150,7 +151,7 @@ GEMM_WORK = "gemm+fused"  # the verdicts' part for the GEMM work, alone or fused
 
 def verdicts(timed_rows, bd_rows):
     """Per workload of the timed rows (tools/bench-model's CSV rows) where ours ran and a
-    bound did: ours (the better of fc and fc-sp), its ratio to the fastest bound, the
+    bound did: ours (the best of fc and fc-sp, eager or compiled), its ratio to the fastest bound, the
     target, whether it is missed, and from the breakdown rows (if the workload was
     profiled) every part's excess over the bound, gemm and fused taken together
     (GEMM_WORK), and the part with the largest: the part that takes the difference."""

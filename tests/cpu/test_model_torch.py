@@ -11,7 +11,8 @@ benchmark's own check() against the unsharded model:
 
 at prefill (one and two sequences) and a decode step over a KV cache; and the SP layer
 compiled as torch-async-tp compiles it (fullgraph: dynamo traces it whole; aot_eager:
-no code generation), at prefill; the breakdown's flow on torch.profiler (breakdown_lines).
+no code generation), at prefill, and nccl, bound and bound-sp in their -compiled forms
+(the token count dynamic, two prefills); the breakdown's flow on torch.profiler (breakdown_lines).
 Also: bench-model's flags (--quick and what overrides it, --variants, --breakdown),
 fusedcomm.async_tp's routing of the forms ours does not take.
 Exit 77 (skip) without torch."""
@@ -118,6 +119,23 @@ def worker(rank, world, port, out):
             ref = M.forward(M.shard_weights(M.make_weights(cfg, 7, "cpu", torch.float32), cfg, 1, 0), M.local(cfg, 1),
                             cfg.eps, M.Unsharded, ids, attn)
             lines.append("%s, compiled|torch-async-tp|%.3e|%.3e||" % ((name,) + M.errors(got, ref)))
+            # nccl and the bounds in their -compiled forms (CompiledForm: fullgraph, the token
+            # count dynamic), at two prefills: nccl-compiled must match, the bounds must not,
+            # and the second prefill must reuse the first's compile (its note kept).
+            run.backend = "aot_eager"
+            forms, skipped = run.variants(["nccl-compiled", "bound-compiled", "bound-sp-compiled"])
+            lines.append("%s, compiled forms|skipped|%s" % (name, sorted(skipped)))
+            weights = M.shard_weights(M.make_weights(cfg, 7, "cpu", torch.float32), cfg, 1, 0)
+            for n in (16, 24):
+                ids, attn = run.ids(n), M.Attention.prefill(n, 1, cfg, torch.device("cpu"), torch.float32)
+                ref = M.forward(weights, M.local(cfg, 1), cfg.eps, M.Unsharded, ids, attn)
+                for v in forms:
+                    got = run.gathered(v, run.step(v, ids, attn, n, "prefill"))
+                    lines.append("%s, compiled %d|%s|%.3e|%.3e||" % ((name, n, v.name) + M.errors(got, ref)))
+            lines.append("%s, compiled notes|notes|%s" % (name, sorted(
+                (k[0], k[1], note) for k, note in run.fused_ops.items() if k[0] in ("nccl-compiled", "bound-compiled"))))
+            nccl = next(v for v in forms if v.name == "nccl-compiled")
+            lines.append("%s, compiled applies|decode|%s" % (name, nccl.applies("decode", 8)))
             lines += breakdown_lines(bench, run, cfg)
     if rank == 0:
         with open(out, "w") as f:
@@ -167,9 +185,16 @@ if __name__ == "__main__":
         if r[1] == "skipped":
             expect(r[2] == "[]", "%s: every variant set up on the CPU (skipped: %s)" % (r[0], r[2]))
             continue
+        if r[1] == "notes":  # aot_eager generates no code: both prefills carry the first's note
+            expect(r[2] == str([(k, n, "the generated code was not seen") for k in ("bound-compiled", "nccl-compiled")
+                                for n in (16, 24)]), "compiled forms: a note per prefill (%s)" % r[2])
+            continue
+        if r[1] == "decode":
+            expect(r[2] == "compiled: prefill only", "compiled forms skip decode (%s)" % r[2])
+            continue
         name, variant, e_abs, e_rel, note, broken = r[0], r[1], float(r[2]), float(r[3]), r[4], r[5]
         expect(not broken, "%s: %s ran (%s)" % (name, variant, broken or "no error"))
-        if variant in ("nccl", "torch-async-tp"):
+        if variant in ("nccl", "nccl-compiled", "torch-async-tp"):
             # float32 through a few layers, the sums in another order: ~1e-6 of the scale.
             expect(e_rel < 1e-4, "%s: %s matches the unsharded model (rel err %.1e)" % (name, variant, e_rel))
             if "compiled" not in name:
