@@ -47,6 +47,13 @@ RULES = (
     ("gemm", ("gemm", "gemv", "nvjet", "xmma", "cutlass", "cublas", "splitkreduce", "tritontem")),
     ("norm", ("norm", "rsqrt")),
 )
+# Inductor's generated kernels (the -compiled and async-TP variants) are named after every
+# op whose code they hold or read: triton_poi_fused_matmul_all_reduce_residual_rmsnorm_
+# mul_silu_split is SwiGLU on our op's output, triton_poi_fused__scaled_dot_product_cudnn_
+# attention_add_cat_mul_neg_slice the rotary embedding feeding attention. So they get
+# rules of their own: templates (triton_tem_) are GEMMs, a reduction with an rsqrt an
+# RMSNorm, any other one is pointwise work.
+TRITON_RULES = (("gemm", ("tritontem",)), ("norm", ("rsqrt",)))
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # the Chrome trace's categories of GPU activity
 WINDOW = "bench-model breakdown: "  # the record_function ranges' prefix
 # Issue 43's targets: ours (the best of fc and fc-sp, eager or compiled) within this factor
@@ -64,7 +71,8 @@ def classify(name, bound=False):
     the one kernel of ours it runs, the fused residual + RMSNorm on a 1-rank communicator
     (bound-fc), counts as norm."""
     key = name.lower().replace("_", "")
-    part = next((p for p, subs in RULES if any(s in key for s in subs)), "other")
+    rules = TRITON_RULES if key.startswith("triton") else RULES
+    part = next((p for p, subs in rules if any(s in key for s in subs)), "other")
     if bound and part == "communication" and "norm" in key:
         return "norm"
     return part

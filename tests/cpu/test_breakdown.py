@@ -108,6 +108,12 @@ NAMES = {
     "namespace)::OpaqueType<2u>, unsigned int, 3, 128, 1>(...)": "other",
     "triton_poi_fused_add_cat_mul_neg_1": "other",
     "triton_poi_fused_mul_silu_2": "other",
+    # inductor names a fused kernel after the ops it reads too (2 H200s, 83396d6): SwiGLU on
+    # our fused op's output, SwiGLU before a reduce-scatter, the rotary embedding before attention
+    "triton_poi_fused_matmul_all_reduce_residual_rmsnorm_mul_silu_split_2": "other",
+    "triton_poi_fused_matmul_reduce_scatter_mul_silu_split_3": "other",
+    "triton_poi_fused__scaled_dot_product_cudnn_attention_add_cat_mul_neg_slice_split_with_sizes_transpose_0": "other",
+    "triton_tem_fused_mm_0": "gemm",
     "Memcpy DtoD (Device -> Device)": "other",
     "Memset (Device)": "other",
 }

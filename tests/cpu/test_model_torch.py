@@ -42,6 +42,9 @@ def load_bench():
     loader = importlib.machinery.SourceFileLoader("bench_model", path)
     spec = importlib.util.spec_from_loader("bench_model", loader)
     mod = importlib.util.module_from_spec(spec)
+    # In sys.modules before it runs, as an import would put it: dynamo, tracing the
+    # variants' methods (the -compiled forms), imports their module by name for its globals.
+    sys.modules["bench_model"] = mod
     loader.exec_module(mod)
     return mod
 
