@@ -12,7 +12,7 @@ benchmark's own check() against the unsharded model:
 at prefill (one and two sequences) and a decode step over a KV cache; and the SP layer
 compiled as torch-async-tp compiles it (fullgraph: dynamo traces it whole; aot_eager:
 no code generation), at prefill, and nccl, bound and bound-sp in their -compiled forms
-(the token count dynamic, two prefills); the breakdown's flow on torch.profiler (breakdown_lines).
+(automatic dynamic shapes, two prefills); the breakdown's flow on torch.profiler (breakdown_lines).
 Also: bench-model's flags (--quick and what overrides it, --variants, --breakdown),
 fusedcomm.async_tp's routing of the forms ours does not take.
 Exit 77 (skip) without torch."""
@@ -122,9 +122,9 @@ def worker(rank, world, port, out):
             ref = M.forward(M.shard_weights(M.make_weights(cfg, 7, "cpu", torch.float32), cfg, 1, 0), M.local(cfg, 1),
                             cfg.eps, M.Unsharded, ids, attn)
             lines.append("%s, compiled|torch-async-tp|%.3e|%.3e||" % ((name,) + M.errors(got, ref)))
-            # nccl and the bounds in their -compiled forms (CompiledForm: fullgraph, the token
-            # count dynamic), at two prefills: nccl-compiled must match, the bounds must not,
-            # and the second prefill must reuse the first's compile (its note kept).
+            # nccl and the bounds in their -compiled forms (CompiledForm: fullgraph, automatic
+            # dynamic shapes), at two prefills: nccl-compiled must match, the bounds must not,
+            # and the second prefill keeps the first's note where it generated no code.
             run.backend = "aot_eager"
             forms, skipped = run.variants(["nccl-compiled", "bound-compiled", "bound-sp-compiled"])
             lines.append("%s, compiled forms|skipped|%s" % (name, sorted(skipped)))
