@@ -38,9 +38,10 @@ PRIORITY = ("fused", "gemm", "attention", "norm", "other", "communication")
 # gemm); the all-reduce + RMSNorm kernels say "norm" (communication before norm);
 # PyTorch's flash and memory-efficient attention kernels say "cutlass" (attention
 # before gemm). Kernel names: src/ (grep __global__; the engine's GemmUniversal has
-# fc::engine's mainloop in its type), NCCL's ncclDevKernel_*, c10d::symmetric_memory::*.
+# fc::engine's mainloop in its type; the profiler gives it mangled where the name is long:
+# ...N2fc6engine15OwnRowsMainloop...), NCCL's ncclDevKernel_*, c10d::symmetric_memory::*.
 RULES = (
-    ("fused", ("fc::engine::", "gemvallreducekernel")),
+    ("fused", ("fc::engine::", "fc6engine", "gemvallreducekernel")),
     ("communication", ("nccl", "allreduce", "reducescatter", "allgather", "lamport", "barrierkernel", "gatekernel",
                        "localreducekernel", "reducepartialskernel", "symmetricmemory", "multimem", "memcpy ptop")),
     ("attention", ("flash", "fmha", "sdpa", "attention", "softmax")),
