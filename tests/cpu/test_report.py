@@ -3,7 +3,9 @@ the report has its summary, every section the sample feeds, figures taken from t
 sample's rows (not invented), links to the raw files with their commands, each plot
 is a PNG, and README's marked block is rewritten between its markers, the rest of
 the file untouched. Exit 77 (skip) without matplotlib (tools/install-deps installs it)."""
+import csv
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -130,13 +132,17 @@ with tempfile.TemporaryDirectory() as tmp:
            "model seqs8: the model table's columns")
     expect("| prefill 2048 (8 x 256) | 4620.4 | 4501.8 | 4338.0 | 4276.5 | 4420.2 | 4060.3 | 1.053 | 1.053 | 1.080 "
            "| 1.018 |" in text, "model seqs8 row from the sample")
-    expect("model llama3-8b, prefill 16384 (8 sequences): ours (best of fc, fc-sp) 1.02x the best other variant's time"
-           in text, "model seqs8 loss listed")
+    expect("model llama3-8b, prefill 16384 (8 sequences): ours (best of fc, fc-sp, eager or compiled) 1.02x the best "
+           "other variant's time" in text, "model seqs8 loss listed")
     expect("[model-2-seqs8.csv](" in model_sec and "--seqs 8 --prefill 2048,8192,16384" in model_sec,
            "model seqs8: raw file and command")
     expect("crossover" not in text, "no crossover section without its file")
     new = open(readme).read()
-    expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nMeasured 2026-11-23"), "README block rewritten")
+    expect(new.startswith("# title\n\nbefore\n<!-- report:begin -->\nThe main job, tools/bench-model (each "
+                          "configuration's latest run):\n- 2x NVIDIA H200 (nvidia-h200-x2), 2026-11-23, commit 8184aaf "
+                          "([its part](docs/perf.md)): model (llama3-8b, 4 layers, 2 ranks): ours "),
+           "README block rewritten, the model's figures first")
+    expect("\n\nMeasured 2026-11-23" in new, "README block: then the main run's headline")
     expect("stale figures" not in new and new.endswith("<!-- report:end -->\nafter\n"), "README outside the block kept")
 
 # A one-rank sample (tests/data/report-sample-1rank): the all-reduce + RMSNorm section
@@ -393,6 +399,28 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| prefill 8192 (8 x 1024) | 17950.2 |" in text, "seqs8 alone: its rows")
     expect("## One-shot / two-shot crossover at 4 ranks" in text and "lacks the column allreduce-auto_us" in text
            and "| size | one-shot (full)" not in text, "crossover without auto's column: a note, no table")
+
+# README's main-job lines take each model configuration from the latest run that has it:
+# a later folder (report-sample-later's manifest) with the main run's model-2.csv, its rows
+# made 10 % faster, replaces the main run's line; the configuration appears once.
+with tempfile.TemporaryDirectory() as tmp:
+    later = os.path.join(tmp, "later")
+    os.makedirs(later)
+    shutil.copy(os.path.join(root, "tests", "data", "report-sample-later", "manifest.json"), later)
+    with open(os.path.join(sample, "model-2.csv")) as f, open(os.path.join(later, "model-2.csv"), "w") as g:
+        rows = list(csv.DictReader(f))
+        w = csv.DictWriter(g, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        for r in rows:
+            if r["step_us"] and not r["variant"].startswith("bound"):
+                r["step_us"] = "%.1f" % (float(r["step_us"]) * 0.9)
+            w.writerow(r)
+    perf, plots, readme = docs_in(tmp)
+    subprocess.run(report + [sample, later, "--perf", perf, "--plots", plots, "--readme", readme], check=True)
+    block = open(readme).read().split("<!-- report:begin -->")[1].split("\n\nMeasured")[0]
+    mine = [l for l in block.splitlines() if "model (llama3-8b, 4 layers, 2 ranks)" in l]
+    expect(len(mine) == 1 and "commit 2222222 ([its part](docs/perf.md#later-at-2-ranks-" in mine[0],
+           "README main job: the later run's line replaces the main run's (%s)" % mine)
 
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)
