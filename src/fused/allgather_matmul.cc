@@ -1,9 +1,10 @@
 // fcAllGatherMatmul: C = allgather(A_shard) x op(B), by one of three paths - the
 // cuBLASLt pipeline (the copy engine pulls the peers' shards in rank-rotated order
 // while per-group GEMMs consume those that landed, after torch symm_mem's
-// fused_all_gather_matmul), the persistent GEMM engine (one CUTLASS GEMM whose tile
-// rows wait, bounded, for each shard's flag; shards pushed by the peers straight from
-// A where they can be), or unfused (all-gather, then one GEMM).
+// fused_all_gather_matmul; in passes of rows where a shard is larger than a workspace
+// slot), the persistent GEMM engine (one CUTLASS GEMM whose tile rows wait, bounded, for
+// each shard's flag; shards pushed by the peers straight from A where they can be), or
+// unfused (all-gather, then one GEMM).
 // tuning::chooseAllGatherMatmul picks one, the same on every rank. The gathered rows
 // go to Agathered, else the channel's scratch (comm/scratch.h).
 // docs/design.md, "Fused all-gather + GEMM" (the flows step by step).
@@ -129,6 +130,65 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
     }
   }
   return fcSuccess;
+}
+
+// The pipeline for a shard beyond a workspace slot (issue 45: no cliff at long
+// prefills): its rows in passes of at most a slot, the two slots in turn, as fcAllGather's
+// copy-engine form moves them (all_gather_ce.cc). S stages pass 0 in slot 0; then per
+// pass p:
+//   S: the op's barrier: every rank's rows of pass p are staged in its slot p % 2, and
+//      every rank has waited for its pulls of pass p - 1 (the end of the loop), so slot
+//      (p + 1) % 2, which they read, is free on every rank
+//   Q (after it): the peers' rows of the pass into the gathered buffer (rank+1, rank+2,
+//      ..., mark t after step t); our own rows into a caller's Agathered; then our rows of
+//      pass p + 1 into slot (p + 1) % 2 (under S's GEMMs below); mark W
+//   S: the GEMM of our own rows of the pass, from A (under the pulls); each peer's rows
+//      once its mark is reached (a GEMM each: one peer's rows of a pass do not continue
+//      the next one's in C); then wait for mark W
+// Then the final barrier: nobody pulls from our slots any more. No copy of ours is
+// exposed but the first pass's staging, and per pass the barrier and the pulls that our
+// own rows' GEMM does not cover.
+fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                            const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
+  const int W = dc.nranks, rank = dc.rank;
+  const size_t es = dataTypeSize(a.datatype), shardRows = a.M / size_t(W);
+  const size_t rowBytes = a.K * es, cRowBytes = a.N * es;
+  const size_t slotRows = ce::slotBytes(dc) / rowBytes;  // >= 1 (tuning: pipelineInPasses)
+  const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
+  const char* A = static_cast<const char*>(a.A);
+  char* C = static_cast<char*>(a.C);
+  const uint32_t sig = signatureOf(a);
+  auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
+  auto stage = [&](size_t p, cudaStream_t on) {
+    return ce::copy(ce::slot(dc, rank, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes, on);
+  };
+  FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows", passes, passRows);
+  FC_CHECK(stage(0, stream));
+  for (size_t p = 0; p < passes; ++p) {
+    const size_t r0 = p * passRows, rows = rowsOf(p);
+    auto gatheredRows = [&](size_t s) { return gathered + (s * shardRows + r0) * rowBytes; };
+    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+    FC_CHECK(copies.after(stream, 0));
+    for (int t = 1; t < W; ++t) {
+      const int s = (rank + t) % W;
+      FC_CHECK(ce::copy(gatheredRows(size_t(s)), ce::slot(dc, s, channel, p), rows * rowBytes, copies.stream()));
+      FC_CHECK(copies.mark(size_t(t)));
+    }
+    if (a.Agathered != nullptr && gatheredRows(size_t(rank)) != A + r0 * rowBytes)  // in place: already there
+      FC_CHECK(ce::copy(gatheredRows(size_t(rank)), A + r0 * rowBytes, rows * rowBytes, copies.stream()));
+    if (p + 1 < passes) FC_CHECK(stage(p + 1, copies.stream()));
+    FC_CHECK(copies.mark(size_t(W)));
+    FC_CHECK(gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
+                         a.transB, a.datatype, stream));
+    for (int t = 1; t < W; ++t) {
+      const size_t s = size_t((rank + t) % W);
+      FC_CHECK(copies.waitMark(stream, size_t(t)));
+      FC_CHECK(gemm.matmul(gatheredRows(s), rows, a.B, C + (s * shardRows + r0) * cRowBytes, a.N, a.K, a.transB,
+                           a.datatype, stream));
+    }
+    FC_CHECK(copies.waitMark(stream, size_t(W)));
+  }
+  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
 }
 
 // Whether the engine path gathers A in the channel's workspace itself: our shard staged
@@ -294,7 +354,8 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   }
   const bool zeroCopy = symA != nullptr;
   // Both fused paths stage our shard in a workspace slot (unless A is zero-copy); the
-  // engine takes bf16 / fp16 with TMA-aligned rows only.
+  // engine takes bf16 / fp16 with TMA-aligned rows only. A larger shard: the pipeline
+  // in passes of rows (pipelineInPasses).
   const bool fits = zeroCopy || shardBytes <= ce::slotBytes(dc);
   tuning::AllGatherMatmulQuery q;
   q.forced = choice;
@@ -306,6 +367,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   q.K = a.K;
   q.engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows, nullptr));
   q.pipelineFits = fits;
+  q.pipelineInPasses = !fits && ce::slotBytes(dc) >= rowBytes;
   const FusedAlgo path = tuning::chooseAllGatherMatmul(q);
   const bool push = path == FusedAlgo::Engine && pushesShards(dc, a, symA);
   FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s%s", a.M, a.N, a.K, pathName(path),
@@ -313,6 +375,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (push) return viaEnginePush(dc, channel, copies, a, stream);
   if (path == FusedAlgo::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
   if (path == FusedAlgo::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
+  if (!fits) return pipelineInPasses(dc, channel, copies, gemm, a, gathered, stream);
 
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, stream,
                         [&](int t, int, size_t) { return copies.mark(size_t(t)); }));

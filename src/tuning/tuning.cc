@@ -341,10 +341,14 @@ bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {
 // ---- All-gather + GEMM ----------------------------------------------------------------------
 
 namespace {
+bool agmmPipelineFills(const AllGatherMatmulQuery& q) {
+  const size_t shardRows = q.M / size_t(q.nranks);
+  return shardRows >= kAgmmPipelineMinShardRows && fillsWaves(tiles(shardRows, q.N), kAgmmPipelineMinWavesX4, q.gpuSms);
+}
+
 FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
   const size_t shardRows = q.M / size_t(q.nranks);
-  const bool pipelineFills =
-      shardRows >= kAgmmPipelineMinShardRows && fillsWaves(tiles(shardRows, q.N), kAgmmPipelineMinWavesX4, q.gpuSms);
+  const bool pipelineFills = agmmPipelineFills(q);
   const bool engineShape = shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
                            q.K <= kAgmmEngineMaxNK && tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms);
   if (engineShape && (q.nranks == 2 || (q.nranks <= kAgmmEngineMaxRanks &&
@@ -357,9 +361,13 @@ FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
 
 FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q) {
   FusedAlgo path = q.forced == FusedAlgo::Auto ? allGatherMatmulAuto(q) : q.forced;
+  // A shard beyond a workspace slot: the engine cannot take it; the pipeline runs in
+  // passes of rows instead of the all-gather in front of one GEMM (unfused), which
+  // exposes the whole all-gather.                            perf-log: chooseAllGatherMatmul
   if (path == FusedAlgo::Engine && !q.engineTakes)
-    path = q.forced == FusedAlgo::Engine ? FusedAlgo::Pipeline : FusedAlgo::Unfused;
-  if (path == FusedAlgo::Pipeline && !q.pipelineFits) path = FusedAlgo::Unfused;
+    path = q.forced == FusedAlgo::Engine || (q.pipelineInPasses && agmmPipelineFills(q)) ? FusedAlgo::Pipeline
+                                                                                       : FusedAlgo::Unfused;
+  if (path == FusedAlgo::Pipeline && !q.pipelineFits && !q.pipelineInPasses) path = FusedAlgo::Unfused;
   return path;
 }
 

@@ -125,10 +125,13 @@ struct AllGatherMatmulQuery {
   size_t M = 0, N = 0, K = 0;
   bool engineTakes = false;   // the engine supports the shape and its shard fits a slot
   bool pipelineFits = false;  // a shard fits a workspace slot (or A is symmetric)
+  bool pipelineInPasses = false;  // it does not, and the pipeline can run in passes of rows
 };
 // The path (never Auto): auto is a function of the shape, world size and SM counts only,
 // the same on every rank. A forced engine that cannot run falls back to the pipeline,
-// the auto one to unfused; a pipeline whose shard does not fit to unfused.
+// the auto one to unfused, or, for a shard beyond a slot (the engine stages whole
+// shards), to the pipeline in passes where that fills its waves; a pipeline that fits
+// neither way to unfused.
 FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q);
 // The unfused path's all-gather of shards of `shardBytes`: Lamport (into the scratch,
 // not a caller's Agathered: it may rewrite NaN bits), CopyEngine or Sm.

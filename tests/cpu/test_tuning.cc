@@ -222,7 +222,7 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
   auto pick = [](int W, int sms, size_t M, size_t N, size_t K, FusedAlgo forced = FusedAlgo::Auto,
-                 bool engineTakes = true, bool fits = true, int engineSms = 0) {
+                 bool engineTakes = true, bool fits = true, int engineSms = 0, bool inPasses = false) {
     AllGatherMatmulQuery q;
     q.forced = forced;
     q.nranks = W;
@@ -233,6 +233,7 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     q.K = K;
     q.engineTakes = engineTakes;
     q.pipelineFits = fits;
+    q.pipelineInPasses = inPasses;
     return chooseAllGatherMatmul(q);
   };
   for (int sms : {132, 114}) {
@@ -266,6 +267,21 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Pipeline) == FusedAlgo::Pipeline);
     CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Pipeline, true, false) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Unfused) == FusedAlgo::Unfused);
+    // Shards beyond a workspace slot (the engine cannot stage them): the pipeline in passes
+    // of rows where auto would run the engine or the pipeline, unfused where neither fills
+    // its waves or the pipeline cannot run in passes either.
+    auto passes = [&](int W, size_t M, size_t N, size_t K, FusedAlgo forced = FusedAlgo::Auto, bool inPasses = true) {
+      return pick(W, sms, M, N, K, forced, false, false, 0, inPasses);
+    };
+    CHECK(passes(2, 32768, 3072, 4096) == FusedAlgo::Pipeline);    // the engine's shape
+    CHECK(passes(2, 32768, 27648, 5120) == FusedAlgo::Pipeline);   // the pipeline's
+    CHECK(passes(4, 32768, 3072, 8192) == FusedAlgo::Pipeline);
+    CHECK(passes(2, 512, 3072, 4096) == FusedAlgo::Unfused);       // 256-row shards
+    CHECK(passes(2, 32768, 3072, 4096, FusedAlgo::Auto, false) == FusedAlgo::Unfused);
+    CHECK(passes(2, 512, 512, 512, FusedAlgo::Engine) == FusedAlgo::Pipeline);
+    CHECK(passes(2, 512, 512, 512, FusedAlgo::Pipeline) == FusedAlgo::Pipeline);
+    CHECK(passes(2, 512, 512, 512, FusedAlgo::Pipeline, false) == FusedAlgo::Unfused);
+    CHECK(passes(2, 32768, 3072, 4096, FusedAlgo::Unfused) == FusedAlgo::Unfused);
   }
   // Where the SM count decides: a wave of 128 x 256 tiles for the engine (128 tiles),
   // two waves of 128 x 128 tiles per shard for the pipeline (240 and 256 tiles).

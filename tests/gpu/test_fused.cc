@@ -3,6 +3,7 @@
 // C must equal the exact result rounded once to the dtype: results are compared
 // exactly. C and Agathered are poisoned (NaN) before every call.
 #include <cuda_runtime_api.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <cstring>
@@ -95,11 +96,16 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
   };
   // Tiny and odd (unfused by the auto choice), mid-size with K and N not multiples of
   // 128, one whose shards fill two waves (fused by the auto choice), one whose K is no
-  // multiple of 8 (rows not 16-byte aligned: the engine falls back), and shards of two
-  // whole tile rows with odd N and K (the engine reads them in place and pushes them).
-  const Shape shapes[] = {{8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}, {64, 136, 36}, {256, 392, 136}};
+  // multiple of 8 (rows not 16-byte aligned: the engine falls back), shards of two
+  // whole tile rows with odd N and K (the engine reads them in place and pushes them),
+  // and shards of 4.6 MB, beyond the tests' 4 MiB workspace slot (GpuEnv: 8 MiB): the
+  // pipeline in two passes of rows (pipelineInPasses), zero-copy A the engine.
+  const Shape shapes[] = {{8, 72, 40},    {96, 520, 264},   {1024, 4224, 200},
+                          {64, 136, 36},  {256, 392, 136},  {2304, 2048, 1000}};
+  size_t symBytes = 0;
+  for (const Shape& sh : shapes) symBytes = std::max(symBytes, sh.ms * sh.K * 2);
   void* sym = nullptr;
-  FC_REQUIRE(fcMemAlloc(env.comm, &sym, 1024 * 264 * 2));
+  FC_REQUIRE(fcMemAlloc(env.comm, &sym, symBytes));
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
