@@ -451,8 +451,9 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  *   M: the global row count, a multiple of nranks; M, N, K > 0. datatype: fcBfloat16
  *   or fcFloat16 (inputs and output), fp32 accumulation. Pointers aligned
  *   to the element size (16 bytes or more is faster).
- * Paths (the cuBLASLt pipeline, the persistent GEMM engine, or all-gather then one
- * GEMM) are chosen per shape, world size and SM count, the same on every rank;
+ * Paths (the cuBLASLt pipeline, in passes of rows where a shard is larger than half
+ * the workspace; the persistent GEMM engine; or all-gather then one GEMM) are chosen
+ * per shape, world size and SM count, the same on every rank;
  * FC_AGMM_ALGO=pipeline (old spelling: fused) | engine | unfused | auto (default)
  * forces one for communicators created afterwards (a forced engine that cannot take
  * the shape runs the pipeline). The paths and the choice: docs/api.md, this
