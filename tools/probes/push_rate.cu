@@ -23,18 +23,24 @@
 //              clears each pack once read (our Rows kind's way); then our one-shot kernel's
 //              features added one at a time (kLamportVariants: per-CTA state, PDL, our
 //              chunks, our buffer layout, the polls' back-off, a call warp, 1 CTA per SM,
-//              512 or 256 data threads), at our one-shot's grid
+//              512 or 256 data threads), at our one-shot's grid; then, on the closest of
+//              them (-all3), the rest of ours: bf16 packs summed in fp32 in rank order and
+//              rounded once (-bf16), the call warp's header exchange with the peer's same
+//              CTA (-header: push, poll, reset of the call before's; the data threads do
+//              not wait for it, the kernel's end does), and both (-ourslike)
 //   pingpong   one thread per GPU: a word stored into the peer, the peer's answer
 //              polled for; half the round trip = one-way latency (bytes column 4)
 // Output: CSV on stdout, a header line first. Run on a node with 2 NVLink-connected
 // GPUs: build/tools/probes/push-rate [bytes...] (default 64 KiB - 16 MiB).
 #include <cuda.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -98,6 +104,50 @@ struct Bufs {
   uint4* b[3];
 };
 
+// The Lamport kernel's run-time switches (LamportVariant, below).
+struct LamportOpts {
+  bool clear = false, backoff = false, bf16 = false, header = false;
+  int callWarp = 0;  // threads of the call warp (0: none)
+  int rank = 0;      // this GPU's rank: bf16 sums go in rank order
+  Bufs hdrPeer{}, hdrMine{};  // header slots, a pack per CTA: the peer's (we push) and ours
+};
+
+// x + y, 8 bf16 a pack, in fp32, rounded once (our one-shot's sum at 2 ranks, rank order).
+__device__ uint4 addBf16(const uint4& x, const uint4& y) {
+  const uint32_t xs[4] = {x.x, x.y, x.z, x.w}, ys[4] = {y.x, y.y, y.z, y.w};
+  uint32_t o[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&xs[w]));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ys[w]));
+    const __nv_bfloat162 r = __floats2bfloat162_rn(a.x + b.x, a.y + b.y);
+    o[w] = *reinterpret_cast<const uint32_t*>(&r);
+  }
+  return uint4{o[0], o[1], o[2], o[3]};
+}
+
+// The call warp's header exchange (lane 0): push this call's header into the peer's slot
+// for our CTA in buffer call % 3, reset our slot of the call before (the peer writes it
+// again in call + 2, after our call + 1 has started), poll ours for the peer's header.
+__device__ void exchangeHeader(const LamportOpts& o, unsigned call, size_t n, int* failed) {
+  if ((threadIdx.x & 31) != 0) return;
+  const uint4 h{call + 1, unsigned(n), 0x600du, blockIdx.x};  // never all ones
+  o.hdrPeer.b[call % 3][blockIdx.x] = h;
+  o.hdrMine.b[(call + 2) % 3][blockIdx.x] = uint4{kEmpty, kEmpty, kEmpty, kEmpty};
+  const uint4* mine = o.hdrMine.b[call % 3] + blockIdx.x;
+  uint4 v = volatileLoad(mine);
+  const unsigned long long t0 = nowNs();
+  while (!ready(v)) {
+    if (nowNs() - t0 > kDeadlineNs) {
+      *failed = 1;
+      return;
+    }
+    __nanosleep(100);
+    v = volatileLoad(mine);
+  }
+  if (v.x != h.x || v.y != h.y || v.z != h.z || v.w != h.w) *failed = 2;  // a mismatch: the probe is wrong
+}
+
 // The minimal Lamport one-shot. The inputs are finite fp32, so no word of a pushed
 // pack is kEmpty. clear: each pack cleared once read; else the buffer of the call
 // before swept between push and poll (a peer is at most one call ahead, so it writes
@@ -115,15 +165,19 @@ struct Bufs {
 // as ours, at 50 registers x 1056 threads, cannot).
 template <bool kCtaState, bool kPdl, bool kChunks>
 __global__ void lamportKernel(const uint4* in, uint4* out, Bufs peer, Bufs mine, size_t n, unsigned* state,
-                              bool clear, bool backoff, int callWarp, int* failed) {
+                              LamportOpts o, int* failed) {
   if constexpr (kPdl) asm volatile("griddepcontrol.wait;" ::: "memory");
-  const unsigned dataThreads = blockDim.x - callWarp;
+  const unsigned dataThreads = blockDim.x - o.callWarp;
   const unsigned call = kCtaState ? state[blockIdx.x] : *state;
   if constexpr (kCtaState) {
     __syncthreads();  // every thread has read the count
     if (threadIdx.x == 0) state[blockIdx.x] = call + 1;
   }
-  if (threadIdx.x >= dataThreads) return;
+  if (threadIdx.x >= dataThreads) {  // the call warp
+    if (o.header) exchangeHeader(o, call, n, failed);
+    return;
+  }
+  const bool clear = o.clear, backoff = o.backoff;
   // This thread's m-th pack; it grows with m.
   auto pack = [dataThreads](size_t m) -> size_t {
     if constexpr (kChunks) {
@@ -154,10 +208,13 @@ __global__ void lamportKernel(const uint4* in, uint4* out, Bufs peer, Bufs mine,
     }
     if (clear) cur[i] = uint4{kEmpty, kEmpty, kEmpty, kEmpty};
     const uint4 a = in[i];
-    out[i] = uint4{__float_as_uint(__uint_as_float(a.x) + __uint_as_float(v.x)),
-                   __float_as_uint(__uint_as_float(a.y) + __uint_as_float(v.y)),
-                   __float_as_uint(__uint_as_float(a.z) + __uint_as_float(v.z)),
-                   __float_as_uint(__uint_as_float(a.w) + __uint_as_float(v.w))};
+    if (o.bf16)
+      out[i] = o.rank == 0 ? addBf16(a, v) : addBf16(v, a);
+    else
+      out[i] = uint4{__float_as_uint(__uint_as_float(a.x) + __uint_as_float(v.x)),
+                     __float_as_uint(__uint_as_float(a.y) + __uint_as_float(v.y)),
+                     __float_as_uint(__uint_as_float(a.z) + __uint_as_float(v.z)),
+                     __float_as_uint(__uint_as_float(a.w) + __uint_as_float(v.w))};
   }
 }
 
@@ -207,6 +264,19 @@ F entry(const char* name) {
       std::exit(1);                                                              \
     }                                                                            \
   } while (0)
+
+// bf16 bits of an fp32 value that bf16 holds exactly (small integers), and back.
+uint16_t bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return uint16_t(u >> 16);
+}
+float bf16Value(uint16_t b) {
+  const uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 // bytes on GPU dev, read-write for both GPUs: cuMem as libfusedcomm's heap, or cudaMalloc.
 void* allocShared(int dev, size_t bytes, bool cumem) {
@@ -275,7 +345,9 @@ double timeBoth(Pair& p, cudaGraphExec_t g[2], int launches) {
       int failed = 0;
       CK(cudaMemcpy(&failed, p.failed[d], sizeof failed, cudaMemcpyDeviceToHost));
       if (failed) {
-        std::fprintf(stderr, "push-rate: GPU %d: a spin gave up after 2 s (gate or poll)\n", d);
+        std::fprintf(stderr, "push-rate: GPU %d: %s\n", d,
+                     failed == 2 ? "a header from the peer was not this call's (the probe's protocol is wrong)"
+                                 : "a spin gave up after 2 s (gate or poll)");
         std::exit(1);
       }
       float ms = 0.f;
@@ -324,6 +396,7 @@ struct LamportVariant {
   bool clear, ctaState, pdl, chunks, oursLayout;
   bool backoff = false, callWarp = false, oneCtaPerSm = false;
   int maxThreads = 1024;  // data threads per CTA at most (ours: 512, chunks.cuh kThreads)
+  bool bf16 = false, header = false;  // bf16 sums in rank order; the call warp's headers
 };
 constexpr LamportVariant kLamportVariants[] = {
     {"lamport-sweep", false, false, false, false, false},
@@ -339,20 +412,26 @@ constexpr LamportVariant kLamportVariants[] = {
     {"lamport-ours-512-callwarp", false, true, true, true, true, false, true, false, 512},
     {"lamport-ours-512-all3", false, true, true, true, true, true, true, true, 512},
     {"lamport-ours-256", false, true, true, true, true, false, false, false, 256},
+    {"lamport-ours-512-all3-bf16", false, true, true, true, true, true, true, true, 512, true, false},
+    {"lamport-ours-512-all3-header", false, true, true, true, true, true, true, true, 512, false, true},
+    {"lamport-ours-512-ourslike", false, true, true, true, true, true, true, true, 512, true, true},
 };
 constexpr size_t kOneCtaSmem = 120 << 10;  // more than half an SM's shared memory
 
 template <bool kCtaState, bool kPdl, bool kChunks>
 void launchLamportAs(const LamportVariant& v, int grid, int threads, cudaStream_t s, const uint4* in, uint4* out,
-                     const Bufs& peer, const Bufs& mine, size_t n, unsigned* state, int* failed) {
+                     const Bufs& peer, const Bufs& mine, size_t n, unsigned* state, LamportOpts o, int* failed) {
   cudaLaunchAttribute attr;
-  const int callWarp = v.callWarp ? 32 : 0;
+  o.clear = v.clear;
+  o.backoff = v.backoff;
+  o.bf16 = v.bf16;
+  o.header = v.header;
+  o.callWarp = v.callWarp || v.header ? 32 : 0;
   threads = std::min(threads, v.maxThreads);
-  cudaLaunchConfig_t cfg = pdlLaunchConfig(dim3(grid), dim3(threads + callWarp), s, &attr);
+  cudaLaunchConfig_t cfg = pdlLaunchConfig(dim3(grid), dim3(threads + o.callWarp), s, &attr);
   cfg.numAttrs = kPdl ? 1 : 0;
   cfg.dynamicSmemBytes = v.oneCtaPerSm ? kOneCtaSmem : 0;
-  CK(cudaLaunchKernelEx(&cfg, lamportKernel<kCtaState, kPdl, kChunks>, in, out, peer, mine, n, state, v.clear,
-                        v.backoff, callWarp, failed));
+  CK(cudaLaunchKernelEx(&cfg, lamportKernel<kCtaState, kPdl, kChunks>, in, out, peer, mine, n, state, o, failed));
   if constexpr (!kCtaState) {
     nextCall<<<1, 1, 0, s>>>(state);
     CK(cudaGetLastError());
@@ -360,11 +439,11 @@ void launchLamportAs(const LamportVariant& v, int grid, int threads, cudaStream_
 }
 
 void launchLamport(const LamportVariant& v, int grid, int threads, cudaStream_t s, const uint4* in, uint4* out,
-                   const Bufs& peer, const Bufs& mine, size_t n, unsigned* state, int* failed) {
-  if (!v.ctaState) launchLamportAs<false, false, false>(v, grid, threads, s, in, out, peer, mine, n, state, failed);
-  else if (!v.pdl) launchLamportAs<true, false, false>(v, grid, threads, s, in, out, peer, mine, n, state, failed);
-  else if (!v.chunks) launchLamportAs<true, true, false>(v, grid, threads, s, in, out, peer, mine, n, state, failed);
-  else launchLamportAs<true, true, true>(v, grid, threads, s, in, out, peer, mine, n, state, failed);
+                   const Bufs& peer, const Bufs& mine, size_t n, unsigned* state, const LamportOpts& o, int* failed) {
+  if (!v.ctaState) launchLamportAs<false, false, false>(v, grid, threads, s, in, out, peer, mine, n, state, o, failed);
+  else if (!v.pdl) launchLamportAs<true, false, false>(v, grid, threads, s, in, out, peer, mine, n, state, o, failed);
+  else if (!v.chunks) launchLamportAs<true, true, false>(v, grid, threads, s, in, out, peer, mine, n, state, o, failed);
+  else launchLamportAs<true, true, true>(v, grid, threads, s, in, out, peer, mine, n, state, o, failed);
 }
 
 }  // namespace
@@ -414,11 +493,13 @@ int main(int argc, char** argv) {
     const char* map = cumem ? "cumem" : "malloc";
     // Per GPU: src (local input), dst (written by the peer), sweep (local), out, the
     // three Lamport buffers.
-    uint4 *src[2], *dst[2], *sweep[2], *out[2];
-    Bufs lb[2], heap[2];
+    uint4 *src[2], *srcBf16[2], *dst[2], *sweep[2], *out[2];
+    Bufs lb[2], heap[2], hdr[2];
     unsigned* counter[2];
     for (int d = 0; d < 2; ++d) {
       src[d] = static_cast<uint4*>(allocShared(d, maxBytes, cumem));
+      srcBf16[d] = static_cast<uint4*>(allocShared(d, maxBytes, cumem));
+      for (auto& b : hdr[d].b) b = static_cast<uint4*>(allocShared(d, 1024 * sizeof(uint4), cumem));
       dst[d] = static_cast<uint4*>(allocShared(d, maxBytes, cumem));
       sweep[d] = static_cast<uint4*>(allocShared(d, maxBytes, cumem));
       out[d] = static_cast<uint4*>(allocShared(d, maxBytes, cumem));
@@ -432,6 +513,10 @@ int main(int argc, char** argv) {
       std::vector<float> h(maxBytes / 4);
       for (size_t i = 0; i < h.size(); ++i) h[i] = float((i * 7 + d * 13) % 1000);
       CK(cudaMemcpy(src[d], h.data(), maxBytes, cudaMemcpyHostToDevice));
+      // And in bf16: integers below 100, so that every sum (< 256) is exact in bf16 too.
+      std::vector<uint16_t> hb(maxBytes / 2);
+      for (size_t i = 0; i < hb.size(); ++i) hb[i] = bf16Bits(float((i * 7 + d * 13) % 100));
+      CK(cudaMemcpy(srcBf16[d], hb.data(), maxBytes, cudaMemcpyHostToDevice));
     }
     for (size_t bytes : sizes) {
       const size_t packs = bytes / 16;
@@ -474,6 +559,7 @@ int main(int argc, char** argv) {
           CK(cudaSetDevice(d));
           for (const Bufs* bufs : {&lb[d], &heap[d]})
             for (uint4* b : bufs->b) CK(cudaMemset(b, 0xff, maxBytes));
+          for (uint4* b : hdr[d].b) CK(cudaMemset(b, 0xff, 1024 * sizeof(uint4)));
           CK(cudaMemset(counter[d], 0, 1024 * sizeof(unsigned)));
           CK(cudaMemset(out[d], 0xff, maxBytes));
           CK(cudaDeviceSynchronize());
@@ -481,16 +567,31 @@ int main(int argc, char** argv) {
         capture(p, g, kLaunches, [&](int d, cudaStream_t s) {
           const Bufs& peer = v.oursLayout ? heap[1 - d] : lb[1 - d];
           const Bufs& mine = v.oursLayout ? heap[d] : lb[d];
-          launchLamport(v, ctas, threads, s, src[d], out[d], peer, mine, packs, counter[d], p.failed[d]);
+          LamportOpts o;
+          o.rank = d;
+          o.hdrPeer = hdr[1 - d];
+          o.hdrMine = hdr[d];
+          launchLamport(v, ctas, threads, s, v.bf16 ? srcBf16[d] : src[d], out[d], peer, mine, packs, counter[d], o,
+                        p.failed[d]);
         });
         const double us = timeBoth(p, g, kLaunches);
         release(g);
-        // Exact: out = the two inputs' sum on both GPUs.
-        std::vector<float> h0(bytes / 4), h1(bytes / 4), o(bytes / 4);
-        CK(cudaMemcpy(h0.data(), src[0], bytes, cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(h1.data(), src[1], bytes, cudaMemcpyDeviceToHost));
+        // Exact: out = the two inputs' sum on both GPUs (fp32, or bf16 read as fp32).
+        const size_t elems = bytes / (v.bf16 ? 2 : 4);
+        auto download = [&](const uint4* from) {
+          std::vector<float> f(elems);
+          if (v.bf16) {
+            std::vector<uint16_t> b(elems);
+            CK(cudaMemcpy(b.data(), from, bytes, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < elems; ++i) f[i] = bf16Value(b[i]);
+          } else {
+            CK(cudaMemcpy(f.data(), from, bytes, cudaMemcpyDeviceToHost));
+          }
+          return f;
+        };
+        const std::vector<float> h0 = download(v.bf16 ? srcBf16[0] : src[0]), h1 = download(v.bf16 ? srcBf16[1] : src[1]);
         for (int d = 0; d < 2; ++d) {
-          CK(cudaMemcpy(o.data(), out[d], bytes, cudaMemcpyDeviceToHost));
+          const std::vector<float> o = download(out[d]);
           for (size_t i = 0; i < o.size(); ++i)
             if (o[i] != h0[i] + h1[i]) {
               std::fprintf(stderr, "push-rate: %s on GPU %d: element %zu is %g, want %g\n", v.name, d, i, o[i],
