@@ -203,9 +203,6 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
       timeline ? byWorldSize(dc.nranks,
                              [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
       : production ? productionKernel<T>(dc.nranks)
-      : lean && late
-          ? byWorldSize(dc.nranks,
-                        [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true, true>; })
       : late ? byWorldSize(dc.nranks,
                            [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })

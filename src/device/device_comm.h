@@ -146,7 +146,6 @@ enum LamportStage : uint32_t {
   // Every stage once, the next kernel allowed to launch (programmatic dependent launch)
   // only when a CTA has stored its sums, not once its pushes are issued, at every size
   // (FlashInfer's one-shot's way). Right sums; no stage branches (timed against `full`).
-  // With kLamportLean: both.
   kLamportLateTrigger = 8192,
   // Every stage once, the production kernel's CTAs placed one to an SM at every size
   // (kLamportSolo), or never (kLamportShared), where real calls place them by the packs
