@@ -134,9 +134,7 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 
 // The pipeline for a shard beyond a workspace slot (issue 45: no cliff at long
 // prefills): its rows in passes of at most a slot, the two slots in turn, as fcAllGather's
-// copy-engine form moves them (all_gather_ce.cc). The first pass is short and each next
-// one longer (tuning: agmmPassRows): the first pass's staging is exposed, every later
-// one runs under the GEMMs of the pass before. S stages pass 0 in slot 0; then per
+// copy-engine form moves them (all_gather_ce.cc). S stages pass 0 in slot 0; then per
 // pass p:
 //   S: the op's barrier: every rank's rows of pass p are staged in its slot p % 2, and
 //      every rank has waited for its pulls of pass p - 1 (the end of the loop), so slot
@@ -148,26 +146,26 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 //      once its mark is reached (a GEMM each: one peer's rows of a pass do not continue
 //      the next one's in C); then wait for mark W
 // Then the final barrier: nobody pulls from our slots any more. No copy of ours is
-// exposed but the first (short) pass's staging, and per pass the barrier and the pulls
-// that our own rows' GEMM does not cover.
+// exposed but the first pass's staging, and per pass the barrier and the pulls that our
+// own rows' GEMM does not cover.
 fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                             const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t es = dataTypeSize(a.datatype), shardRows = a.M / size_t(W);
   const size_t rowBytes = a.K * es, cRowBytes = a.N * es;
   const size_t slotRows = ce::slotBytes(dc) / rowBytes;  // >= 1 (tuning: pipelineInPasses)
+  const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
   const uint32_t sig = signatureOf(a);
-  // Pass p's rows start at r0 (the first pass short, tuning: agmmPassRows).
-  auto stage = [&](size_t p, size_t r0, size_t rows, cudaStream_t on) {
-    return ce::copy(ce::slot(dc, rank, channel, p), A + r0 * rowBytes, rows * rowBytes, on);
+  auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
+  auto stage = [&](size_t p, cudaStream_t on) {
+    return ce::copy(ce::slot(dc, rank, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes, on);
   };
-  FC_TRACE("fcAllGatherMatmul: the pipeline in passes of %zu, %zu, ... rows (%zu a shard)",
-           tuning::agmmPassRows(shardRows, slotRows, 0), tuning::agmmPassRows(shardRows, slotRows, 1), shardRows);
-  FC_CHECK(stage(0, 0, tuning::agmmPassRows(shardRows, slotRows, 0), stream));
-  for (size_t p = 0, r0 = 0, rows; (rows = tuning::agmmPassRows(shardRows, slotRows, p)) > 0; r0 += rows, ++p) {
-    const size_t nextRows = tuning::agmmPassRows(shardRows, slotRows, p + 1);
+  FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows", passes, passRows);
+  FC_CHECK(stage(0, stream));
+  for (size_t p = 0; p < passes; ++p) {
+    const size_t r0 = p * passRows, rows = rowsOf(p);
     auto gatheredRows = [&](size_t s) { return gathered + (s * shardRows + r0) * rowBytes; };
     FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
     FC_CHECK(copies.after(stream, 0));
@@ -178,7 +176,7 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
     }
     if (a.Agathered != nullptr && gatheredRows(size_t(rank)) != A + r0 * rowBytes)  // in place: already there
       FC_CHECK(ce::copy(gatheredRows(size_t(rank)), A + r0 * rowBytes, rows * rowBytes, copies.stream()));
-    if (nextRows > 0) FC_CHECK(stage(p + 1, r0 + rows, nextRows, copies.stream()));
+    if (p + 1 < passes) FC_CHECK(stage(p + 1, copies.stream()));
     FC_CHECK(copies.mark(size_t(W)));
     FC_CHECK(gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
                          a.transB, a.datatype, stream));

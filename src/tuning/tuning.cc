@@ -130,11 +130,6 @@ constexpr size_t kAgmmPipelineMinWavesX4 = 8;  // in quarter waves: 2 waves
 //                                                          perf-log: allGatherMatmulGather
 constexpr size_t kAgmmLamportGatherMax = 1 * MiB;
 constexpr int kAgmmLamportGatherMaxRanks = 4;
-// The pipeline in passes: the first pass's rows, a slot's / this (its staging copy, in
-// front of the first barrier, was ~60 us of a 64 MiB slot); each next pass this many
-// times the last, up to a slot (agmmPassRows).         perf-log: chooseAllGatherMatmul
-constexpr size_t kAgmmFirstPassSlotDivisor = 8;
-constexpr size_t kAgmmPassGrowth = 4;
 // The pipeline's cost model (4 x H200): a copy-engine pull at 350 GB/s + 8 us per
 // transfer, a bf16 GEMM at 600 TFLOP/s + 5 us.             perf-log: pipelineCostModel
 constexpr double kPullBytesPerSecond = 350e9, kPullFixedSeconds = 8e-6;
@@ -374,15 +369,6 @@ FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q) {
                                                                                        : FusedAlgo::Unfused;
   if (path == FusedAlgo::Pipeline && !q.pipelineFits && !q.pipelineInPasses) path = FusedAlgo::Unfused;
   return path;
-}
-
-size_t agmmPassRows(size_t shardRows, size_t slotRows, size_t p) {
-  size_t rows = std::max<size_t>(slotRows / kAgmmFirstPassSlotDivisor, 1), start = 0;
-  for (size_t i = 0; i < p && start < shardRows; ++i) {
-    start += rows;
-    rows = std::min(slotRows, rows * kAgmmPassGrowth);
-  }
-  return start < shardRows ? std::min(rows, shardRows - start) : 0;
 }
 
 MoveAlgo allGatherMatmulGather(int nranks, size_t shardBytes, bool intoCallerBuffer) {

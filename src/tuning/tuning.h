@@ -133,12 +133,6 @@ struct AllGatherMatmulQuery {
 // shards), to the pipeline in passes where that fills its waves; a pipeline that fits
 // neither way to unfused.
 FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q);
-// The pipeline in passes (a shard beyond a workspace slot): the rows of pass p of a
-// shard of shardRows rows through slots of slotRows rows (0 past the last pass). The
-// first pass is an eighth of a slot: its staging copy is the one copy the op exposes
-// in front of its first barrier. Each next pass is 4x the last, up to a slot: its
-// staging runs under the last pass's GEMMs, which take ~20x as long per row.
-size_t agmmPassRows(size_t shardRows, size_t slotRows, size_t p);
 // The unfused path's all-gather of shards of `shardBytes`: Lamport (into the scratch,
 // not a caller's Agathered: it may rewrite NaN bits), CopyEngine or Sm.
 MoveAlgo allGatherMatmulGather(int nranks, size_t shardBytes, bool intoCallerBuffer);

@@ -99,8 +99,7 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
   // multiple of 8 (rows not 16-byte aligned: the engine falls back), shards of two
   // whole tile rows with odd N and K (the engine reads them in place and pushes them),
   // and shards of 4.6 MB, beyond the tests' 4 MiB workspace slot (GpuEnv: 8 MiB): the
-  // pipeline in passes of rows (pipelineInPasses: 262, 1048 and 994 rows, the third
-  // reusing the first's slot), zero-copy A the engine.
+  // pipeline in two passes of rows (pipelineInPasses), zero-copy A the engine.
   const Shape shapes[] = {{8, 72, 40},    {96, 520, 264},   {1024, 4224, 200},
                           {64, 136, 36},  {256, 392, 136},  {2304, 2048, 1000}};
   size_t symBytes = 0;
