@@ -50,8 +50,8 @@ using dev::kThreads;
 // with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh).
 template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kTimeline = false>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    allReduceLamportKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig,
-                           uint32_t stagesArg) {
+    allReduceLamportKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
+                           uint32_t sig, uint32_t stagesArg) {
   static_assert(!(kMeasure && (kLean || kLate || kTimeline)), "the lean, late and timeline forms run every stage once");
   static_assert(!(kLean && kTimeline), "the timeline stamps the production loops");
   constexpr bool kLeanLoops = kLean && NR > 0;

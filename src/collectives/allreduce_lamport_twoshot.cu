@@ -179,7 +179,7 @@ __host__ __device__ size_t passChunks(size_t count, int nranks) {
 // on all ranks.
 template <typename T, int NR>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    allReduceLamportTwoShotKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count,
+    allReduceLamportTwoShotKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
                                   size_t passElems, uint32_t sig) {
   const int W = NR > 0 ? NR : dc.nranks;
   // Passes start at multiples of passElems, a whole number of packs, and every slice

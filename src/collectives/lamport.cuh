@@ -187,12 +187,13 @@ struct LamportRun {
   static constexpr size_t kChunkPacks = size_t(Traits::kChunkPacks);
 
   const DeviceComm& dc;       // the waits' error records (pollPacks)
-  // Copies of the fields the data loops address with. The kernels take DeviceComm by
-  // value and pass it on by reference, so it lives in local memory; every push or
-  // clear is a generic store that may alias it, after which a field read through `dc`
-  // is loaded again and the slot address recomputed (a runtime modulo and 64-bit
-  // products: ~130 instructions a pack in the one-shot's push loop, measured in its
-  // SASS). Held here, they stay in registers and the addresses are loop invariants.
+  // Copies of the fields the data loops address with. The kernels pass DeviceComm on by
+  // reference; every push or clear is a generic store that may alias it, after which a
+  // field read through `dc` is loaded again and the slot address recomputed (a runtime
+  // modulo and 64-bit products: ~130 instructions a pack in the one-shot's push loop,
+  // measured in its SASS, when it lived in local memory). Held here, they stay in
+  // registers and the addresses are loop invariants; used[] is indexed by selects
+  // (usedOf) so that this object stays out of local memory too.
   char* base;                 // dc.base
   uint64_t stride;            // dc.stride
   int rank, nranks, maxCtas;  // dc.rank, dc.nranks, dc.maxCtas
@@ -335,6 +336,13 @@ struct LamportRun {
     return sumInRankOrder<T, NR>(op, channel, ownSlots<NR>(set, buf), pk, own, acc);
   }
 
+  // used[3 * set + b] for a buffer b known only at run time, by selects over the three:
+  // an index unknown at compile time would put the array, and with it this object,
+  // in local memory (a stack frame every thread of every call writes and reads).
+  __device__ uint32_t usedOf(int set, uint32_t b) const {
+    return b == 0 ? used[3 * set] : b == 1 ? used[3 * set + 1] : used[3 * set + 2];
+  }
+
   // Reset what the previous run (buffer (buf + 2) % 3) wrote into this rank's
   // buffers: this CTA's chunks of every peer's slot, as many as that run used. The
   // data threads call it (first: threadIdx.x, stride: their count), or the call warp
@@ -352,7 +360,7 @@ struct LamportRun {
     const uint32_t stale = (buf + 2) % 3;
 #pragma unroll
     for (int set = 0; set < kSets; ++set) {
-      const size_t packs = size_t(used[3 * set + stale]) * kChunkPacks;
+      const size_t packs = size_t(usedOf(set, stale)) * kChunkPacks;
       if constexpr (NR > 0) {
         const PeerSlots<NR - 1> from = ownSlots<NR>(set, stale);
         for (size_t k = first;; k += stride) {
@@ -437,7 +445,10 @@ struct LamportRun {
   // thread calls it (the copies stay equal).
   __device__ void advance(const uint32_t (&chunks)[kSets]) {
 #pragma unroll
-    for (int set = 0; set < kSets; ++set) used[3 * set + buf] = chunks[set];
+    for (int set = 0; set < kSets; ++set)
+#pragma unroll
+      for (int b = 0; b < 3; ++b)
+        if (uint32_t(b) == buf) used[3 * set + b] = chunks[set];
     buf = (buf + 1) % 3;
   }
 

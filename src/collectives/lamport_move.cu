@@ -38,7 +38,8 @@ enum class Move { AllGather, ReduceScatter };
 // count: elements per block (fcAllGather's sendcount, fcReduceScatter's recvcount).
 template <typename T, int NR, Move M>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    lamportMoveKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, uint32_t sig) {
+    lamportMoveKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
+                      uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
   constexpr Op op = M == Move::AllGather ? Op::AllGather : Op::ReduceScatter;
   const int W = NR > 0 ? NR : dc.nranks;

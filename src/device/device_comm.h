@@ -229,6 +229,11 @@ struct ErrorRecord {
                       // Tiles: expected = tiles, seen = tiles signalled)
 };
 
+// Kernels take it as `const __grid_constant__ DeviceComm dc` and pass it on by
+// reference: a plain by-value parameter whose address is taken is first copied into
+// every thread's stack (the one-shot's 192-byte stack frame: at 1 MiB each call's
+// 70 000 threads wrote and read it back), a __grid_constant__ one is read in place
+// from the kernel's parameter space.
 struct DeviceComm {
   char* base;               // rank 0's mapping; rank r's is base + r*stride
   uint64_t stride;
