@@ -21,7 +21,7 @@ using dev::kThreads;
 
 template <typename T, int NR>
 __global__ void __launch_bounds__(kThreads)
-    allGatherKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t sendcount,
+    allGatherKernel(DeviceComm dc, int channel, const T* in, T* out, size_t sendcount,
                     size_t regionBytes, SymSource src, bool stage, uint32_t sig) {
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   constexpr int E = dev::PackTraits<T>::kElems;

@@ -63,8 +63,7 @@ constexpr int kWideThreads = 1024;
 // threads two packs each: a register budget of 64 instead of ~96, a few spills).
 template <typename T, int NR, bool kMeasure, int kMaxThreads>
 __global__ void __launch_bounds__(kMaxThreads)
-    allReduceNormLamportKernel(const __grid_constant__ DeviceComm dc, int channel, const __grid_constant__ NormCall c,
-                               uint32_t sig, uint32_t stagesArg) {
+    allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
   __shared__ uint64_t clusterSums[2][ClusterRowSum::kMaxCtas];

@@ -59,8 +59,7 @@ using Run = dev::LamportRun<dev::LamportKind::Rows>;
 
 template <typename T, int NR>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
-    allReduceNormTwoShotKernel(const __grid_constant__ DeviceComm dc, int channel, const __grid_constant__ NormCall c,
-                               size_t passRows, uint32_t sig) {
+    allReduceNormTwoShotKernel(DeviceComm dc, int channel, NormCall c, size_t passRows, uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
   __shared__ uint64_t clusterSums[2][norm::ClusterRowSum::kMaxCtas];

@@ -26,9 +26,10 @@ using dev::kThreads;
 // `src` says where every rank's input is read: the workspace of `channel` after a
 // copy-in (stage), or the caller's symmetric sendbuff (base + r*stride + offset).
 template <typename T, int NR>
-__global__ void __launch_bounds__(kThreads)
-    allReduceOneShotKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
-                           SymSource src, bool stage, uint32_t sig) {
+__global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc, int channel,
+                                                                   const T* in, T* out,
+                                                                   size_t count, SymSource src,
+                                                                   bool stage, uint32_t sig) {
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   const size_t nchunks = (count + kChunkElems - 1) / kChunkElems;
   const bool vecIn = dev::aligned16(in), vecOut = dev::aligned16(out);

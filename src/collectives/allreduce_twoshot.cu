@@ -28,8 +28,8 @@ using dev::kThreads;
 
 template <typename T, int NR>
 __global__ void __launch_bounds__(kThreads)
-    allReduceTwoShotKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
-                           size_t slice, size_t regionBytes, SymSource src, bool stage, uint32_t sig) {
+    allReduceTwoShotKernel(DeviceComm dc, int channel, const T* in, T* out, size_t count, size_t slice,
+                           size_t regionBytes, SymSource src, bool stage, uint32_t sig) {
   constexpr size_t kChunkElems = kChunkBytes / sizeof(T);
   constexpr int E = dev::PackTraits<T>::kElems;
   const int W = NR > 0 ? NR : dc.nranks;

@@ -17,8 +17,7 @@ namespace {
 // serialization, may start at once (the all-gather + GEMM engine's GEMM, whose first
 // tiles need nothing from the peers; it never waits for this grid, so nothing it reads
 // may come from here).
-__global__ void barrierKernel(const __grid_constant__ DeviceComm dc, int channel, Op op, uint32_t sig,
-                              bool letNextStart) {
+__global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig, bool letNextStart) {
   if (letNextStart) dev::allowDependentLaunch();
   // CTA 0's epoch of the channel: shared with CTA 0 of the other collectives,
   // which is fine because every rank issues the same sequence on a channel.

@@ -86,8 +86,8 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvAllReduceKernel(const __grid_constant__ DeviceComm dc, int channel, const T* A, const T* B, void* out,
-                        bool fp32Out, int M, int N, int K, int S, int perSlot, uint32_t sig) {
+    gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
+                        int K, int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -275,8 +275,8 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 // tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
-    gemvMmaAllReduceKernel(const __grid_constant__ DeviceComm dc, int channel, const T* A, const T* B, void* out,
-                           bool fp32Out, int M, int N, int K, int S, int perSlot, uint32_t sig) {
+    gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
+                           int N, int K, int S, int perSlot, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];

@@ -17,8 +17,8 @@ namespace {
 // The writers are the peer's epilogue threads or copy engine, over NVLink (release
 // adds at system scope, or stream writes after a memory barrier). On a give-up the
 // error is recorded and the op reports it.
-__global__ void gateKernel(const __grid_constant__ DeviceComm dc, int channel, Op op, WaitKind kind,
-                           const uint32_t* counter, uint32_t value, int producer) {
+__global__ void gateKernel(DeviceComm dc, int channel, Op op, WaitKind kind, const uint32_t* counter, uint32_t value,
+                           int producer) {
   if (threadIdx.x == 0) dev::waitAtLeast(dc, op, counter, value, producer, channel, kind);
 }
 
