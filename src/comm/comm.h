@@ -27,8 +27,10 @@
 namespace fc {
 
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine path with a stage left out, for
-// timing it (fc-bench agmmstages); anything but Full computes wrong results, and only
-// the probe build takes it (comm/config.cc, checkMeasurementOnly).
+// timing it (fc-bench agmmstages), and the same stages of the pipeline in passes that
+// a forced engine falls back to at shards beyond a workspace slot; anything but Full
+// computes wrong results, and only the probe build takes it (comm/config.cc,
+// checkMeasurementOnly).
 enum class EngineStages {
   Full,    // pulls, flags, the GEMM waiting on them
   NoWait,  // the GEMM does not wait for the flags: it runs beside the pulls

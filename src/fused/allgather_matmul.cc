@@ -148,6 +148,11 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // Then the final barrier: nobody pulls from our slots any more. No copy of ours is
 // exposed but the first pass's staging, and per pass the barrier and the pulls that our
 // own rows' GEMM does not cover.
+// a.enginePulls / a.engineWaits false (FC_AGMM_ENGINE_STAGES no-pull / no-wait, with
+// the engine forced: it falls back to this path; timing only, see comm.h) leave out the
+// copies (pulls and staging) / the peers' GEMMs' waits for their pulls, so that fc-bench
+// agmmstages at a shard beyond a slot tells the fixed costs (barriers, the GEMM in
+// pieces) from what the copies cost.
 fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                             const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -163,7 +168,8 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
     return ce::copy(ce::slot(dc, rank, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes, on);
   };
   FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows", passes, passRows);
-  FC_CHECK(stage(0, stream));
+  const bool pulls = a.enginePulls;
+  if (pulls) FC_CHECK(stage(0, stream));
   for (size_t p = 0; p < passes; ++p) {
     const size_t r0 = p * passRows, rows = rowsOf(p);
     auto gatheredRows = [&](size_t s) { return gathered + (s * shardRows + r0) * rowBytes; };
@@ -171,18 +177,19 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
     FC_CHECK(copies.after(stream, 0));
     for (int t = 1; t < W; ++t) {
       const int s = (rank + t) % W;
-      FC_CHECK(ce::copy(gatheredRows(size_t(s)), ce::slot(dc, s, channel, p), rows * rowBytes, copies.stream()));
+      if (pulls)
+        FC_CHECK(ce::copy(gatheredRows(size_t(s)), ce::slot(dc, s, channel, p), rows * rowBytes, copies.stream()));
       FC_CHECK(copies.mark(size_t(t)));
     }
-    if (a.Agathered != nullptr && gatheredRows(size_t(rank)) != A + r0 * rowBytes)  // in place: already there
+    if (pulls && a.Agathered != nullptr && gatheredRows(size_t(rank)) != A + r0 * rowBytes)  // in place: there
       FC_CHECK(ce::copy(gatheredRows(size_t(rank)), A + r0 * rowBytes, rows * rowBytes, copies.stream()));
-    if (p + 1 < passes) FC_CHECK(stage(p + 1, copies.stream()));
+    if (pulls && p + 1 < passes) FC_CHECK(stage(p + 1, copies.stream()));
     FC_CHECK(copies.mark(size_t(W)));
     FC_CHECK(gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
                          a.transB, a.datatype, stream));
     for (int t = 1; t < W; ++t) {
       const size_t s = size_t((rank + t) % W);
-      FC_CHECK(copies.waitMark(stream, size_t(t)));
+      if (a.engineWaits) FC_CHECK(copies.waitMark(stream, size_t(t)));
       FC_CHECK(gemm.matmul(gatheredRows(s), rows, a.B, C + (s * shardRows + r0) * cRowBytes, a.N, a.K, a.transB,
                            a.datatype, stream));
     }

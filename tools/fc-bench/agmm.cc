@@ -272,6 +272,11 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
 // costs (staging copy, barriers, own-rows copy, flag reset). no-wait and no-pull
 // compute wrong results; the engine columns are checked against the GEMM alone
 // (relerr, exact inputs: must be 0).
+// A shard beyond a workspace slot runs the pipeline in passes under the forced engine
+// (allgather_matmul.cc, pipelineInPasses; cuBLASLt GEMMs, the pieces columns the same
+// path): there no-wait leaves out the peers' GEMMs' waits for their pulls, no-pull the
+// pulls and staging copies, so that no-pull - cutlass is the barriers and the GEMM in
+// pieces (fc-bench agmm's gemm column is the cuBLAS GEMM alone to read it against).
 int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   struct Variant {
