@@ -231,12 +231,9 @@ struct ErrorRecord {
 
 // The Lamport kernels (one-shot, two-shot, reduce-scatter / all-gather moves) take it
 // as `const __grid_constant__ DeviceComm dc` and pass it on by reference: a plain
-// by-value parameter whose address is taken is first copied into every thread's stack
-// (the one-shot's 192-byte stack frame, which each of a 1 MiB call's 70 000 threads
-// wrote and read back), a __grid_constant__ one is read in place from the parameter
-// space. The one-shot took 0.1-0.85 us less (1 MiB on 2 H200s: 6.26 -> 5.61 us;
-// perf-log, twenty-ninth session). The other kernels had no such frame (the norm
-// kernels' frames hold their rows) and keep their parameters as measured.
+// by-value parameter whose address is taken is first copied into every thread's stack,
+// a __grid_constant__ one is read in place from the parameter space (design.md, "The
+// parameter in place"). The other kernels had no such frame and keep theirs.
 struct DeviceComm {
   char* base;               // rank 0's mapping; rank r's is base + r*stride
   uint64_t stride;

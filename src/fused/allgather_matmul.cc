@@ -168,8 +168,7 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
     return ce::copy(ce::slot(dc, rank, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes, on);
   };
   FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows", passes, passRows);
-  const bool pulls = a.enginePulls;
-  if (pulls) FC_CHECK(stage(0, stream));
+  if (a.enginePulls) FC_CHECK(stage(0, stream));
   for (size_t p = 0; p < passes; ++p) {
     const size_t r0 = p * passRows, rows = rowsOf(p);
     auto gatheredRows = [&](size_t s) { return gathered + (s * shardRows + r0) * rowBytes; };
@@ -177,13 +176,13 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
     FC_CHECK(copies.after(stream, 0));
     for (int t = 1; t < W; ++t) {
       const int s = (rank + t) % W;
-      if (pulls)
+      if (a.enginePulls)
         FC_CHECK(ce::copy(gatheredRows(size_t(s)), ce::slot(dc, s, channel, p), rows * rowBytes, copies.stream()));
       FC_CHECK(copies.mark(size_t(t)));
     }
-    if (pulls && a.Agathered != nullptr && gatheredRows(size_t(rank)) != A + r0 * rowBytes)  // in place: there
+    if (a.enginePulls && a.Agathered != nullptr && gatheredRows(size_t(rank)) != A + r0 * rowBytes)  // in place: there
       FC_CHECK(ce::copy(gatheredRows(size_t(rank)), A + r0 * rowBytes, rows * rowBytes, copies.stream()));
-    if (pulls && p + 1 < passes) FC_CHECK(stage(p + 1, copies.stream()));
+    if (a.enginePulls && p + 1 < passes) FC_CHECK(stage(p + 1, copies.stream()));
     FC_CHECK(copies.mark(size_t(W)));
     FC_CHECK(gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
                          a.transB, a.datatype, stream));
