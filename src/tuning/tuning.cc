@@ -64,13 +64,19 @@ constexpr size_t kCeReduceScatterMin = 32 * MiB;
 constexpr size_t kCeAllGatherMin = 64 * MiB;
 
 // ---- fcAllReduceResidualRMSNorm ---------------------------------------------------------
-// At 2 ranks one kernel for up to 160 rows, up to its push slot (4 MiB), the two-shot
-// kernel beyond: the one kernel runs a CTA (or cluster) per row, each pushing its whole
-// row, the two-shot a CTA per row of a rank's block. On 2 H100s the one kernel was ahead
-// at <= 128 rows at every hidden size 2048-16384 and up to 4 MiB (64 x 16384: 12.9
-// against 16.5 us), the two-shot from 200 rows, also below 1 MiB (200 x 2048: 7.2
-// against 8.3).                                            perf-log: allReduceNormOneKernelMaxBytes
-constexpr size_t kNormOneKernelMaxRows = 160;
+// At 2 ranks one kernel for up to 384 rows (3 rows for each of the grid's 128 CTAs), up to
+// its push slot (4 MiB), the two-shot kernel beyond: the one kernel runs a CTA (or
+// cluster) per row, each pushing its whole row, one exchange; the two-shot a CTA per row
+// of a rank's block (half the rows), two exchanges. So the one kernel's CTAs have about
+// one row more each at 129-384 rows (2-3 against 1-2), the two-shot's two from 385 (4
+// against 2). 2 H200s (fc-bench arnorm, 2026-11-28, 2ecbd4f, two runs within 1 %): at
+// 257-384 rows the one kernel took 0.83-0.93x the two-shot's time at hidden 2048-7168
+// (288 x 2560 10.36 against 12.44 us); at 161-256 0.89-1.04x (192 x 5120 11.65 / 13.08;
+// 255 x 7168 17.33 / 16.71, 255 x 2048 7.84 / 7.59); at 512 rows of 3584-4096 1.06-1.08x.
+// (Until then 160 rows, from 2 H100s on 2026-11-26, before the kernel's slot addresses
+// in registers and wide CTAs: 200 x 2048 7.2 against 8.3.)
+//                                                          perf-log: allReduceNormOneKernelMaxBytes
+constexpr size_t kNormOneKernelMaxRows = 384;
 // Beyond 2 ranks the one kernel only above 256 KiB and up to 576 KiB: at 4 ranks the
 // all-reduce's one-shot + the norm kernel were 0.8-1.2 us ahead of it at 1-64 tokens of
 // every hidden size (its CTA per row pushes W-1 copies of the row, the one-shot spreads

@@ -114,7 +114,7 @@ TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
 
 TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(allReduceNormOneKernelMaxBytes(2) == 4 * MiB);
-  CHECK(allReduceNormOneKernelMaxRows(2) == 160);
+  CHECK(allReduceNormOneKernelMaxRows(2) == 384);
   CHECK(allReduceNormOneKernelMaxRows(4) == SIZE_MAX);
   CHECK(allReduceNormOneKernelMaxBytes(4) == 576 * KiB);
   CHECK(allReduceNormOneKernelMaxBytes(8) == 256 * KiB);
@@ -134,15 +134,18 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
     q.twoShotFits = twoShotFits;
     return chooseAllReduceNorm(q);
   };
-  // 2 ranks: the one kernel up to 160 rows and its 4 MiB slot, the two-shot beyond either.
+  // 2 ranks: the one kernel up to 384 rows and its 4 MiB slot, the two-shot beyond either.
   auto rows2 = [&](size_t bytes, size_t rows) { return pick(2, bytes, NormAlgo::Auto, true, 0, rows); };
   CHECK(rows2(1 * MiB, 128) == NormPath::OneKernel);
   CHECK(rows2(4 * MiB, 128) == NormPath::OneKernel);
   CHECK(rows2(4 * MiB + 16, 128) == NormPath::TwoShot);
   CHECK(rows2(640 * KiB, 160) == NormPath::OneKernel);
-  CHECK(rows2(640 * KiB, 161) == NormPath::TwoShot);
-  CHECK(rows2(800 * KiB, 200) == NormPath::TwoShot);
-  CHECK(pick(2, 2 * MiB, NormAlgo::Auto, false, 0, 300) == NormPath::Unfused);  // rows beyond half a slot
+  CHECK(rows2(800 * KiB, 200) == NormPath::OneKernel);
+  CHECK(rows2(1536 * KiB, 384) == NormPath::OneKernel);
+  CHECK(rows2(1540 * KiB, 385) == NormPath::TwoShot);
+  CHECK(rows2(3840 * KiB, 384) == NormPath::OneKernel);   // 384 x 5120 in bf16
+  CHECK(rows2(4608 * KiB, 384) == NormPath::TwoShot);     // 384 x 6144: beyond the slot
+  CHECK(pick(2, 8 * MiB, NormAlgo::Auto, false, 0, 500) == NormPath::Unfused);  // rows beyond half a slot
   // 4 ranks: the all-reduce's one-shot + the norm kernel up to 256 KiB, the one kernel
   // above it to 576 KiB (also where the all-reduce alone is still a one-shot, to 512 KiB),
   // the unfused path (the Lamport two-shot + norm) beyond.
@@ -181,7 +184,8 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(bf16(3, 6144) == NormPath::OneKernel);
   CHECK(bf16(1, 16384) == NormPath::OneKernel);   // rows of 32 KiB (clusters of 8)
   CHECK(bf16(8, 8192, NormAlgo::Unfused) == NormPath::Unfused);
-  CHECK(bf16(161, 4096) == NormPath::TwoShot);    // past the one kernel's rows
+  CHECK(bf16(384, 4096) == NormPath::OneKernel);
+  CHECK(bf16(385, 4096) == NormPath::TwoShot);    // past the one kernel's rows
 
   // The two-shot kernel's clusters: only where a block's rows leave the grid short.
   CHECK(normTwoShotClusterCtas(128, 1024, 128) == 1);  // 2 ranks, hidden 8192
