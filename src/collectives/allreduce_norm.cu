@@ -53,6 +53,75 @@ using norm::rowThreads;
 // The wide CTAs' threads (launchAllReduceNormLamport): the most a CTA may have.
 constexpr int kWideThreads = 1024;
 
+// Rows together: a CTA's 2-kRowsTogether rows at once, where each data thread holds one
+// pack of each (no cluster) and the world size is known at compile time. The row loop
+// (normRow) runs each row's chain in turn - the first look at the peers' packs, the
+// wait, the sum, the residual, the row's barrier, the normed stores - so a CTA of r rows
+// pays r memory round trips and r barriers after its pushes; here every load of every
+// row (the peers' packs, our input, the residual) is in flight before the first wait,
+// and one barrier gives every row's sum of squares. The bits are normRow's: the same
+// sums in rank order, the same roundings, the same reduction order (rowSums).
+constexpr int kRowsTogether = 3;
+
+template <typename T, int NR, int kRowsTogether>
+__device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, int channel,
+                                                 const NormCall& c, const dev::PeerSlots<NR - 1>& from,
+                                                 size_t firstRow, size_t rowStep, size_t rows, size_t begin,
+                                                 size_t end, unsigned threads, float invScale, float (*red)[32]) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const size_t rowPacks = c.hidden / E, p = begin + threadIdx.x;
+  const bool active = p < end;  // every data thread passes the barrier below
+  const Pack* in = static_cast<const Pack*>(c.in);
+  const Pack* residual = static_cast<const Pack*>(c.residual);
+  dev::PeerPacks<NR - 1> peers[kRowsTogether];
+  Pack own[kRowsTogether], res[kRowsTogether];
+  Pack weight{0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int r = 0; r < kRowsTogether; ++r)
+    if (active && size_t(r) < rows) {
+      const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
+      run.template lookAtPeers<NR>(from, pk, peers[r]);
+      own[r] = in[pk];
+      res[r] = residual[pk];
+    }
+  if (active) weight = static_cast<const Pack*>(c.weight)[p];
+  bool failed = false;
+  float ss[kRowsTogether];
+  Pack x[kRowsTogether];
+#pragma unroll
+  for (int r = 0; r < kRowsTogether; ++r) {
+    ss[r] = 0.f;
+    if (!active || size_t(r) >= rows || failed) continue;
+    const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
+    if (!run.waitForPeers(Op::AllReduceNorm, channel, peers[r])) {
+      failed = true;  // error recorded; this thread stores nothing more
+      continue;
+    }
+    Pack all[NR];  // all[j]: rank (rank + j) % NR's pack
+    all[0] = own[r];
+#pragma unroll
+    for (int j = 0; j < NR - 1; ++j) all[j + 1] = peers[r].v[j];
+    float acc[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
+    dev::accumulateInRankOrder<T, NR>(acc, all, run.rank);
+    run.clearRead(from, pk);
+    x[r] = norm::addResidual<T>(acc, res[r], ss[r]);
+    static_cast<Pack*>(c.residualOut)[pk] = x[r];
+  }
+  norm::rowSums<kRowsTogether>(ss, red, threads);
+  if (failed || !active) return !failed;
+#pragma unroll
+  for (int r = 0; r < kRowsTogether; ++r)
+    if (size_t(r) < rows) {
+      const size_t first = (firstRow + size_t(r) * rowStep) * rowPacks;
+      const float rstd = rsqrtf(ss[r] / float(c.hidden) + c.eps);
+      norm::storeNormed<T>(c, c.out ? static_cast<Pack*>(c.out) + first : nullptr, p, (first + p) * E, x[r], weight,
+                           rstd, invScale);
+    }
+  return true;
+}
+
 // kMeasure: stagesArg says which stages run (device/norm_stages.h, fc-bench
 // normstages); otherwise every stage, once (kNormFull). Launched in clusters of C CTAs
 // (cudaLaunchAttributeClusterDimension): cluster i takes rows i, i + clusters, ...,
@@ -144,8 +213,20 @@ __global__ void __launch_bounds__(kMaxThreads)
       if (clear) run.clearRead(from, pk);
       return true;
     };
+    // This CTA's rows (the same count on every rank: a function of the shape and the grid).
+    const size_t rows = firstRow < c.tokens ? (c.tokens - firstRow + rowStep - 1) / rowStep : 0;
+    bool together = false;
+    if constexpr (NR == 2 && !kMeasure) {
+      constexpr int R = kMaxThreads == dev::kLamportMaxThreads ? kRowsTogether : 2;
+      together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(R);
+      if (together) {
+        __shared__ float redRows[R][32];
+        failed |= !normRowsTogether<T, NR, R>(run, channel, c, from, firstRow, rowStep, rows, begin, end, threads,
+                                              invScale, redRows);
+      }
+    }
     int parity = 0;
-    for (size_t row = firstRow; row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
+    for (size_t row = firstRow; !together && row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
       const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
       failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
     }

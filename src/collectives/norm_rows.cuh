@@ -42,6 +42,26 @@ __device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, u
   return s;
 }
 
+// rowSum for R rows at once (norm_rows.cuh's callers that hold several rows): every
+// v[r] summed over the `threads` data threads through red[R][32], one named barrier
+// for all R. Called once per kernel (red is not reused after it), by every data thread.
+template <int R>
+__device__ __forceinline__ void rowSums(float (&v)[R], float (*red)[32], unsigned threads) {
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v[r] += __shfl_xor_sync(0xffffffffu, v[r], o);
+    if ((threadIdx.x & 31u) == 0) red[r][threadIdx.x >> 5] = v[r];
+  }
+  dataBarrier(threads);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float s = 0.f;
+    for (unsigned w = 0; w < threads / 32; ++w) s += red[r][w];
+    v[r] = s;
+  }
+}
+
 // Pack p of the normed row, x * rstd * weight: stored rounded once to T into out, or
 // (outFp8) divided by the scale (multiplied by invScale) and rounded once to e4m3 with
 // saturation to +-448, E bytes at element offset i.
