@@ -61,9 +61,9 @@ constexpr int kWideThreads = 1024;
 // row (the peers' packs, our input, the residual) is in flight before the first wait,
 // and one barrier gives every row's sum of squares. The bits are normRow's: the same
 // sums in rank order, the same roundings, the same reduction order (rowSums).
-constexpr int kRowsTogether = 3;
+constexpr int kRowsTogether = 2;
 
-template <typename T, int NR, int kRowsTogether>
+template <typename T, int NR, int kRowsTogether, bool kLateLook>
 __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, int channel,
                                                  const NormCall& c, const dev::PeerSlots<NR - 1>& from,
                                                  size_t firstRow, size_t rowStep, size_t rows, size_t begin,
@@ -80,7 +80,7 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
   for (int r = 0; r < kRowsTogether; ++r)
     if (active && size_t(r) < rows) {
       const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
-      run.template lookAtPeers<NR>(from, pk, peers[r]);
+      if (!kLateLook || r == 0) run.template lookAtPeers<NR>(from, pk, peers[r]);
       own[r] = in[pk];
       res[r] = residual[pk];
     }
@@ -93,6 +93,9 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
     ss[r] = 0.f;
     if (!active || size_t(r) >= rows || failed) continue;
     const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
+    // The later rows' first look only now: by the time an earlier row's packs are here,
+    // a later row's have mostly come too (a look before that finds them empty).
+    if (kLateLook && r > 0) run.template lookAtPeers<NR>(from, pk, peers[r]);
     if (!run.waitForPeers(Op::AllReduceNorm, channel, peers[r])) {
       failed = true;  // error recorded; this thread stores nothing more
       continue;
@@ -217,12 +220,12 @@ __global__ void __launch_bounds__(kMaxThreads)
     const size_t rows = firstRow < c.tokens ? (c.tokens - firstRow + rowStep - 1) / rowStep : 0;
     bool together = false;
     if constexpr (NR == 2 && !kMeasure) {
-      constexpr int R = kMaxThreads == dev::kLamportMaxThreads ? kRowsTogether : 2;
+      constexpr int R = kRowsTogether;
       together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(R);
       if (together) {
         __shared__ float redRows[R][32];
-        failed |= !normRowsTogether<T, NR, R>(run, channel, c, from, firstRow, rowStep, rows, begin, end, threads,
-                                              invScale, redRows);
+        failed |= !normRowsTogether<T, NR, R, kMaxThreads == dev::kLamportMaxThreads>(
+            run, channel, c, from, firstRow, rowStep, rows, begin, end, threads, invScale, redRows);
       }
     }
     int parity = 0;
