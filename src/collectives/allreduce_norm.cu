@@ -53,17 +53,22 @@ using norm::rowThreads;
 // The wide CTAs' threads (launchAllReduceNormLamport): the most a CTA may have.
 constexpr int kWideThreads = 1024;
 
-// Rows together: a CTA's 2-kRowsTogether rows at once, where each data thread holds one
-// pack of each (no cluster) and the world size is known at compile time. The row loop
-// (normRow) runs each row's chain in turn - the first look at the peers' packs, the
-// wait, the sum, the residual, the row's barrier, the normed stores - so a CTA of r rows
-// pays r memory round trips and r barriers after its pushes; here every load of every
-// row (the peers' packs, our input, the residual) is in flight before the first wait,
-// and one barrier gives every row's sum of squares. The bits are normRow's: the same
-// sums in rank order, the same roundings, the same reduction order (rowSums).
+// Rows together, in the wide CTAs (a data thread per pack of rows of 513-992 packs: 5120-
+// 7168 in bf16) at 2 ranks, where such a CTA has 2 rows (129-256 rows): the row loop
+// (normRow) runs each row's chain in turn - the look at the peers' packs, the wait, the
+// sum, the residual, the row's barrier, the normed stores - so a CTA pays a round trip
+// and a barrier per row after its pushes; here both rows' loads (the peers' packs, our
+// input, the residual) are in flight before the first wait, and one barrier gives both
+// rows' sums of squares. The bits are normRow's: the same sums in rank order, the same
+// roundings, the same reduction order (rowSums). 2 H200s (fc-bench arnorm, 2026-11-28,
+// against the row loop, alternated): 0.95-0.98x at 129-255 rows of 7168, 0.98-0.99 at
+// 6144, 0.99-1.00 at 5120. Not in the 512-thread CTAs (rows of up to 4096): there it was
+// 1.1-1.2x slower with every row's look up front (a look that comes before the peer's
+// packs costs ~1 us more than one that finds them there) and still 1.01-1.03x with the
+// later row's look at its wait.
 constexpr int kRowsTogether = 2;
 
-template <typename T, int NR, int kRowsTogether, bool kLateLook>
+template <typename T, int NR>
 __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, int channel,
                                                  const NormCall& c, const dev::PeerSlots<NR - 1>& from,
                                                  size_t firstRow, size_t rowStep, size_t rows, size_t begin,
@@ -80,7 +85,7 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
   for (int r = 0; r < kRowsTogether; ++r)
     if (active && size_t(r) < rows) {
       const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
-      if (!kLateLook || r == 0) run.template lookAtPeers<NR>(from, pk, peers[r]);
+      run.template lookAtPeers<NR>(from, pk, peers[r]);
       own[r] = in[pk];
       res[r] = residual[pk];
     }
@@ -93,9 +98,6 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
     ss[r] = 0.f;
     if (!active || size_t(r) >= rows || failed) continue;
     const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
-    // The later rows' first look only now: by the time an earlier row's packs are here,
-    // a later row's have mostly come too (a look before that finds them empty).
-    if (kLateLook && r > 0) run.template lookAtPeers<NR>(from, pk, peers[r]);
     if (!run.waitForPeers(Op::AllReduceNorm, channel, peers[r])) {
       failed = true;  // error recorded; this thread stores nothing more
       continue;
@@ -219,13 +221,12 @@ __global__ void __launch_bounds__(kMaxThreads)
     // This CTA's rows (the same count on every rank: a function of the shape and the grid).
     const size_t rows = firstRow < c.tokens ? (c.tokens - firstRow + rowStep - 1) / rowStep : 0;
     bool together = false;
-    if constexpr (NR == 2 && !kMeasure) {
-      constexpr int R = kRowsTogether;
-      together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(R);
+    if constexpr (NR == 2 && !kMeasure && kMaxThreads == kWideThreads) {
+      together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(kRowsTogether);
       if (together) {
-        __shared__ float redRows[R][32];
-        failed |= !normRowsTogether<T, NR, R, kMaxThreads == dev::kLamportMaxThreads>(
-            run, channel, c, from, firstRow, rowStep, rows, begin, end, threads, invScale, redRows);
+        __shared__ float redRows[kRowsTogether][32];
+        failed |= !normRowsTogether<T, NR>(run, channel, c, from, firstRow, rowStep, rows, begin, end, threads,
+                                           invScale, redRows);
       }
     }
     int parity = 0;
