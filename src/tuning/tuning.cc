@@ -87,6 +87,15 @@ constexpr size_t kNormOneKernelMaxRows = 384;
 constexpr int kNormOneKernelFromZeroMaxRanks = 2;
 constexpr size_t kNormOneKernelAboveWide = 256 * KiB;
 constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
+// ... and at 3-4 ranks from the first byte where a row fills a whole cluster of the one
+// kernel (8 CTAs of 256 packs: 32 KiB, hidden 16384 in bf16): there the norm kernel's CTA
+// per row leaves its threads 4 packs each, where the cluster spreads the row over 8 SMs.
+// The one kernel / the unfused path at 1 / 3 / 8 rows of 16384 in bf16: 0.88 / 0.89 / 0.86
+// on 4 H100s (71661d5), 0.88 / 0.87 / 0.86 and 0.89 / 0.90 / 0.89 on 4 H200s (90c8ad3,
+// 2ecbd4f; 1 x 16384 6.04 against 6.78 us); rows of 16 KiB (8192) 0.96-1.00, of 8-10 KiB
+// (4096-5120) 0.96-1.05.                                   perf-log: allReduceNormOneKernelMaxBytes
+constexpr int kNormOneKernelLongRowsMaxRanks = 4;
+constexpr size_t kNormOneKernelLongRowBytes = 32 * KiB;
 // The two-shot kernel only at 2 ranks: at 4 a pass is half a 1 MiB push slot, so its grid
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
@@ -285,8 +294,9 @@ size_t allReduceNormOneKernelMaxRows(int nranks) {
   return nranks <= kNormOneKernelFromZeroMaxRanks ? kNormOneKernelMaxRows : SIZE_MAX;
 }
 
-size_t allReduceNormOneKernelAboveBytes(int nranks) {
-  return nranks <= kNormOneKernelFromZeroMaxRanks ? 0 : kNormOneKernelAboveWide;
+size_t allReduceNormOneKernelAboveBytes(int nranks, size_t rowBytes) {
+  const bool longRows = nranks <= kNormOneKernelLongRowsMaxRanks && rowBytes >= kNormOneKernelLongRowBytes;
+  return nranks <= kNormOneKernelFromZeroMaxRanks || longRows ? 0 : kNormOneKernelAboveWide;
 }
 
 bool allReduceNormTwoShotAuto(int nranks) { return nranks <= kNormTwoShotMaxRanks && lamportTwoShotAuto(nranks); }
@@ -296,7 +306,8 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
   const bool oneKernel = q.forced == NormAlgo::OneKernel ? q.bytes <= lamportSlotBytes(q.nranks)
                          : q.forced == NormAlgo::Unfused
                              ? false
-                             : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks) && q.bytes <= most &&
+                             : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, q.rows ? q.bytes / q.rows : 0) &&
+                                   q.bytes <= most &&
                                    q.rows <= allReduceNormOneKernelMaxRows(q.nranks);
   if (oneKernel) return NormPath::OneKernel;
   // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.

@@ -75,9 +75,9 @@ MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes);
 // One Lamport kernel up to this many bytes (auto), of up to this many rows ...
 size_t allReduceNormOneKernelMaxBytes(int nranks);
 size_t allReduceNormOneKernelMaxRows(int nranks);
-// ... and above this many (0 at 2 ranks; beyond, the all-reduce's one-shot limit: below
-// it the one-shot + the norm kernel are ahead).
-size_t allReduceNormOneKernelAboveBytes(int nranks);
+// ... and above this many for rows of rowBytes (0 at 2 ranks, and at 3-4 for rows of 32
+// KiB and more; beyond, 256 KiB: below it the one-shot + the norm kernel are ahead).
+size_t allReduceNormOneKernelAboveBytes(int nranks, size_t rowBytes = 0);
 // Whether auto takes the two-shot kernel above the one kernel (else the unfused path).
 bool allReduceNormTwoShotAuto(int nranks);
 

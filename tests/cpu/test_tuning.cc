@@ -3,6 +3,8 @@
 // module (the two wave rules then assumed 132 SMs; at 114 they follow the SM count
 // passed in). A change of an answer here is a change of behaviour: retune on purpose,
 // with the measurement in docs/perf-log.md, and update the case.
+#include <algorithm>
+
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_floating_point.hpp>
 
@@ -121,15 +123,19 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(allReduceNormOneKernelAboveBytes(2) == 0);
   CHECK(allReduceNormOneKernelAboveBytes(4) == 256 * KiB);
   CHECK(allReduceNormOneKernelAboveBytes(8) == 256 * KiB);
+  CHECK(allReduceNormOneKernelAboveBytes(4, 32 * KiB) == 0);          // rows of a whole cluster
+  CHECK(allReduceNormOneKernelAboveBytes(4, 32 * KiB - 16) == 256 * KiB);
+  CHECK(allReduceNormOneKernelAboveBytes(8, 64 * KiB) == 256 * KiB);  // 8 ranks: unmeasured
   CHECK(allReduceNormTwoShotAuto(2));
   CHECK_FALSE(allReduceNormTwoShotAuto(4));
+  // rows 0: rows of 8 KiB (hidden 4096 in bf16), at least one.
   auto pick = [](int W, size_t bytes, NormAlgo forced = NormAlgo::Auto, bool twoShotFits = true,
-                 uint64_t maxOverride = 0, size_t rows = 1) {
+                 uint64_t maxOverride = 0, size_t rows = 0) {
     NormQuery q;
     q.forced = forced;
     q.nranks = W;
     q.bytes = bytes;
-    q.rows = rows;
+    q.rows = rows ? rows : std::max<size_t>(1, bytes / (8 * KiB));
     q.maxOverride = maxOverride;
     q.twoShotFits = twoShotFits;
     return chooseAllReduceNorm(q);
@@ -156,6 +162,15 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(4, 576 * KiB) == NormPath::OneKernel);
   CHECK(pick(4, 576 * KiB + 16) == NormPath::Unfused);
   CHECK(pick(4, 1 * MiB) == NormPath::Unfused);
+  // ... but rows of 32 KiB and more take the one kernel from the first byte (to 576 KiB).
+  auto rows4 = [&](size_t tokens, size_t rowBytes) {
+    return pick(4, tokens * rowBytes, NormAlgo::Auto, true, 0, tokens);
+  };
+  CHECK(rows4(1, 32 * KiB) == NormPath::OneKernel);   // 1 x 16384 in bf16
+  CHECK(rows4(8, 32 * KiB) == NormPath::OneKernel);
+  CHECK(rows4(18, 32 * KiB) == NormPath::OneKernel);  // 576 KiB
+  CHECK(rows4(19, 32 * KiB) == NormPath::Unfused);    // past it
+  CHECK(rows4(8, 16 * KiB) == NormPath::Unfused);     // 8 x 8192: the one-shot + the norm kernel
   CHECK(pick(4, 64 * MiB) == NormPath::Unfused);
   // 8 ranks: the one-shot's limit (512 KiB) is above the one kernel's Lamport limit.
   CHECK(pick(8, 256 * KiB) == NormPath::Unfused);

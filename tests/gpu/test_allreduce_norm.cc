@@ -67,7 +67,8 @@ double ulp(fcDataType_t t, double x) {
 // Whether a call of `bytes` (`tokens` rows) rounds the all-reduced sum before it
 // adds the residual: the two-shot kernel and the unfused path (all-reduce, then the local
 // norm) do; the one-kernel path does not. Auto takes it for up to 384 rows up to 4 MiB at
-// 2 ranks, above 256 KiB to 576 KiB at 3-4 ranks, never beyond (src/tuning/tuning.cc); up
+// 2 ranks, above 256 KiB to 576 KiB at 3-4 ranks (from 0 for rows of 32 KiB or more),
+// never beyond (src/tuning/tuning.cc); up
 // to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2 ranks, 1 MiB at 3-4,
 // src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
 bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
@@ -76,7 +77,7 @@ bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
   if (a == "unfused") return true;
   if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
   if (nranks <= 2) return tokens > 384 || bytes > size_t(4) << 20;
-  if (nranks <= 4) return bytes <= size_t(256) << 10 || bytes > size_t(576) << 10;
+  if (nranks <= 4) return (bytes <= size_t(256) << 10 && bytes / tokens < size_t(32) << 10) || bytes > size_t(576) << 10;
   return true;
 }
 
