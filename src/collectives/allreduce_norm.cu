@@ -63,9 +63,8 @@ constexpr int kWideThreads = 1024;
 // roundings, the same reduction order (rowSums). 2 H200s (fc-bench arnorm, 2026-11-28,
 // against the row loop, alternated): 0.95-0.98x at 129-255 rows of 7168, 0.98-0.99 at
 // 6144, 0.99-1.00 at 5120. Not in the 512-thread CTAs (rows of up to 4096): there it was
-// 1.1-1.2x slower with every row's look up front (a look that comes before the peer's
-// packs costs ~1 us more than one that finds them there) and still 1.01-1.03x with the
-// later row's look at its wait.
+// 1.04-1.19x slower with every row's look up front (+1.0-1.2 us even where one CTA alone
+// had two rows) and still 1.01-1.03x with the later row's look at its own wait.
 constexpr int kRowsTogether = 2;
 
 template <typename T, int NR>

@@ -42,9 +42,10 @@ __device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, u
   return s;
 }
 
-// rowSum for R rows at once (norm_rows.cuh's callers that hold several rows): every
-// v[r] summed over the `threads` data threads through red[R][32], one named barrier
-// for all R. Called once per kernel (red is not reused after it), by every data thread.
+// rowSum for R rows at once, for a CTA that holds several rows: every v[r] summed over
+// the `threads` data threads through red[R][32] (in rowSum's order, so the same bits),
+// one named barrier for all R. Called once per kernel (red is not reused after it), by
+// every data thread.
 template <int R>
 __device__ __forceinline__ void rowSums(float (&v)[R], float (*red)[32], unsigned threads) {
 #pragma unroll
