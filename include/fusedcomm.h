@@ -350,7 +350,8 @@ fcResult_t fcAllReduce(const void* sendbuff, void* recvbuff, size_t count, fcDat
  * rounded once. Every rank gets the same bits.
  * Paths, by size (the same on every rank): one kernel for small calls, a two-shot
  * kernel or the all-reduce then a local norm beyond; FC_ARNORM_ALGO=fused (the one
- * kernel where the call fits its buffers) | unfused | auto (default). Which path runs
+ * kernel where the call fits its buffers) | twoshot (the two-shot kernel where it runs) |
+ * unfused | auto (default). Which path runs
  * where: docs/api.md, this function's section.
  * With FC_PDL=1 (the default) the kernels are launched with programmatic dependent
  * launch, so that their launch overlaps the end of the previous kernel on stream (also

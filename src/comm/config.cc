@@ -44,7 +44,10 @@ constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
 // FC_ARNORM_ALGO: "fused" is the one Lamport kernel.
 constexpr std::pair<const char*, NormAlgo> kNormAlgos[] = {
-    {"auto", NormAlgo::Auto}, {"fused", NormAlgo::OneKernel}, {"unfused", NormAlgo::Unfused}};
+    {"auto", NormAlgo::Auto},
+    {"fused", NormAlgo::OneKernel},
+    {"twoshot", NormAlgo::TwoShot},
+    {"unfused", NormAlgo::Unfused}};
 // FC_AGMM_ALGO / FC_MMRS_ALGO: the cuBLASLt pipeline ("fused" is its old spelling, still
 // accepted), unfused, or the persistent GEMM engine (src/gemm/engine).
 constexpr std::pair<const char*, FusedAlgo> kGemmOpAlgos[] = {

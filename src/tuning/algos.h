@@ -28,9 +28,10 @@ enum class FusedAlgo { Auto, Pipeline, Unfused, Engine };
 // workspaces, or GEMM into scratch + fcReduceScatter's kernel).
 enum class MmrsPath { Pipeline, Engine, Lamport, Scatter, Staged };
 
-// fcAllReduceResidualRMSNorm: one Lamport kernel, or the all-reduce then the local norm.
-// FC_ARNORM_ALGO ("fused" names the one kernel; "unfused").
-enum class NormAlgo { Auto, OneKernel, Unfused };
+// fcAllReduceResidualRMSNorm: one Lamport kernel, the two-shot kernel, or the all-reduce
+// then the local norm. FC_ARNORM_ALGO ("fused" names the one kernel; "twoshot";
+// "unfused").
+enum class NormAlgo { Auto, OneKernel, TwoShot, Unfused };
 
 // fcAllReduceResidualRMSNorm's resolved path: the one-kernel (Lamport one-shot), the
 // two-shot kernel, or fcAllReduce's choice then the norm kernel.

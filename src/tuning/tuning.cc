@@ -302,20 +302,25 @@ size_t allReduceNormOneKernelAboveBytes(int nranks, size_t rowBytes) {
 bool allReduceNormTwoShotAuto(int nranks) { return nranks <= kNormTwoShotMaxRanks && lamportTwoShotAuto(nranks); }
 
 NormPath chooseAllReduceNorm(const NormQuery& q) {
+  // The two-shot kernel where it runs: up to 4 ranks (lamportTwoShotAuto), rows within half
+  // a push slot (twoShotFits).
+  const bool twoShotRuns = lamportTwoShotAuto(q.nranks) && q.twoShotFits;
+  switch (q.forced) {
+    case NormAlgo::Unfused:
+      return NormPath::Unfused;
+    case NormAlgo::OneKernel:  // "fused": the one kernel to its push slot, the two-shot beyond
+      if (q.bytes <= lamportSlotBytes(q.nranks)) return NormPath::OneKernel;
+      return twoShotRuns ? NormPath::TwoShot : NormPath::Unfused;
+    case NormAlgo::TwoShot:  // from the first byte (a measurement and a fallback)
+      return twoShotRuns ? NormPath::TwoShot : NormPath::Unfused;
+    case NormAlgo::Auto:
+      break;
+  }
   const size_t most = q.maxOverride ? size_t(q.maxOverride) : allReduceNormOneKernelMaxBytes(q.nranks);
-  const bool oneKernel = q.forced == NormAlgo::OneKernel ? q.bytes <= lamportSlotBytes(q.nranks)
-                         : q.forced == NormAlgo::Unfused
-                             ? false
-                             : q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, q.rows ? q.bytes / q.rows : 0) &&
-                                   q.bytes <= most &&
-                                   q.rows <= allReduceNormOneKernelMaxRows(q.nranks);
-  if (oneKernel) return NormPath::OneKernel;
-  // Forced "fused" beyond the push slot: the two-shot kernel at any world size it runs at.
-  const bool twoShot = q.forced == NormAlgo::OneKernel ? lamportTwoShotAuto(q.nranks)
-                       : q.forced == NormAlgo::Unfused ? false
-                                                       : allReduceNormTwoShotAuto(q.nranks);
-  if (twoShot && q.twoShotFits) return NormPath::TwoShot;
-  return NormPath::Unfused;
+  if (q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, q.rows ? q.bytes / q.rows : 0) && q.bytes <= most &&
+      q.rows <= allReduceNormOneKernelMaxRows(q.nranks))
+    return NormPath::OneKernel;
+  return allReduceNormTwoShotAuto(q.nranks) && q.twoShotFits ? NormPath::TwoShot : NormPath::Unfused;
 }
 
 unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCtas) {

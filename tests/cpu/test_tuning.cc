@@ -180,6 +180,12 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(4, 16, NormAlgo::OneKernel) == NormPath::OneKernel);  // forced: from the first byte
   CHECK(pick(4, 1 * MiB + 16, NormAlgo::OneKernel) == NormPath::TwoShot);
   CHECK(pick(2, 16, NormAlgo::Unfused) == NormPath::Unfused);
+  // "twoshot": the two-shot kernel from the first byte where it runs (up to 4 ranks, rows
+  // within half a push slot), else unfused.
+  CHECK(pick(2, 16, NormAlgo::TwoShot) == NormPath::TwoShot);
+  CHECK(pick(4, 64 * MiB, NormAlgo::TwoShot) == NormPath::TwoShot);
+  CHECK(pick(2, 1 * MiB, NormAlgo::TwoShot, false) == NormPath::Unfused);
+  CHECK(pick(8, 16, NormAlgo::TwoShot) == NormPath::Unfused);
   CHECK(pick(2, 128 * KiB, NormAlgo::Auto, true, 64 * KiB) == NormPath::TwoShot);  // FC_LAMPORT_MAX_BYTES
   // 2 ranks: the one kernel at every row length up to its limits (rows of 8-16 KiB on
   // clusters of 2-4 CTAs included: the unfused window they once had is gone, perf-log

@@ -70,11 +70,11 @@ double ulp(fcDataType_t t, double x) {
 // 2 ranks, above 256 KiB to 576 KiB at 3-4 ranks (from 0 for rows of 32 KiB or more),
 // never beyond (src/tuning/tuning.cc); up
 // to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2 ranks, 1 MiB at 3-4,
-// src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused.
+// src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused or twoshot.
 bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
   const char* algo = getenv("FC_ARNORM_ALGO");
   const std::string a = algo ? algo : "auto";
-  if (a == "unfused") return true;
+  if (a == "unfused" || a == "twoshot") return true;
   if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
   if (nranks <= 2) return tokens > 384 || bytes > size_t(4) << 20;
   if (nranks <= 4) return (bytes <= size_t(256) << 10 && bytes / tokens < size_t(32) << 10) || bytes > size_t(576) << 10;

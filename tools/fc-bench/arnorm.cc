@@ -14,6 +14,9 @@
 //                   (FC_ARNORM_GATHER_SET=1: passes twice as long)
 //   narrow_us       fused, the one kernel's CTAs kept at 512 data threads where a
 //                   share of a row is longer (FC_ARNORM_WIDE_CTAS=0)
+//   twoshot_us      the two-shot kernel from the first byte (FC_ARNORM_ALGO=twoshot;
+//                   the unfused path where it does not run), beside forced: the
+//                   crossover of the two kernels
 //   allreduce_us    fcAllReduce alone, same buffer
 //   nccl_us         ncclAllReduce alone (when NCCL loads; the norm not included: the
 //                   Python benchmark adds torch's)
@@ -43,6 +46,7 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
   fcComm_t unfused = commWithEnv(c, "FC_ARNORM_ALGO", "unfused");
   fcComm_t forced = commWithEnv(c, "FC_ARNORM_ALGO", "fused");
   fcComm_t narrow = commWithEnv(c, "FC_ARNORM_WIDE_CTAS", "0");
+  fcComm_t twoShot = commWithEnv(c, "FC_ARNORM_ALGO", "twoshot");
   // The two-shot kernel's pass forms, forced as `forced` is (commWithEnv sets one variable).
   fcComm_t unaligned, gather;
   {
@@ -61,7 +65,7 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
            describeRun(c).c_str(), o.dtype.c_str(), o.iters, o.replays, o.warmup,
            describeNccl(c, haveNccl, why).c_str());
     printf("op,tokens,hidden,bytes,type,fused_us,fused_nopdl_us,unfused_us,allreduce_us,nccl_us,over_ar_us,speedup,"
-           "eager_us,maxerr,check,forced_us,unaligned_us,gather_us,narrow_us\n");
+           "eager_us,maxerr,check,forced_us,unaligned_us,gather_us,narrow_us,twoshot_us\n");
   }
   int failures = 0;
   for (size_t hidden : hiddenV) {
@@ -105,8 +109,8 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
         }
       }
       auto ar = [&] { FC_OK(fcAllReduce(in, out, n, type, fcSum, c.comm, c.stream)); };
-      // forced, its pass forms and narrow go last, after NCCL, so that the columns keep
-      // their indices; they write the same outputs, which the check above has read already.
+      // forced, its pass forms, narrow and twoshot go last, after NCCL, so that the columns
+      // keep their indices; they write the same outputs, which the check above has read already.
       std::vector<std::function<void()>> ops = {call(c.comm), call(noPdl), call(unfused), ar};
       if (haveNccl)
         ops.push_back([&] {
@@ -115,7 +119,7 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
             exit(1);
           }
         });
-      for (fcComm_t comm : {forced, unaligned, gather, narrow}) ops.push_back(call(comm));
+      for (fcComm_t comm : {forced, unaligned, gather, narrow, twoShot}) ops.push_back(call(comm));
       std::vector<double> us = timeGraphs(c, o, ops);
       for (double& u : us) u = maxOverRanks(c, u);
       const EagerTimes eager = o.eager ? timeEager(c, o, call(c.comm)) : EagerTimes{};
@@ -125,10 +129,10 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
       failures += !ok;
       if (c.rank == 0) {
         const size_t last = us.size() - 1;
-        printf("arnorm,%zu,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%g,%s,%.2f,%.2f,%.2f,%.2f\n", tokens,
-               hidden, bytes, fcTypeName(type), us[0], us[1], us[2], us[3], haveNccl ? us[4] : 0.0, us[0] - us[3],
-               us[2] / us[0], eager.syncUs, worstErr, ok ? "OK" : "FAIL", us[last - 3], us[last - 2], us[last - 1],
-               us[last]);
+        printf("arnorm,%zu,%zu,%zu,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f\n",
+               tokens, hidden, bytes, fcTypeName(type), us[0], us[1], us[2], us[3], haveNccl ? us[4] : 0.0,
+               us[0] - us[3], us[2] / us[0], eager.syncUs, worstErr, ok ? "OK" : "FAIL", us[last - 4], us[last - 3],
+               us[last - 2], us[last - 1], us[last]);
         fflush(stdout);
       }
     }
@@ -136,7 +140,7 @@ int benchArnorm(Ctx& c, const Options& o, const std::string& tokensList, const s
   for (void* p : {in, res, w, resOut, out}) CUDA_OK(cudaFree(p));
   FC_OK(fcCommDestroy(noPdl));
   FC_OK(fcCommDestroy(unfused));
-  for (fcComm_t comm : {forced, unaligned, gather, narrow}) FC_OK(fcCommDestroy(comm));
+  for (fcComm_t comm : {forced, unaligned, gather, narrow, twoShot}) FC_OK(fcCommDestroy(comm));
   return failures ? 1 : 0;
 }
 
