@@ -397,10 +397,10 @@ TEST_CASE("fcAllReduceResidualRMSNormFp8: e4m3 of the normed rows over the scale
     float scale;
   };
   // 0.005 makes every normed value beyond 2.32 in magnitude exceed 464 (saturated to
-  // 448); 300 x 2056 is above the one-kernel limit: the two-shot kernel at 2 ranks
-  // (at 4 with FC_ARNORM_ALGO=fused), else (and with FC_ARNORM_ALGO=unfused) the all-reduce into the scratch,
-  // then the local kernel.
-  const Case cases[] = {{3, 4096, 0.005f}, {7, 8192, 1.f}, {300, 2056, 0.05f}};
+  // 448); 400 x 2056 is above the one-kernel limit (384 rows at 2 ranks): the two-shot
+  // kernel at 2 ranks (at 4 with FC_ARNORM_ALGO=fused or twoshot), else (and with
+  // FC_ARNORM_ALGO=unfused) the all-reduce into the scratch, then the local kernel.
+  const Case cases[] = {{3, 4096, 0.005f}, {7, 8192, 1.f}, {400, 2056, 0.05f}};
   for (fcDataType_t t : {fcBfloat16, fcFloat32}) {
     for (const Case& k : cases) {
       const size_t n = k.tokens * k.hidden, bytes = n * fcTypeSize(t);

@@ -260,9 +260,10 @@ TEST_CASE("PDL neighbours: fcAllReduce behind a producer and before a consumer, 
 TEST_CASE("PDL neighbours: fcAllReduceResidualRMSNorm behind a producer and before a consumer, every path") {
   const GpuEnv& env = gpuEnv();
   cudaStream_t s = env.streams[0];
-  // The auto choice (one kernel, two-shot kernel), the one kernel to the push slot, and
-  // the all-reduce + local norm kernel (FC_ARNORM_ALGO).
-  const char* algos[] = {nullptr, "fused", "unfused"};
+  // The auto choice (one kernel, two-shot kernel), the one kernel to the push slot, the
+  // two-shot kernel from the first byte, and the all-reduce + local norm kernel
+  // (FC_ARNORM_ALGO).
+  const char* algos[] = {nullptr, "fused", "twoshot", "unfused"};
   for (const char* algo : algos) {
     ForcedComm fc(algo ? "FC_ARNORM_ALGO" : nullptr, algo ? algo : "");
     for (const Shape& sh : kShapes) {
