@@ -179,9 +179,11 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   // past the one-kernel limit (the two-shot kernel at 2 ranks, and at 4 with
   // FC_ARNORM_ALGO=fused: 300 x 8192 runs in 2-3 passes of the push buffers at 2 ranks,
   // 3-5 at 4; 450 x 5120 in 16-bit types in 2 passes of 256 rows at 2 ranks, aligned to
-  // the kernel's 128 clusters; else all-reduce + norm).
-  const Shape shapes[] = {{1, 8},      {3, 24},     {7, 4096},   {33, 5120},  {1, 8192},  {128, 4096},
-                          {5, 20480},  {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192}, {450, 5120}};
+  // the kernel's 128 clusters; else all-reduce + norm). 200 x 5120 (16-bit types) and
+  // 150 x 2600 (fp32) give the one kernel's wide CTAs two rows each, together.
+  const Shape shapes[] = {{1, 8},      {3, 24},     {7, 4096},   {33, 5120},  {1, 8192},   {128, 4096},
+                          {5, 20480},  {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192},  {450, 5120},
+                          {200, 5120}, {150, 2600}};
   for (fcDataType_t t : kTypes) {
     for (Shape sh : shapes) {
       if (sh.hidden * fcTypeSize(t) % 16) continue;
