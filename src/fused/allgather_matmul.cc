@@ -153,6 +153,57 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // copies (pulls and staging) / the peers' GEMMs' waits for their pulls, so that fc-bench
 // agmmstages at a shard beyond a slot tells the fixed costs (barriers, the GEMM in
 // pieces) from what the copies cost.
+// The pipeline in passes with our rows pushed (FC_AGMM_PASSES=push; 2 ranks, no
+// Agathered, every stage on): pass p's rows of ours go from A straight into the peer's
+// slot p % 2, and the peer's GEMM reads them there, so a pass moves its rows once (one
+// copy over NVLink) where the pulled form copies them twice (staged into our slot, then
+// pulled into the peer's gathered rows), a copy whose HBM traffic the GEMM beside it
+// shares (fc-bench agmmstages, perf-log: the copies cost it 26-41 us at 24576-32768 x 3072
+// x 4096). Per pass p, on the caller's stream S and the copy queue Q:
+//   S: the op's barrier: every rank has run its GEMMs of pass p - 1, so the slot p % 2,
+//      which its peer's GEMM of pass p - 2 read, is free on every rank
+//   Q (after it): our rows of the pass into the peer's slot p % 2, then a stream write of
+//      p + 1 into the peer's flag for us (after a memory barrier: a peer that sees the
+//      value sees the rows)
+//   S: the GEMM of our rows from A (under the push); a gate kernel until our flag for the
+//      peer holds p + 1 (bounded, as every wait); the GEMM of the peer's rows from our slot
+// Then S waits for Q (A is the caller's again) and clears our flags: the peer's last
+// write into them has landed (the gate saw it), and its next writes follow the next
+// call's first barrier, which we reach after this. No final barrier: as in the engine's
+// pushed path (viaEnginePush), nobody reads our memory after our last GEMM, and the next
+// op's barrier orders the next writes into our slots. The flags are the pushed engine
+// path's words (kPushFlagsOffset), which that path also leaves zero.
+fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
+                                  const AllGatherMatmulArgs& a, cudaStream_t stream) {
+  const int rank = dc.rank, peer = 1 - rank;
+  const size_t es = dataTypeSize(a.datatype), shardRows = a.M / 2, rowBytes = a.K * es, cRowBytes = a.N * es;
+  const size_t slotRows = ce::slotBytes(dc) / rowBytes;
+  const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
+  const char* A = static_cast<const char*>(a.A);
+  char* C = static_cast<char*>(a.C);
+  const uint32_t sig = signatureOf(a);
+  uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
+  uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
+  FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows, pushed", passes, passRows);
+  for (size_t p = 0; p < passes; ++p) {
+    const size_t r0 = p * passRows, rows = std::min(passRows, shardRows - r0);
+    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+    FC_CHECK(copies.after(stream, 0));
+    FC_CHECK(ce::copy(ce::slot(dc, peer, channel, p), A + r0 * rowBytes, rows * rowBytes, copies.stream()));
+    FC_CHECK(copies.signal(peerFlag, uint32_t(p + 1)));
+    FC_CHECK(copies.mark(1));
+    FC_CHECK(gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
+                         a.transB, a.datatype, stream));
+    FC_CHECK(launchGate(dc, channel, Op::AllGatherMatmul, WaitKind::Shard, flags + peer, uint32_t(p + 1), peer,
+                        stream));
+    FC_CHECK(gemm.matmul(ce::slot(dc, rank, channel, p), rows, a.B, C + (size_t(peer) * shardRows + r0) * cRowBytes,
+                         a.N, a.K, a.transB, a.datatype, stream));
+  }
+  FC_CHECK(copies.waitMark(stream, 1));
+  FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(uint32_t), stream));
+  return fcSuccess;
+}
+
 fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                             const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -160,6 +211,8 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
   const size_t rowBytes = a.K * es, cRowBytes = a.N * es;
   const size_t slotRows = ce::slotBytes(dc) / rowBytes;  // >= 1 (tuning: pipelineInPasses)
   const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
+  if (a.passesPush && W == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits)
+    return pipelineInPassesPushed(dc, channel, copies, gemm, a, stream);
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
   const uint32_t sig = signatureOf(a);

@@ -77,7 +77,8 @@ bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
   if (a == "unfused" || a == "twoshot") return true;
   if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
   if (nranks <= 2) return tokens > 384 || bytes > size_t(4) << 20;
-  if (nranks <= 4) return (bytes <= size_t(256) << 10 && bytes / tokens < size_t(32) << 10) || bytes > size_t(576) << 10;
+  if (nranks <= 4)  // rows of 32 KiB and more take the one kernel from the first byte
+    return (bytes <= size_t(256) << 10 && bytes / tokens < size_t(32) << 10) || bytes > size_t(576) << 10;
   return true;
 }
 
