@@ -132,27 +132,6 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
   return fcSuccess;
 }
 
-// The pipeline for a shard beyond a workspace slot (issue 45: no cliff at long
-// prefills): its rows in passes of at most a slot, the two slots in turn, as fcAllGather's
-// copy-engine form moves them (all_gather_ce.cc). S stages pass 0 in slot 0; then per
-// pass p:
-//   S: the op's barrier: every rank's rows of pass p are staged in its slot p % 2, and
-//      every rank has waited for its pulls of pass p - 1 (the end of the loop), so slot
-//      (p + 1) % 2, which they read, is free on every rank
-//   Q (after it): the peers' rows of the pass into the gathered buffer (rank+1, rank+2,
-//      ..., mark t after step t); our own rows into a caller's Agathered; then our rows of
-//      pass p + 1 into slot (p + 1) % 2 (under S's GEMMs below); mark W
-//   S: the GEMM of our own rows of the pass, from A (under the pulls); each peer's rows
-//      once its mark is reached (a GEMM each: one peer's rows of a pass do not continue
-//      the next one's in C); then wait for mark W
-// Then the final barrier: nobody pulls from our slots any more. No copy of ours is
-// exposed but the first pass's staging, and per pass the barrier and the pulls that our
-// own rows' GEMM does not cover.
-// a.enginePulls / a.engineWaits false (FC_AGMM_ENGINE_STAGES no-pull / no-wait, with
-// the engine forced: it falls back to this path; timing only, see comm.h) leave out the
-// copies (pulls and staging) / the peers' GEMMs' waits for their pulls, so that fc-bench
-// agmmstages at a shard beyond a slot tells the fixed costs (barriers, the GEMM in
-// pieces) from what the copies cost.
 // The pipeline in passes with our rows pushed (FC_AGMM_PASSES=push; 2 ranks, no
 // Agathered, every stage on): pass p's rows of ours go from A straight into the peer's
 // slot p % 2, and the peer's GEMM reads them there, so a pass moves its rows once (one
@@ -172,7 +151,9 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // call's first barrier, which we reach after this. No final barrier: as in the engine's
 // pushed path (viaEnginePush), nobody reads our memory after our last GEMM, and the next
 // op's barrier orders the next writes into our slots. The flags are the pushed engine
-// path's words (kPushFlagsOffset), which that path also leaves zero.
+// path's words (kPushFlagsOffset), which that path also leaves zero. The barriers carry
+// the form in the op's signature: a peer that pulls (FC_AGMM_PASSES set otherwise there)
+// is a mismatch at the first barrier, not a gate that times out.
 fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                   const AllGatherMatmulArgs& a, cudaStream_t stream) {
   const int rank = dc.rank, peer = 1 - rank;
@@ -181,7 +162,8 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
-  const uint32_t sig = signatureOf(a);
+  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype),
+                                   shapeKey(a.M, a.N, a.K, uint32_t(a.transB) + 2u));  // + 2: pushed
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
   FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows, pushed", passes, passRows);
@@ -204,6 +186,27 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   return fcSuccess;
 }
 
+// The pipeline for a shard beyond a workspace slot (issue 45: no cliff at long
+// prefills): its rows in passes of at most a slot, the two slots in turn, as fcAllGather's
+// copy-engine form moves them (all_gather_ce.cc). S stages pass 0 in slot 0; then per
+// pass p:
+//   S: the op's barrier: every rank's rows of pass p are staged in its slot p % 2, and
+//      every rank has waited for its pulls of pass p - 1 (the end of the loop), so slot
+//      (p + 1) % 2, which they read, is free on every rank
+//   Q (after it): the peers' rows of the pass into the gathered buffer (rank+1, rank+2,
+//      ..., mark t after step t); our own rows into a caller's Agathered; then our rows of
+//      pass p + 1 into slot (p + 1) % 2 (under S's GEMMs below); mark W
+//   S: the GEMM of our own rows of the pass, from A (under the pulls); each peer's rows
+//      once its mark is reached (a GEMM each: one peer's rows of a pass do not continue
+//      the next one's in C); then wait for mark W
+// Then the final barrier: nobody pulls from our slots any more. No copy of ours is
+// exposed but the first pass's staging, and per pass the barrier and the pulls that our
+// own rows' GEMM does not cover.
+// a.enginePulls / a.engineWaits false (FC_AGMM_ENGINE_STAGES no-pull / no-wait, with
+// the engine forced: it falls back to this path; timing only, see comm.h) leave out the
+// copies (pulls and staging) / the peers' GEMMs' waits for their pulls, so that fc-bench
+// agmmstages at a shard beyond a slot tells the fixed costs (barriers, the GEMM in
+// pieces) from what the copies cost.
 fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                             const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
