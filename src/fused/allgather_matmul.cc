@@ -65,9 +65,12 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
   return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 }
 
-// The op's signature at its barriers: the shape, hashed, in place of a count.
-uint32_t signatureOf(const AllGatherMatmulArgs& a) {
-  return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, uint32_t(a.transB)));
+// The op's signature at its barriers: the shape, hashed, in place of a count; `pushed`
+// (the pipeline in passes with pushed rows) hashes in too, so that ranks moving their
+// rows differently are a mismatch at the first barrier.
+uint32_t signatureOf(const AllGatherMatmulArgs& a, bool pushed = false) {
+  return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype),
+                     shapeKey(a.M, a.N, a.K, uint32_t(a.transB) + (pushed ? 2u : 0u)));
 }
 
 // Where rank r's shard is read from: its symmetric A, or where r staged it in its
@@ -154,16 +157,15 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 // path's words (kPushFlagsOffset), which that path also leaves zero. The barriers carry
 // the form in the op's signature: a peer that pulls (FC_AGMM_PASSES set otherwise there)
 // is a mismatch at the first barrier, not a gate that times out.
+// passes / passRows: pipelineInPasses' geometry.
 fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
-                                  const AllGatherMatmulArgs& a, cudaStream_t stream) {
+                                  const AllGatherMatmulArgs& a, size_t passes, size_t passRows,
+                                  cudaStream_t stream) {
   const int rank = dc.rank, peer = 1 - rank;
   const size_t es = dataTypeSize(a.datatype), shardRows = a.M / 2, rowBytes = a.K * es, cRowBytes = a.N * es;
-  const size_t slotRows = ce::slotBytes(dc) / rowBytes;
-  const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
-  const uint32_t sig = opSignature(Op::AllGatherMatmul, uint32_t(a.datatype),
-                                   shapeKey(a.M, a.N, a.K, uint32_t(a.transB) + 2u));  // + 2: pushed
+  const uint32_t sig = signatureOf(a, /*pushed=*/true);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
   FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows, pushed", passes, passRows);
@@ -215,7 +217,7 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
   const size_t slotRows = ce::slotBytes(dc) / rowBytes;  // >= 1 (tuning: pipelineInPasses)
   const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
   if (a.passesPush && W == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits)
-    return pipelineInPassesPushed(dc, channel, copies, gemm, a, stream);
+    return pipelineInPassesPushed(dc, channel, copies, gemm, a, passes, passRows, stream);
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
   const uint32_t sig = signatureOf(a);
