@@ -77,6 +77,15 @@ constexpr size_t kCeAllGatherMin = 64 * MiB;
 // in registers and wide CTAs: 200 x 2048 7.2 against 8.3.)
 //                                                          perf-log: allReduceNormOneKernelMaxBytes
 constexpr size_t kNormOneKernelMaxRows = 384;
+// ... and up to 640 rows of at most 4 KiB (hidden 2048 in bf16): there the one kernel's
+// 256-thread CTAs hold a row in one pack each and 4-5 rows cost less than the two-shot's
+// second exchange. 2 H200s (2026-11-28, 42a5281, fc-bench arnorm, 385-640 rows): x 2048
+// the one kernel took 0.87-0.98x the two-shot's time at every count (385 10.40 against
+// 12.02 us, 512 12.46 / 12.69, 640 15.40 / 16.01); x 2560 0.89-1.03x (ahead to 448 rows,
+// behind at 480-512), x 3072-5120 ahead only at 385 and 1.00-1.07x behind from 416.
+//                                                          perf-log: allReduceNormOneKernelMaxBytes
+constexpr size_t kNormOneKernelShortRowsMaxRows = 640;
+constexpr size_t kNormOneKernelShortRowBytes = 4 * KiB;
 // Beyond 2 ranks the one kernel only above 256 KiB and up to 576 KiB: at 4 ranks the
 // all-reduce's one-shot + the norm kernel were 0.8-1.2 us ahead of it at 1-64 tokens of
 // every hidden size (its CTA per row pushes W-1 copies of the row, the one-shot spreads
@@ -87,15 +96,16 @@ constexpr size_t kNormOneKernelMaxRows = 384;
 constexpr int kNormOneKernelFromZeroMaxRanks = 2;
 constexpr size_t kNormOneKernelAboveWide = 256 * KiB;
 constexpr size_t kNormOneKernelMaxWide = 576 * KiB;
-// ... and at 3-4 ranks from the first byte where a row fills a whole cluster of the one
-// kernel (8 CTAs of 256 packs: 32 KiB, hidden 16384 in bf16): there the norm kernel's CTA
-// per row leaves its threads 4 packs each, where the cluster spreads the row over 8 SMs.
-// The one kernel / the unfused path at 1 / 3 / 8 rows of 16384 in bf16: 0.88 / 0.89 / 0.86
-// on 4 H100s (71661d5), 0.88 / 0.87 / 0.86 and 0.89 / 0.90 / 0.89 on 4 H200s (90c8ad3,
-// 2ecbd4f; 1 x 16384 6.04 against 6.78 us); rows of 16 KiB (8192) 0.96-1.00, of 8-10 KiB
-// (4096-5120) 0.96-1.05.                                   perf-log: allReduceNormOneKernelMaxBytes
+// ... and at 3-4 ranks from the first byte where a row fills half a cluster of the one
+// kernel or more (4 of its 8 CTAs of 256 packs: 16 KiB, hidden 8192 in bf16): there the
+// norm kernel's CTA per row leaves its threads 2-4 packs each, where the cluster spreads
+// the row over 4-8 SMs. The one kernel / the unfused path at 1 / 3 / 8 rows of 16384 in
+// bf16: 0.88 / 0.89 / 0.86 on 4 H100s (71661d5), 0.88 / 0.87 / 0.86, 0.89 / 0.90 / 0.89
+// and 0.86 / 0.87 / 0.87 on 4 H200s (90c8ad3, 2ecbd4f, 42a5281; 1 x 16384 5.97 against
+// 6.91 us); of 12288 0.90 / 0.92 / 0.92 and of 8192 0.96 / 0.95 / 0.97 (42a5281); rows of
+// 8-10 KiB (4096-5120) 0.96-1.05.                          perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormOneKernelLongRowsMaxRanks = 4;
-constexpr size_t kNormOneKernelLongRowBytes = 32 * KiB;
+constexpr size_t kNormOneKernelLongRowBytes = 16 * KiB;
 // The two-shot kernel only at 2 ranks: at 4 a pass is half a 1 MiB push slot, so its grid
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
@@ -290,8 +300,10 @@ size_t allReduceNormOneKernelMaxBytes(int nranks) {
                                                   : std::min(kNormOneKernelMaxWide, lamportMaxBytes(nranks));
 }
 
-size_t allReduceNormOneKernelMaxRows(int nranks) {
-  return nranks <= kNormOneKernelFromZeroMaxRanks ? kNormOneKernelMaxRows : SIZE_MAX;
+size_t allReduceNormOneKernelMaxRows(int nranks, size_t rowBytes) {
+  if (nranks > kNormOneKernelFromZeroMaxRanks) return SIZE_MAX;
+  const bool shortRows = rowBytes > 0 && rowBytes <= kNormOneKernelShortRowBytes;
+  return shortRows ? kNormOneKernelShortRowsMaxRows : kNormOneKernelMaxRows;
 }
 
 size_t allReduceNormOneKernelAboveBytes(int nranks, size_t rowBytes) {
@@ -317,8 +329,9 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
       break;
   }
   const size_t most = q.maxOverride ? size_t(q.maxOverride) : allReduceNormOneKernelMaxBytes(q.nranks);
-  if (q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, q.rows ? q.bytes / q.rows : 0) && q.bytes <= most &&
-      q.rows <= allReduceNormOneKernelMaxRows(q.nranks))
+  const size_t rowBytes = q.rows ? q.bytes / q.rows : 0;
+  if (q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, rowBytes) && q.bytes <= most &&
+      q.rows <= allReduceNormOneKernelMaxRows(q.nranks, rowBytes))
     return NormPath::OneKernel;
   return allReduceNormTwoShotAuto(q.nranks) && q.twoShotFits ? NormPath::TwoShot : NormPath::Unfused;
 }

@@ -72,10 +72,11 @@ MoveAlgo chooseReduceScatter(int nranks, MoveAlgo forced, size_t block, size_t t
 MoveAlgo chooseAllGather(int nranks, MoveAlgo forced, size_t bytes);
 
 // ---- All-reduce + residual + RMSNorm (fcAllReduceResidualRMSNorm) -----------------------
-// One Lamport kernel up to this many bytes (auto), of up to this many rows ...
+// One Lamport kernel up to this many bytes (auto), of up to this many rows of rowBytes
+// (2 ranks: 384, 640 for rows of up to 4 KiB; no limit beyond) ...
 size_t allReduceNormOneKernelMaxBytes(int nranks);
-size_t allReduceNormOneKernelMaxRows(int nranks);
-// ... and above this many for rows of rowBytes (0 at 2 ranks, and at 3-4 for rows of 32
+size_t allReduceNormOneKernelMaxRows(int nranks, size_t rowBytes = 0);
+// ... and above this many for rows of rowBytes (0 at 2 ranks, and at 3-4 for rows of 16
 // KiB and more; beyond, 256 KiB: below it the one-shot + the norm kernel are ahead).
 size_t allReduceNormOneKernelAboveBytes(int nranks, size_t rowBytes = 0);
 // Whether auto takes the two-shot kernel above the one kernel (else the unfused path).

@@ -117,14 +117,16 @@ TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
 TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(allReduceNormOneKernelMaxBytes(2) == 4 * MiB);
   CHECK(allReduceNormOneKernelMaxRows(2) == 384);
+  CHECK(allReduceNormOneKernelMaxRows(2, 4 * KiB) == 640);      // hidden 2048 in bf16
+  CHECK(allReduceNormOneKernelMaxRows(2, 4 * KiB + 16) == 384);
   CHECK(allReduceNormOneKernelMaxRows(4) == SIZE_MAX);
   CHECK(allReduceNormOneKernelMaxBytes(4) == 576 * KiB);
   CHECK(allReduceNormOneKernelMaxBytes(8) == 256 * KiB);
   CHECK(allReduceNormOneKernelAboveBytes(2) == 0);
   CHECK(allReduceNormOneKernelAboveBytes(4) == 256 * KiB);
   CHECK(allReduceNormOneKernelAboveBytes(8) == 256 * KiB);
-  CHECK(allReduceNormOneKernelAboveBytes(4, 32 * KiB) == 0);          // rows of a whole cluster
-  CHECK(allReduceNormOneKernelAboveBytes(4, 32 * KiB - 16) == 256 * KiB);
+  CHECK(allReduceNormOneKernelAboveBytes(4, 16 * KiB) == 0);          // rows of half a cluster
+  CHECK(allReduceNormOneKernelAboveBytes(4, 16 * KiB - 16) == 256 * KiB);
   CHECK(allReduceNormOneKernelAboveBytes(8, 64 * KiB) == 256 * KiB);  // 8 ranks: unmeasured
   CHECK(allReduceNormTwoShotAuto(2));
   CHECK_FALSE(allReduceNormTwoShotAuto(4));
@@ -140,7 +142,8 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
     q.twoShotFits = twoShotFits;
     return chooseAllReduceNorm(q);
   };
-  // 2 ranks: the one kernel up to 384 rows and its 4 MiB slot, the two-shot beyond either.
+  // 2 ranks: the one kernel up to 384 rows (640 of 4 KiB) and its 4 MiB slot, the two-shot
+  // beyond either.
   auto rows2 = [&](size_t bytes, size_t rows) { return pick(2, bytes, NormAlgo::Auto, true, 0, rows); };
   CHECK(rows2(1 * MiB, 128) == NormPath::OneKernel);
   CHECK(rows2(4 * MiB, 128) == NormPath::OneKernel);
@@ -148,8 +151,12 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(rows2(640 * KiB, 160) == NormPath::OneKernel);
   CHECK(rows2(800 * KiB, 200) == NormPath::OneKernel);
   CHECK(rows2(1536 * KiB, 384) == NormPath::OneKernel);
-  CHECK(rows2(1540 * KiB, 385) == NormPath::TwoShot);
+  CHECK(rows2(3080 * KiB, 385) == NormPath::TwoShot);     // 385 x 4096
   CHECK(rows2(3840 * KiB, 384) == NormPath::OneKernel);   // 384 x 5120 in bf16
+  CHECK(rows2(385 * 4 * KiB, 385) == NormPath::OneKernel);  // rows of 4 KiB: to 640
+  CHECK(rows2(640 * 4 * KiB, 640) == NormPath::OneKernel);
+  CHECK(rows2(641 * 4 * KiB, 641) == NormPath::TwoShot);
+  CHECK(rows2(385 * 5 * KiB, 385) == NormPath::TwoShot);    // 385 x 2560
   CHECK(rows2(4608 * KiB, 384) == NormPath::TwoShot);     // 384 x 6144: beyond the slot
   CHECK(pick(2, 8 * MiB, NormAlgo::Auto, false, 0, 500) == NormPath::Unfused);  // rows beyond half a slot
   // 4 ranks: the all-reduce's one-shot + the norm kernel up to 256 KiB, the one kernel
@@ -162,7 +169,7 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(pick(4, 576 * KiB) == NormPath::OneKernel);
   CHECK(pick(4, 576 * KiB + 16) == NormPath::Unfused);
   CHECK(pick(4, 1 * MiB) == NormPath::Unfused);
-  // ... but rows of 32 KiB and more take the one kernel from the first byte (to 576 KiB).
+  // ... but rows of 16 KiB and more take the one kernel from the first byte (to 576 KiB).
   auto rows4 = [&](size_t tokens, size_t rowBytes) {
     return pick(4, tokens * rowBytes, NormAlgo::Auto, true, 0, tokens);
   };
@@ -170,7 +177,9 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(rows4(8, 32 * KiB) == NormPath::OneKernel);
   CHECK(rows4(18, 32 * KiB) == NormPath::OneKernel);  // 576 KiB
   CHECK(rows4(19, 32 * KiB) == NormPath::Unfused);    // past it
-  CHECK(rows4(8, 16 * KiB) == NormPath::Unfused);     // 8 x 8192: the one-shot + the norm kernel
+  CHECK(rows4(8, 16 * KiB) == NormPath::OneKernel);   // 8 x 8192
+  CHECK(rows4(36, 16 * KiB) == NormPath::OneKernel);  // 576 KiB
+  CHECK(rows4(8, 10 * KiB) == NormPath::Unfused);     // 8 x 5120: the one-shot + the norm kernel
   CHECK(pick(4, 64 * MiB) == NormPath::Unfused);
   // 8 ranks: the one-shot's limit (512 KiB) is above the one kernel's Lamport limit.
   CHECK(pick(8, 256 * KiB) == NormPath::Unfused);

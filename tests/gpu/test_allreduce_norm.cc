@@ -66,9 +66,9 @@ double ulp(fcDataType_t t, double x) {
 
 // Whether a call of `bytes` (`tokens` rows) rounds the all-reduced sum before it
 // adds the residual: the two-shot kernel and the unfused path (all-reduce, then the local
-// norm) do; the one-kernel path does not. Auto takes it for up to 384 rows up to 4 MiB at
-// 2 ranks, above 256 KiB to 576 KiB at 3-4 ranks (from 0 for rows of 32 KiB or more),
-// never beyond (src/tuning/tuning.cc); up
+// norm) do; the one-kernel path does not. Auto takes it for up to 384 rows (640 of at
+// most 4 KiB) up to 4 MiB at 2 ranks, above 256 KiB to 576 KiB at 3-4 ranks (from 0 for
+// rows of 16 KiB or more), never beyond (src/tuning/tuning.cc); up
 // to the push slot with FC_ARNORM_ALGO=fused (4 MiB at 2 ranks, 1 MiB at 3-4,
 // src/device/device_comm.h), none with FC_ARNORM_ALGO=unfused or twoshot.
 bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
@@ -76,9 +76,10 @@ bool roundsSumFirst(size_t tokens, size_t bytes, int nranks) {
   const std::string a = algo ? algo : "auto";
   if (a == "unfused" || a == "twoshot") return true;
   if (a == "fused") return bytes > (nranks <= 2 ? size_t(4) << 20 : size_t(1) << 20);
-  if (nranks <= 2) return tokens > 384 || bytes > size_t(4) << 20;
-  if (nranks <= 4)  // rows of 32 KiB and more take the one kernel from the first byte
-    return (bytes <= size_t(256) << 10 && bytes / tokens < size_t(32) << 10) || bytes > size_t(576) << 10;
+  const size_t rowBytes = bytes / tokens;
+  if (nranks <= 2) return tokens > (rowBytes <= size_t(4) << 10 ? 640 : 384) || bytes > size_t(4) << 20;
+  if (nranks <= 4)  // rows of 16 KiB and more take the one kernel from the first byte
+    return (bytes <= size_t(256) << 10 && rowBytes < size_t(16) << 10) || bytes > size_t(576) << 10;
   return true;
 }
 
@@ -181,10 +182,12 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   // FC_ARNORM_ALGO=fused: 300 x 8192 runs in 2-3 passes of the push buffers at 2 ranks,
   // 3-5 at 4; 450 x 5120 in 16-bit types in 2 passes of 256 rows at 2 ranks, aligned to
   // the kernel's 128 clusters; else all-reduce + norm). 200 x 5120 (16-bit types) and
-  // 150 x 2600 (fp32) give the one kernel's wide CTAs two rows each, together.
+  // 150 x 2600 (fp32) give the one kernel's wide CTAs two rows each, together. 600 x 2048
+  // (16-bit types) is the one kernel's at 2 ranks (rows of 4 KiB: to 640), 5 rows to a
+  // CTA; 3 x 8192 its at 4 ranks from the first byte (rows of 16 KiB).
   const Shape shapes[] = {{1, 8},      {3, 24},     {7, 4096},   {33, 5120},  {1, 8192},   {128, 4096},
                           {5, 20480},  {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192},  {450, 5120},
-                          {200, 5120}, {150, 2600}};
+                          {200, 5120}, {150, 2600}, {600, 2048}, {3, 8192}};
   for (fcDataType_t t : kTypes) {
     for (Shape sh : shapes) {
       if (sh.hidden * fcTypeSize(t) % 16) continue;
