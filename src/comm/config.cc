@@ -43,7 +43,8 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
 constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
 // FC_AGMM_PASSES: how the pipeline in passes moves a pass's rows (pull: staged, then
-// pulled by the peers; push: into the peer's slot, at 2 ranks without Agathered).
+// pulled by the peers; push, the default: into the peer's slot, at 2 ranks without
+// Agathered, pulled elsewhere).
 constexpr std::pair<const char*, bool> kAgmmPasses[] = {{"pull", false}, {"push", true}};
 // FC_ARNORM_ALGO: "fused" is the one Lamport kernel.
 constexpr std::pair<const char*, NormAlgo> kNormAlgos[] = {
