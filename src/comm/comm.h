@@ -78,11 +78,11 @@ struct CommParams {
   // none smaller than the tuning table's minimum (tuning::matmulReduceScatterEnginePieces).
   int mmrsEnginePieces = tuning::kMmrsEnginePieces;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
-  // FC_AGMM_PASSES=push (the default): fcAllGatherMatmul's pipeline in passes (shards
-  // beyond a slot) at 2 ranks with no Agathered pushes our rows into the peer's slot instead
-  // of staging them for the peer to pull (fused/allgather_matmul.cc,
+  // FC_AGMM_PASSES (tuning/algos.h): push, the default, has fcAllGatherMatmul's pipeline
+  // in passes (shards beyond a slot) at 2 ranks with no Agathered push our rows into the
+  // peer's slot instead of staging them for the peer to pull (fused/allgather_matmul.cc,
   // pipelineInPassesPushed); pull: the staged form everywhere.
-  bool agmmPassesPush = true;
+  AgmmPasses agmmPasses = AgmmPasses::Push;
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO

@@ -42,10 +42,9 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
 // FC_REDUCE_SCATTER_ALGO also takes the Lamport kernel (where a block fits its slot).
 constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
-// FC_AGMM_PASSES: how the pipeline in passes moves a pass's rows (pull: staged, then
-// pulled by the peers; push, the default: into the peer's slot, at 2 ranks without
-// Agathered, pulled elsewhere).
-constexpr std::pair<const char*, bool> kAgmmPasses[] = {{"pull", false}, {"push", true}};
+// FC_AGMM_PASSES: how the pipeline in passes moves a pass's rows (tuning/algos.h).
+constexpr std::pair<const char*, AgmmPasses> kAgmmPasses[] = {
+    {"pull", AgmmPasses::Pull}, {"push", AgmmPasses::Push}, {"push-own-first", AgmmPasses::PushOwnFirst}};
 // FC_ARNORM_ALGO: "fused" is the one Lamport kernel.
 constexpr std::pair<const char*, NormAlgo> kNormAlgos[] = {
     {"auto", NormAlgo::Auto},
@@ -200,7 +199,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
-  FC_CHECK(choiceFromEnv("FC_AGMM_PASSES", kAgmmPasses, &p->agmmPassesPush));
+  FC_CHECK(choiceFromEnv("FC_AGMM_PASSES", kAgmmPasses, &p->agmmPasses));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {

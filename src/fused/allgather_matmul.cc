@@ -65,12 +65,15 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
   return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 }
 
-// The op's signature at its barriers: the shape, hashed, in place of a count; `pushed`
-// (the pipeline in passes with pushed rows) hashes in too, so that ranks moving their
-// rows differently are a mismatch at the first barrier.
-uint32_t signatureOf(const AllGatherMatmulArgs& a, bool pushed = false) {
+// The form of the pipeline in passes, hashed into the op's signature at its barriers.
+enum class PassesSignature : uint32_t { Pulled = 0, Pushed = 1, PushedOwnFirst = 2 };
+
+// The op's signature at its barriers: the shape, hashed, in place of a count; the form
+// of the pipeline in passes hashes in too, so that ranks moving their rows differently
+// (or running their barriers at other points) are a mismatch at the first barrier.
+uint32_t signatureOf(const AllGatherMatmulArgs& a, PassesSignature form = PassesSignature::Pulled) {
   return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype),
-                     shapeKey(a.M, a.N, a.K, uint32_t(a.transB) + (pushed ? 2u : 0u)));
+                     shapeKey(a.M, a.N, a.K, uint32_t(a.transB) + 2u * uint32_t(form)));
 }
 
 // Where rank r's shard is read from: its symmetric A, or where r staged it in its
@@ -135,28 +138,42 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
   return fcSuccess;
 }
 
-// The pipeline in passes with our rows pushed (FC_AGMM_PASSES=push; 2 ranks, no
-// Agathered, every stage on): pass p's rows of ours go from A straight into the peer's
-// slot p % 2, and the peer's GEMM reads them there, so a pass moves its rows once (one
-// copy over NVLink) where the pulled form copies them twice (staged into our slot, then
-// pulled into the peer's gathered rows), a copy whose HBM traffic the GEMM beside it
-// shares (fc-bench agmmstages, perf-log: the copies cost it 26-41 us at 24576-32768 x 3072
-// x 4096). Per pass p, on the caller's stream S and the copy queue Q:
+// The pipeline in passes with our rows pushed (FC_AGMM_PASSES=push, the default, or
+// push-own-first; 2 ranks, no Agathered, every stage on): pass p's rows of ours go from A
+// straight into the peer's slot p % 2, and the peer's GEMM reads them there, so a pass
+// moves its rows once (one copy over NVLink) where the pulled form copies them twice
+// (staged into our slot, then pulled into the peer's gathered rows), a copy whose HBM
+// traffic the GEMM beside it shares (fc-bench agmmstages, perf-log: the copies cost it
+// 26-41 us at 24576-32768 x 3072 x 4096). On the caller's stream S and the copy queue Q,
+// push: per pass p
 //   S: the op's barrier: every rank has run its GEMMs of pass p - 1, so the slot p % 2,
 //      which its peer's GEMM of pass p - 2 read, is free on every rank
 //   Q (after it): our rows of the pass into the peer's slot p % 2, then a stream write of
 //      p + 1 into the peer's flag for us (after a memory barrier: a peer that sees the
 //      value sees the rows)
-//   S: the GEMM of our rows from A (under the push); a gate kernel until our flag for the
-//      peer holds p + 1 (bounded, as every wait); the GEMM of the peer's rows from our slot
+//   S: the GEMM of our rows of the pass from A (under the push); a gate kernel until our
+//      flag for the peer holds p + 1 (bounded, as every wait); the GEMM of the peer's rows
+//      from our slot
+// push-own-first: our rows' GEMM whole, in front, instead of a piece per pass (one GEMM
+// where there were `passes`, each losing a partial wave), and a barrier only where a
+// slot is reused:
+//   S: the op's barrier; Q (after it): passes 0 and 1 pushed, each flagged as above
+//   S: the GEMM of all our rows from A (under those pushes)
+//   per pass p: S: the gate for p + 1; the GEMM of the peer's rows from our slot p % 2;
+//      where a pass p + 2 follows, a barrier (every rank has run its GEMM of the peer's
+//      pass p: slot p % 2 is free on every rank), then Q (after it): pass p + 2 pushed
+//      into it (under the GEMM of pass p + 1)
+// The gate waits for a flag of at least p + 1: the peer's push of pass p + 1 may have
+// signalled before our gate for p runs (after the barrier that follows our GEMM of its
+// pass p - 1).
 // Then S waits for Q (A is the caller's again) and clears our flags: the peer's last
 // write into them has landed (the gate saw it), and its next writes follow the next
 // call's first barrier, which we reach after this. No final barrier: as in the engine's
 // pushed path (viaEnginePush), nobody reads our memory after our last GEMM, and the next
 // op's barrier orders the next writes into our slots. The flags are the pushed engine
 // path's words (kPushFlagsOffset), which that path also leaves zero. The barriers carry
-// the form in the op's signature: a peer that pulls (FC_AGMM_PASSES set otherwise there)
-// is a mismatch at the first barrier, not a gate that times out.
+// the form in the op's signature: a peer that pulls or pushes otherwise (FC_AGMM_PASSES
+// set otherwise there) is a mismatch at the first barrier, not a gate that times out.
 // passes / passRows: pipelineInPasses' geometry.
 fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                   const AllGatherMatmulArgs& a, size_t passes, size_t passRows,
@@ -165,24 +182,52 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   const size_t es = dataTypeSize(a.datatype), shardRows = a.M / 2, rowBytes = a.K * es, cRowBytes = a.N * es;
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
-  const uint32_t sig = signatureOf(a, /*pushed=*/true);
+  const bool ownFirst = a.passes == AgmmPasses::PushOwnFirst;
+  const uint32_t sig = signatureOf(a, ownFirst ? PassesSignature::PushedOwnFirst : PassesSignature::Pushed);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
-  FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows, pushed", passes, passRows);
-  for (size_t p = 0; p < passes; ++p) {
-    const size_t r0 = p * passRows, rows = std::min(passRows, shardRows - r0);
-    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-    FC_CHECK(copies.after(stream, 0));
-    FC_CHECK(ce::copy(ce::slot(dc, peer, channel, p), A + r0 * rowBytes, rows * rowBytes, copies.stream()));
-    FC_CHECK(copies.signal(peerFlag, uint32_t(p + 1)));
-    FC_CHECK(copies.mark(1));
-    FC_CHECK(gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
-                         a.transB, a.datatype, stream));
+  auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
+  auto push = [&](size_t p) -> fcResult_t {  // on Q: pass p's rows into the peer's slot p % 2, flagged
+    FC_CHECK(ce::copy(ce::slot(dc, peer, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes,
+                      copies.stream()));
+    return copies.signal(peerFlag, uint32_t(p + 1));
+  };
+  auto ownRows = [&](size_t r0, size_t rows) {  // on S: the GEMM of our rows r0.. from A
+    return gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
+                       a.transB, a.datatype, stream);
+  };
+  auto peerRows = [&](size_t p) -> fcResult_t {  // on S: wait for the peer's pass p, its GEMM from our slot
     FC_CHECK(launchGate(dc, channel, Op::AllGatherMatmul, WaitKind::Shard, flags + peer, uint32_t(p + 1), peer,
                         stream));
-    FC_CHECK(gemm.matmul(ce::slot(dc, rank, channel, p), rows, a.B, C + (size_t(peer) * shardRows + r0) * cRowBytes,
-                         a.N, a.K, a.transB, a.datatype, stream));
+    return gemm.matmul(ce::slot(dc, rank, channel, p), rowsOf(p), a.B,
+                       C + (size_t(peer) * shardRows + p * passRows) * cRowBytes, a.N, a.K, a.transB, a.datatype,
+                       stream);
+  };
+  FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows, pushed%s", passes, passRows,
+           ownFirst ? ", our rows first" : "");
+  if (ownFirst) {
+    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+    FC_CHECK(copies.after(stream, 0));
+    for (size_t p = 0; p < std::min<size_t>(passes, ce::kSlots); ++p) FC_CHECK(push(p));
+    FC_CHECK(ownRows(0, shardRows));
+    for (size_t p = 0; p < passes; ++p) {
+      FC_CHECK(peerRows(p));
+      if (p + ce::kSlots < passes) {
+        FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+        FC_CHECK(copies.after(stream, 0));
+        FC_CHECK(push(p + ce::kSlots));
+      }
+    }
+  } else {
+    for (size_t p = 0; p < passes; ++p) {
+      FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+      FC_CHECK(copies.after(stream, 0));
+      FC_CHECK(push(p));
+      FC_CHECK(ownRows(p * passRows, rowsOf(p)));
+      FC_CHECK(peerRows(p));
+    }
   }
+  FC_CHECK(copies.mark(1));
   FC_CHECK(copies.waitMark(stream, 1));
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(uint32_t), stream));
   return fcSuccess;
@@ -216,7 +261,7 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
   const size_t rowBytes = a.K * es, cRowBytes = a.N * es;
   const size_t slotRows = ce::slotBytes(dc) / rowBytes;  // >= 1 (tuning: pipelineInPasses)
   const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
-  if (a.passesPush && W == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits)
+  if (a.passes != AgmmPasses::Pull && W == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits)
     return pipelineInPassesPushed(dc, channel, copies, gemm, a, passes, passRows, stream);
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);

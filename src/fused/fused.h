@@ -42,10 +42,9 @@ struct AllGatherMatmulArgs {
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.
   bool engineWaits = true, enginePulls = true;
-  // FC_AGMM_PASSES=push (the communicator's default): the pipeline in passes pushes our
-  // rows into the peer's slot (2 ranks, no Agathered; allgather_matmul.cc,
-  // pipelineInPassesPushed).
-  bool passesPush = false;
+  // FC_AGMM_PASSES (the communicator's default: push): how the pipeline in passes moves
+  // a pass's rows (tuning/algos.h; allgather_matmul.cc, pipelineInPassesPushed).
+  AgmmPasses passes = AgmmPasses::Pull;
 };
 
 

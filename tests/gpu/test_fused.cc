@@ -98,10 +98,11 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
   // 128, one whose shards fill two waves (fused by the auto choice), one whose K is no
   // multiple of 8 (rows not 16-byte aligned: the engine falls back), shards of two
   // whole tile rows with odd N and K (the engine reads them in place and pushes them),
-  // and shards of 4.6 MB, beyond the tests' 4 MiB workspace slot (GpuEnv: 8 MiB): the
-  // pipeline in two passes of rows (pipelineInPasses), zero-copy A the engine.
-  const Shape shapes[] = {{8, 72, 40},    {96, 520, 264},   {1024, 4224, 200},
-                          {64, 136, 36},  {256, 392, 136},  {2304, 2048, 1000}};
+  // and shards of 4.6 and 9.2 MB, beyond the tests' 4 MiB workspace slot (GpuEnv: 8
+  // MiB): the pipeline in two and three passes of rows (pipelineInPasses: the third
+  // reuses slot 0, behind a barrier), zero-copy A the engine.
+  const Shape shapes[] = {{8, 72, 40},   {96, 520, 264},  {1024, 4224, 200},  {64, 136, 36},
+                          {256, 392, 136}, {2304, 2048, 1000}, {4608, 272, 1000}};
   size_t symBytes = 0;
   for (const Shape& sh : shapes) symBytes = std::max(symBytes, sh.ms * sh.K * 2);
   void* sym = nullptr;
@@ -135,8 +136,9 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
 
 namespace {
 
-// Shards that fit a workspace slot (the fused paths), and shards of 4.6 MB beyond the
-// tests' 4 MiB slot (the pipeline in passes), each captured back to back.
+// Shards that fit a workspace slot (the fused paths), and shards of 4.6 and 9.2 MB
+// beyond the tests' 4 MiB slot (the pipeline in two and three passes), each captured
+// back to back.
 void agmmGraphBackToBack(size_t ms, size_t N, size_t K) {
   const GpuEnv& env = gpuEnv();
   const int W = env.nranks;
@@ -185,6 +187,7 @@ void agmmGraphBackToBack(size_t ms, size_t N, size_t K) {
 TEST_CASE("fcAllGatherMatmul: back to back in a CUDA graph, replayed with fresh inputs") {
   agmmGraphBackToBack(1024, 4224, 200);
   agmmGraphBackToBack(2304, 2048, 1000);
+  agmmGraphBackToBack(4608, 272, 1000);
 }
 
 TEST_CASE("fcAllGatherMatmul: a CUDA graph replayed 1,000 times stays exact") {
