@@ -465,7 +465,10 @@ fcResult_t fcBarrier(fcComm_t comm, cudaStream_t stream);
  * Asynchronous on stream; CUDA-graph capturable; safe back to back; ordered with the
  * communicator's other ops like every op (see "Streams and ordering"). Collective:
  * every rank calls it with the same M, N, K, transB and datatype (a different shape
- * is caught: the signature carries a hash of it).
+ * is caught: the signature carries a hash of it), and alike with or without
+ * Agathered and with A in symmetric memory or not: where ranks differ in these and
+ * that changes how the rows move between them, the signature (which carries the path)
+ * catches it too, as fcInvalidUsage naming both calls.
  * Errors: fcInvalidArgument (NULL comm or pointer, a pointer that is not memory of
  * comm's GPU (see "Buffers" above), M not a multiple of nranks, a zero or
  * overflowing dimension or a matrix over 2^48 bytes, dtype not bf16/fp16, bad

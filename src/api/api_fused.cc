@@ -133,6 +133,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   args.engineWaits = comm->params.agmmEngineStages != fc::EngineStages::NoWait;
   args.enginePulls = comm->params.agmmEngineStages != fc::EngineStages::NoPull;
   args.passes = comm->params.agmmPasses;
+  args.agatheredBeside = comm->params.agmmAgatheredBeside;
   fcResult_t res = fc::commScratch(comm, fn, lane, fc::allGatherMatmulScratch(comm->dev, args), &args.scratch);
   const size_t c = size_t(lane.channel);
   if (res == fcSuccess)

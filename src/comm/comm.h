@@ -83,6 +83,9 @@ struct CommParams {
   // peer's slot instead of staging them for the peer to pull (fused/allgather_matmul.cc,
   // pipelineInPassesPushed); pull: the staged form everywhere.
   AgmmPasses agmmPasses = AgmmPasses::Push;
+  // FC_AGMM_AGATHERED=beside: fcAllGatherMatmul's engine path fills a caller's Agathered
+  // beside its GEMM (fused/fused.h); front, the default: in front of it, as before.
+  bool agmmAgatheredBeside = false;
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO

@@ -43,6 +43,8 @@ constexpr std::pair<const char*, MoveAlgo> kMoveAlgos[] = {
 constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
 // FC_AGMM_PASSES: how the pipeline in passes moves a pass's rows (tuning/algos.h).
+// FC_AGMM_AGATHERED: where the engine path fills a caller's Agathered (fused/fused.h).
+constexpr std::pair<const char*, bool> kAgmmAgathered[] = {{"front", false}, {"beside", true}};
 constexpr std::pair<const char*, AgmmPasses> kAgmmPasses[] = {
     {"pull", AgmmPasses::Pull}, {"push", AgmmPasses::Push}, {"push-own-first", AgmmPasses::PushOwnFirst}};
 // FC_ARNORM_ALGO: "fused" is the one Lamport kernel.
@@ -200,6 +202,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_PASSES", kAgmmPasses, &p->agmmPasses));
+  FC_CHECK(choiceFromEnv("FC_AGMM_AGATHERED", kAgmmAgathered, &p->agmmAgatheredBeside));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {

@@ -65,15 +65,18 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
   return gemm.matmul(gathered, a.M, a.B, a.C, a.N, a.K, a.transB, a.datatype, stream);
 }
 
-// The form of the pipeline in passes, hashed into the op's signature at its barriers.
-enum class PassesSignature : uint32_t { Pulled = 0, Pushed = 1, PushedOwnFirst = 2 };
+// How a call moves the rows, hashed into the op's signature at its barriers with the
+// shape: the path, and where the peers read a shard (from its rank's symmetric A, or
+// staged in its workspace, at offset 0 or at its rows of the gathered buffer there).
+// Ranks whose calls differ in it (a caller's Agathered or a symmetric A on some ranks
+// only, an A that only some ranks' engine can read, FC_AGMM_* set differently) are then
+// a mismatch at the first barrier (fcInvalidUsage naming both calls), not pulls of rows
+// that were never staged or waits that time out.
+enum class Form : uint32_t { Pipeline, Engine, EnginePushed, PassesPulled, PassesPushed, PassesPushedOwnFirst };
 
-// The op's signature at its barriers: the shape, hashed, in place of a count; the form
-// of the pipeline in passes hashes in too, so that ranks moving their rows differently
-// (or running their barriers at other points) are a mismatch at the first barrier.
-uint32_t signatureOf(const AllGatherMatmulArgs& a, PassesSignature form = PassesSignature::Pulled) {
-  return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype),
-                     shapeKey(a.M, a.N, a.K, uint32_t(a.transB) + 2u * uint32_t(form)));
+uint32_t signatureOf(const AllGatherMatmulArgs& a, Form form, bool zeroCopy = false, bool inWorkspace = false) {
+  const uint32_t how = uint32_t(a.transB) | uint32_t(form) << 1 | uint32_t(zeroCopy) << 4 | uint32_t(inWorkspace) << 5;
+  return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, how));
 }
 
 // Where rank r's shard is read from: its symmetric A, or where r staged it in its
@@ -113,16 +116,17 @@ bool ownRowsInPlace(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
 // FC_AGMM_ENGINE_STAGES=no-pull): every landed() without its pull. inWorkspace: the
 // gathered buffer is the channel's workspace itself (gatheredInWorkspace), each rank's
 // shard staged in its own rows there.
+// sig: the op's signature at the barrier (signatureOf).
 template <typename Landed>
 fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
-                        const SymSource* symA, char* gathered, size_t pieceRows, cudaStream_t stream,
+                        const SymSource* symA, char* gathered, size_t pieceRows, uint32_t sig, cudaStream_t stream,
                         Landed landed, bool pull = true, bool inWorkspace = false, bool letNextStart = false) {
   const int W = dc.nranks, rank = dc.rank;
   const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
   const size_t shardBytes = shardRows * rowBytes;
   auto staged = [&](int r) { return inWorkspace ? size_t(r) * shardBytes : 0; };
   if (!symA) FC_CHECK(ce::copy(ce::slot(dc, rank, channel, 0) + staged(rank), a.A, shardBytes, stream));
-  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream, letNextStart));
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream, letNextStart));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank + t) % W;
@@ -183,7 +187,7 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
   const bool ownFirst = a.passes == AgmmPasses::PushOwnFirst;
-  const uint32_t sig = signatureOf(a, ownFirst ? PassesSignature::PushedOwnFirst : PassesSignature::Pushed);
+  const uint32_t sig = signatureOf(a, ownFirst ? Form::PassesPushedOwnFirst : Form::PassesPushed);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
   auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
@@ -265,7 +269,7 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
     return pipelineInPassesPushed(dc, channel, copies, gemm, a, passes, passRows, stream);
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
-  const uint32_t sig = signatureOf(a);
+  const uint32_t sig = signatureOf(a, Form::PassesPulled);
   auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
   auto stage = [&](size_t p, cudaStream_t on) {
     return ce::copy(ce::slot(dc, rank, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes, on);
@@ -311,9 +315,11 @@ bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, con
 
 // Whether the engine pushes (viaEnginePush): a plain A (nothing to pull it from), the
 // gathered rows in the workspace (the only buffer of ours the peers can write), and
-// our rows read in place (they are never copied into the workspace).
+// our rows read in place (they are never copied into the workspace). A caller's
+// Agathered only where it is filled beside the GEMM (FC_AGMM_AGATHERED=beside).
 bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
-  return gatheredInWorkspace(dc, a, symA) && ownRowsInPlace(dc, a);
+  return symA == nullptr && (a.Agathered == nullptr || a.agatheredBeside) &&
+         a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes && ownRowsInPlace(dc, a);
 }
 
 // The engine path without a staging copy. On the caller's stream S:
@@ -326,6 +332,10 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 //      pieces, each followed by a stream write of its count into the peer's flag for
 //      us (with a memory barrier: a peer that sees the count sees the rows), peers in
 //      the order they read us (rank-1 first: we are its next shard)
+//   Q (FC_AGMM_AGATHERED=beside, a caller's Agathered): our rows from A into it, then
+//      each peer's rows from our workspace once its flag says all of them landed (a
+//      gate kernel on Q, bounded as every wait), in the order the peers push to us;
+//      beside the GEMM, which reads the same rows where they are
 //   S: wait for Q (A is the caller's again), then clear our flags (kPushFlagsOffset,
 //      words of this path alone): every peer's write into them has landed (the GEMM waited
 //      for their last values), and the next call's pushes start behind a barrier we
@@ -348,7 +358,8 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   const size_t piecesPerShard = (shardRows + pieceRows - 1) / pieceRows;
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
-  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream, /*letNextStart=*/true));
+  const uint32_t sig = signatureOf(a, Form::EnginePushed);
+  FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream, /*letNextStart=*/true));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank - t + W) % W;
@@ -358,6 +369,18 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
       const size_t rows = std::min(pieceRows, shardRows - r0);
       if (a.enginePulls) FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
       FC_CHECK(copies.signal(flag, uint32_t(c + 1)));
+    }
+  }
+  if (a.Agathered != nullptr) {  // FC_AGMM_AGATHERED=beside (pushesShards)
+    char* G = static_cast<char*>(a.Agathered);
+    const char* landed = ce::slot(dc, rank, channel, 0);
+    if (G + size_t(rank) * shardBytes != A)  // not in place
+      FC_CHECK(ce::copy(G + size_t(rank) * shardBytes, A, shardBytes, copies.stream()));
+    for (int t = 1; t < W; ++t) {  // rank + t pushes to us as its t-th peer
+      const int s = (rank + t) % W;
+      FC_CHECK(launchGate(dc, channel, Op::AllGatherMatmul, WaitKind::Shard, flags + s, uint32_t(piecesPerShard), s,
+                          copies.stream()));
+      FC_CHECK(ce::copy(G + size_t(s) * shardBytes, landed + size_t(s) * shardBytes, shardBytes, copies.stream()));
     }
   }
   FC_CHECK(copies.mark(size_t(W)));
@@ -375,7 +398,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
   const fcResult_t barrier =
-      a.engineWaits ? fcSuccess : launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+      a.engineWaits ? fcSuccess : launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
   return gemm != fcSuccess ? gemm : barrier;
 }
@@ -399,14 +422,18 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   char* ownRows = gathered + size_t(rank) * shardBytes;
   // A symmetric A whose shard is whole tile rows: the GEMM reads our rows in place
   // (own_rows_mainloop.cuh) and starts while the barrier waits (as viaEnginePush);
-  // with a caller's Agathered our rows must still go there.
-  const bool ownInPlace = symA != nullptr && a.Agathered == nullptr && ownRowsInPlace(dc, a);
+  // with a caller's Agathered our rows must still go there: in front of the GEMM, or
+  // on Q beside it (FC_AGMM_AGATHERED=beside), after the pulls the GEMM waits for.
+  const bool ownInPlace = symA != nullptr && (a.Agathered == nullptr || a.agatheredBeside) && ownRowsInPlace(dc, a);
   const bool pdl = ownInPlace && a.pdl && !a.engineAfterPulls;
+  const uint32_t sig = signatureOf(a, Form::Engine, symA != nullptr, inWorkspace);
   FC_CHECK(stageAndPull(
-      dc, channel, copies, a, symA, gathered, pieceRows, stream,
+      dc, channel, copies, a, symA, gathered, pieceRows, sig, stream,
       [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls, inWorkspace,
       pdl));
   if (!inWorkspace && !ownInPlace && ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
+  if (ownInPlace && a.Agathered != nullptr && ownRows != A)  // FC_AGMM_AGATHERED=beside
+    FC_CHECK(ce::copy(ownRows, A, shardBytes, copies.stream()));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
@@ -421,7 +448,7 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
-  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
   return gemm != fcSuccess ? gemm : barrier;
 }
 
@@ -486,7 +513,8 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (path == FusedAlgo::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
   if (!fits) return pipelineInPasses(dc, channel, copies, gemm, a, gathered, stream);
 
-  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, stream,
+  const uint32_t sig = signatureOf(a, Form::Pipeline, zeroCopy);
+  FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, sig, stream,
                         [&](int t, int, size_t) { return copies.mark(size_t(t)); }));
   char* ownRows = gathered + size_t(rank) * shardBytes;
   const bool copyOwn = a.Agathered != nullptr && ownRows != A;
@@ -502,7 +530,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
                          a.transB, a.datatype, stream));
   }
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, signatureOf(a), stream);
+  return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
 }
 
 }  // namespace fc

@@ -344,6 +344,7 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_ARNORM_ALGO", "fused"}, Case{"FC_ARNORM_ALGO", "unfused"},
                         Case{"FC_ARNORM_ALGO", "twoshot"}, Case{"FC_AGMM_PASSES", "push"},
                         Case{"FC_AGMM_PASSES", "pull"}, Case{"FC_AGMM_PASSES", "push-own-first"},
+                        Case{"FC_AGMM_AGATHERED", "beside"}, Case{"FC_AGMM_AGATHERED", "front"},
                         Case{"FC_MMRS_ENGINE_STAGES", "epilogue-add"},
                         Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
     INFO(c.var << "=" << c.value);

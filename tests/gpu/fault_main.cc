@@ -31,6 +31,9 @@
 //            output: only the shape in the Lamport call header differs)
 //   mismatch-mmar-align   rank 1's C is not 16-byte aligned, so that it takes the GEMM,
 //            then the all-reduce where the others take the one decode kernel
+//   mismatch-agmm   rank 1 passes fcAllGatherMatmul an Agathered where the others pass
+//            NULL (run with FC_AGMM_ALGO=engine: the others' shards are pushed, rank 1's
+//            staged and pulled; only the form in the barrier's signature differs)
 //            In the mismatch scenarios every rank fails fast: with fcInvalidUsage
 //            naming both calls, or fcRemoteError when a peer's report reached it first;
 //            at least one rank names both calls (run-fault-tests checks).
@@ -110,6 +113,7 @@ struct Call {
   size_t count;
   fcDataType_t dtype;
   size_t n;  // fcMatmulReduceScatter's N; fcAllReduceResidualRMSNorm's hidden; fcMatmulAllReduce's K
+  bool gathered = false;  // fcAllGatherMatmul with an Agathered
 };
 
 // Issue `calls` ops; `fault(k, stream, call)` runs before call k, may change the
@@ -154,11 +158,13 @@ int faultLoop(fcComm_t comm, int calls, Fault fault, bool expectError, size_t co
         firstError = fcReduceScatter(buf, buf + size_t(g_rank) * rc, rc, fcFloat32, fcSum, comm, s);
         break;
       case FaultOp::AllGatherMatmul: {
-        // A [512, 512] per rank, B [512, 512] (fcOpT), C [512 W, 512] (bf16).
-        const size_t ms = 512, K = 512, N = 512;
+        // A [512, 512] per rank, B [512, 512] (fcOpT), C [512 W, 512] (bf16), then
+        // Agathered [512 W, 512] where the call has one.
+        const size_t ms = 512, K = 512, N = 512, M = ms * size_t(g_nranks);
         char* base = reinterpret_cast<char*>(buf);
-        firstError = fcAllGatherMatmul(base, base + ms * K * 2, base + (ms + N) * K * 2, nullptr, ms * size_t(g_nranks),
-                                       N, K, fcOpT, fcBfloat16, comm, s);
+        char* C = base + (ms + N) * K * 2;
+        firstError = fcAllGatherMatmul(base, base + ms * K * 2, C, call.gathered ? C + M * N * 2 : nullptr, M, N, K,
+                                       fcOpT, fcBfloat16, comm, s);
         break;
       }
       case FaultOp::AllReduceNorm: {
@@ -532,6 +538,7 @@ int main(int argc, char** argv) {
     fprintf(stderr,
             "usage: fc_fault_tests skip|kill|kill-ce|kill-lamport2|kill-agmm|kill-mmrs|kill-mmar|abort|mismatch|"
             "mismatch-count|mismatch-dtype|mismatch-kind|mismatch-mmrs|mismatch-norm|mismatch-mmar|mismatch-mmar-align|"
+            "mismatch-agmm|"
             "cycles|hosts|initall (under fcrun)\n");
     return 2;
   }
@@ -599,6 +606,7 @@ int main(int argc, char** argv) {
     const std::string what = scenario.substr(9);
     const FaultOp op = what == "mmrs"   ? FaultOp::MatmulReduceScatter
                        : what == "norm" ? FaultOp::AllReduceNorm
+                       : what == "agmm" ? FaultOp::AllGatherMatmul
                        : what == "mmar" || what == "mmar-align" ? FaultOp::MatmulAllReduce
                                         : FaultOp::AllReduce;
     rc = faultLoop(comm, 20,
@@ -610,9 +618,10 @@ int main(int argc, char** argv) {
                      if (what == "mmrs" || what == "mmar") call.n += 8;
                      if (what == "mmar-align") call.count += 1;
                      if (what == "norm") call.n *= 2;
+                     if (what == "agmm") call.gathered = true;
                      return true;
                    },
-                   true, what == "kind" ? 1 << 16 : 4000, op);
+                   true, what == "kind" ? 1 << 16 : what == "agmm" ? 1 << 21 : 4000, op);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (rc == 0 && ms > double(timeoutMs())) rc = report(false, "took %.0f ms", ms);
   } else if (scenario == "abort") {
