@@ -244,6 +244,25 @@ if __name__ == "__main__":
     atp._matmul_reduce_scatter(a16[:3], b16, "sum", 0, "g")  # rows not a multiple of 2
     atp._ACTIVE.clear()
     expect(calls == ["ag", "ag", "ag", "rs", "rs"], "async_tp: unsupported forms run torch's implementation")
+    # The gathered A is written only where it is returned or the other Bs' matmuls read it.
+    class FakeComm:
+        def all_gather_matmul(self, a, b, c, m, n, k, dtype, trans_b, a_gathered=None, stream=0):
+            gathered_args.append(a_gathered)
+    gathered_args = []
+    stream_of = atp._stream
+    atp._stream = lambda t: 0
+    atp._ACTIVE["g"] = (FakeComm(), 2)
+    got_a, outs = atp._all_gather_matmul(a16, [b16], 0, "g", return_A=False)
+    expect(got_a is None and gathered_args[-1] is None and outs[0].shape == (8, 6),
+           "async_tp: return_A=False with one B passes no Agathered")
+    got_a, outs = atp._all_gather_matmul(a16, [b16], 0, "g")
+    expect(got_a is not None and got_a.shape == (8, 8) and gathered_args[-1] == got_a.data_ptr(),
+           "async_tp: return_A (the default) gathers A into the returned tensor")
+    got_a, outs = atp._all_gather_matmul(a16, [b16, b16], 0, "g", return_A=False)
+    expect(got_a is None and gathered_args[-1] is not None and len(outs) == 2,
+           "async_tp: a second B needs the gathered A even without return_A")
+    atp._ACTIVE.clear()
+    atp._stream = stream_of
     w, trans = atp._weight(torch.zeros(6, 8).t())
     expect(trans == atp.OP_T and w.shape == (6, 8) and w.is_contiguous(), "async_tp: B = W.t() read in place (OP_T)")
     expect(atp._weight(torch.zeros(8, 6))[1] == atp.OP_N, "async_tp: a row-major B [K, N] as OP_N")
