@@ -78,8 +78,8 @@ constexpr size_t kCeAllGatherMin = 64 * MiB;
 //                                                          perf-log: allReduceNormOneKernelMaxBytes
 constexpr size_t kNormOneKernelMaxRows = 384;
 // ... and up to 640 rows of at most 4 KiB (hidden 2048 in bf16): there the one kernel's
-// 256-thread CTAs hold a row in one pack each and 4-5 rows cost less than the two-shot's
-// second exchange. 2 H200s (2026-11-28, 42a5281, fc-bench arnorm, 385-640 rows): x 2048
+// CTAs hold a row at one pack a data thread (256 of them) and 4-5 rows cost less than the
+// two-shot's second exchange. 2 H200s (2026-11-28, 42a5281, fc-bench arnorm, 385-640 rows): x 2048
 // the one kernel took 0.87-0.98x the two-shot's time at every count (385 10.40 against
 // 12.02 us, 512 12.46 / 12.69, 640 15.40 / 16.01); x 2560 0.89-1.03x (ahead to 448 rows,
 // behind at 480-512), x 3072-5120 ahead only at 385 and 1.00-1.07x behind from 416.
