@@ -191,10 +191,17 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
   auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
-  auto push = [&](size_t p) -> fcResult_t {  // on Q: pass p's rows into the peer's slot p % 2, flagged
-    FC_CHECK(ce::copy(ce::slot(dc, peer, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes,
-                      copies.stream()));
-    return copies.signal(peerFlag, uint32_t(p + 1));
+  // S: the op's barrier; Q, after it: passes [first, last) pushed into the peer's slots,
+  // each flagged.
+  auto meetThenPush = [&](size_t first, size_t last) -> fcResult_t {
+    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
+    FC_CHECK(copies.after(stream, 0));
+    for (size_t p = first; p < last; ++p) {
+      FC_CHECK(ce::copy(ce::slot(dc, peer, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes,
+                        copies.stream()));
+      FC_CHECK(copies.signal(peerFlag, uint32_t(p + 1)));
+    }
+    return fcSuccess;
   };
   auto ownRows = [&](size_t r0, size_t rows) {  // on S: the GEMM of our rows r0.. from A
     return gemm.matmul(A + r0 * rowBytes, rows, a.B, C + (size_t(rank) * shardRows + r0) * cRowBytes, a.N, a.K,
@@ -210,23 +217,15 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   FC_TRACE("fcAllGatherMatmul: the pipeline in %zu passes of %zu rows, pushed%s", passes, passRows,
            ownFirst ? ", our rows first" : "");
   if (ownFirst) {
-    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-    FC_CHECK(copies.after(stream, 0));
-    for (size_t p = 0; p < std::min<size_t>(passes, ce::kSlots); ++p) FC_CHECK(push(p));
+    FC_CHECK(meetThenPush(0, std::min<size_t>(passes, ce::kSlots)));
     FC_CHECK(ownRows(0, shardRows));
     for (size_t p = 0; p < passes; ++p) {
       FC_CHECK(peerRows(p));
-      if (p + ce::kSlots < passes) {
-        FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-        FC_CHECK(copies.after(stream, 0));
-        FC_CHECK(push(p + ce::kSlots));
-      }
+      if (p + ce::kSlots < passes) FC_CHECK(meetThenPush(p + ce::kSlots, p + ce::kSlots + 1));
     }
   } else {
     for (size_t p = 0; p < passes; ++p) {
-      FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
-      FC_CHECK(copies.after(stream, 0));
-      FC_CHECK(push(p));
+      FC_CHECK(meetThenPush(p, p + 1));
       FC_CHECK(ownRows(p * passRows, rowsOf(p)));
       FC_CHECK(peerRows(p));
     }
@@ -304,13 +303,18 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
   return launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
 }
 
+// Whether the whole gathered A fits the channel's workspace.
+bool workspaceHoldsGathered(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
+  return a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes;
+}
+
 // Whether the engine path gathers A in the channel's workspace itself: our shard staged
 // in its own rows there is at once what the peers pull and what our GEMM reads, one
 // copy instead of two (the staging copy and the copy into our rows of the gathered
 // buffer), which with a barrier were most of the engine's fixed cost in front of its
 // GEMM (perf-log.md, the ninth session's agmmstages). Not for a caller's Agathered (the rows must end up there) nor a symmetric A (nothing staged).
 bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
-  return symA == nullptr && a.Agathered == nullptr && a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes;
+  return symA == nullptr && a.Agathered == nullptr && workspaceHoldsGathered(dc, a);
 }
 
 // Whether the engine pushes (viaEnginePush): a plain A (nothing to pull it from), the
@@ -318,8 +322,8 @@ bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, con
 // our rows read in place (they are never copied into the workspace). A caller's
 // Agathered only where it is filled beside the GEMM (FC_AGMM_AGATHERED=beside).
 bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
-  return symA == nullptr && (a.Agathered == nullptr || a.agatheredBeside) &&
-         a.M * a.K * dataTypeSize(a.datatype) <= dc.workspaceBytes && ownRowsInPlace(dc, a);
+  return symA == nullptr && (a.Agathered == nullptr || a.agatheredBeside) && workspaceHoldsGathered(dc, a) &&
+         ownRowsInPlace(dc, a);
 }
 
 // The engine path without a staging copy. On the caller's stream S:
