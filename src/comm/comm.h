@@ -78,14 +78,15 @@ struct CommParams {
   // none smaller than the tuning table's minimum (tuning::matmulReduceScatterEnginePieces).
   int mmrsEnginePieces = tuning::kMmrsEnginePieces;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
-  // FC_AGMM_PASSES (tuning/algos.h): push, the default, has fcAllGatherMatmul's pipeline
-  // in passes (shards beyond a slot) at 2 ranks with no Agathered push our rows into the
-  // peer's slot instead of staging them for the peer to pull (fused/allgather_matmul.cc,
-  // pipelineInPassesPushed); pull: the staged form everywhere.
-  AgmmPasses agmmPasses = AgmmPasses::Push;
-  // FC_AGMM_AGATHERED=beside: fcAllGatherMatmul's engine path fills a caller's Agathered
-  // beside its GEMM (fused/fused.h); front, the default: in front of it, as before.
-  bool agmmAgatheredBeside = false;
+  // FC_AGMM_PASSES (tuning/algos.h): push-own-first, the default, has fcAllGatherMatmul's
+  // pipeline in passes (shards beyond a slot) at 2 ranks with no Agathered push our rows
+  // into the peer's slot instead of staging them for the peer to pull, our own rows' GEMM
+  // whole in front (fused/allgather_matmul.cc, pipelineInPassesPushed); push: our rows'
+  // GEMM in passes too; pull: the staged form everywhere.
+  AgmmPasses agmmPasses = AgmmPasses::PushOwnFirst;
+  // FC_AGMM_AGATHERED: beside, the default, has fcAllGatherMatmul's engine path fill a
+  // caller's Agathered beside its GEMM (fused/fused.h); front: in front of it.
+  bool agmmAgatheredBeside = true;
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO

@@ -142,8 +142,8 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
   return fcSuccess;
 }
 
-// The pipeline in passes with our rows pushed (FC_AGMM_PASSES=push, the default, or
-// push-own-first; 2 ranks, no Agathered, every stage on): pass p's rows of ours go from A
+// The pipeline in passes with our rows pushed (FC_AGMM_PASSES=push-own-first, the default,
+// or push; 2 ranks, no Agathered, every stage on): pass p's rows of ours go from A
 // straight into the peer's slot p % 2, and the peer's GEMM reads them there, so a pass
 // moves its rows once (one copy over NVLink) where the pulled form copies them twice
 // (staged into our slot, then pulled into the peer's gathered rows), a copy whose HBM
