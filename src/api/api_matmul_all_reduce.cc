@@ -73,6 +73,7 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
   args.C = sum + size_t(comm->rank) * blockBytes;
   args.gatherToPeer = true;
+  args.plainAllReduce = m.norm == nullptr;
   return args;
 }
 

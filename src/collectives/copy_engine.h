@@ -43,4 +43,12 @@ inline fcResult_t copy(void* to, const void* from, size_t bytes, cudaStream_t st
   return fcSuccess;
 }
 
+// `rows` runs of `bytes` each, `pitch` bytes apart in both buffers (a block of
+// columns of a row-major matrix), as one transfer.
+inline fcResult_t copy2D(void* to, const void* from, size_t pitch, size_t bytes, size_t rows, cudaStream_t stream) {
+  if (bytes == 0 || rows == 0) return fcSuccess;
+  FC_CUDA_CHECK(cudaMemcpy2DAsync(to, pitch, from, pitch, bytes, rows, cudaMemcpyDeviceToDevice, stream));
+  return fcSuccess;
+}
+
 }  // namespace fc::ce

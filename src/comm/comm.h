@@ -73,6 +73,9 @@ struct CommParams {
   // FC_AGMM_ENGINE_PIECES: the all-gather + GEMM engine pulls each shard in this many
   // pieces of whole tile rows, each flagged, so that tiles wait for their rows only.
   int agmmEnginePieces = tuning::kAgmmEnginePieces;
+  // FC_AGMM_ENGINE_KPIECES: 1, or 2-16 pieces of K columns for the pushed shards
+  // (fused/fused.h, AllGatherMatmulArgs::engineKPieces); opt-in until measured.
+  int agmmEngineKPieces = 1;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),
   // none smaller than the tuning table's minimum (tuning::matmulReduceScatterEnginePieces).

@@ -155,6 +155,11 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   if (pieces < 1 || pieces > 64)
     return setError(fcInvalidArgument, "FC_AGMM_ENGINE_PIECES=%llu: 1 to 64 expected", (unsigned long long)pieces);
   p->agmmEnginePieces = int(pieces);
+  uint64_t kPieces = uint64_t(p->agmmEngineKPieces);
+  FC_CHECK(envU64("FC_AGMM_ENGINE_KPIECES", kPieces, &kPieces));
+  if (kPieces < 1 || kPieces > 16)
+    return setError(fcInvalidArgument, "FC_AGMM_ENGINE_KPIECES=%llu: 1 to 16 expected", (unsigned long long)kPieces);
+  p->agmmEngineKPieces = int(kPieces);
   uint64_t mmrsPieces = uint64_t(p->mmrsEnginePieces);
   FC_CHECK(envU64("FC_MMRS_ENGINE_PIECES", mmrsPieces, &mmrsPieces));
   if (mmrsPieces < 1 || mmrsPieces > uint64_t(kMaxPieces))

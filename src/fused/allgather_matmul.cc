@@ -74,8 +74,12 @@ fcResult_t unfused(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& g
 // that were never staged or waits that time out.
 enum class Form : uint32_t { Pipeline, Engine, EnginePushed, PassesPulled, PassesPushed, PassesPushedOwnFirst };
 
-uint32_t signatureOf(const AllGatherMatmulArgs& a, Form form, bool zeroCopy = false, bool inWorkspace = false) {
-  const uint32_t how = uint32_t(a.transB) | uint32_t(form) << 1 | uint32_t(zeroCopy) << 4 | uint32_t(inWorkspace) << 5;
+// kPieces: the pushed shards' pieces of K columns (a peer counting other pieces would
+// wait for a count that never comes).
+uint32_t signatureOf(const AllGatherMatmulArgs& a, Form form, bool zeroCopy = false, bool inWorkspace = false,
+                     uint32_t kPieces = 0) {
+  const uint32_t how = uint32_t(a.transB) | uint32_t(form) << 1 | uint32_t(zeroCopy) << 4 |
+                       uint32_t(inWorkspace) << 5 | kPieces << 6;
   return opSignature(Op::AllGatherMatmul, uint32_t(a.datatype), shapeKey(a.M, a.N, a.K, how));
 }
 
@@ -100,6 +104,15 @@ engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGather
 size_t enginePieceRows(const AllGatherMatmulArgs& a, size_t shardRows) {
   const size_t pieces = size_t(std::max(a.enginePieces, 1));
   return std::max<size_t>((shardRows / pieces + 127) / 128 * 128, 1);
+}
+
+// The pushed shards' pieces of K columns (FC_AGMM_ENGINE_KPIECES): whole k-blocks of
+// the engine's tiles, so that a piece's flag frees whole k-blocks; 0: pieces of rows.
+size_t engineKPieceCols(const AllGatherMatmulArgs& a) {
+  const size_t pieces = size_t(std::max(a.engineKPieces, 1));
+  const size_t kBlocks = (a.K + size_t(engine::kEngineTileK) - 1) / size_t(engine::kEngineTileK);
+  const size_t cols = (kBlocks + pieces - 1) / pieces * size_t(engine::kEngineTileK);
+  return pieces > 1 && cols < a.K ? cols : 0;
 }
 
 // Whether the engine's GEMM can read our shard's rows in place from A
@@ -333,7 +346,7 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 //   S: the GEMM, launched with PDL: our own tile rows straight from the caller's A,
 //      the others from our workspace once their flags say they landed
 //   Q (after the barrier): our shard from A into each peer's workspace, at our rows, in
-//      pieces, each followed by a stream write of its count into the peer's flag for
+//      pieces (of rows; of K columns with FC_AGMM_ENGINE_KPIECES), each followed by a stream write of its count into the peer's flag for
 //      us (with a memory barrier: a peer that sees the count sees the rows), peers in
 //      the order they read us (rank-1 first: we are its next shard)
 //   Q (FC_AGMM_AGATHERED=beside, a caller's Agathered): our rows from A into it, then
@@ -356,22 +369,28 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, const AllGatherMatmulArgs& a,
                          cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
-  const size_t shardRows = a.M / size_t(W), rowBytes = a.K * dataTypeSize(a.datatype);
+  const size_t es = dataTypeSize(a.datatype), shardRows = a.M / size_t(W), rowBytes = a.K * es;
   const size_t shardBytes = shardRows * rowBytes;
-  const size_t pieceRows = enginePieceRows(a, shardRows);
-  const size_t piecesPerShard = (shardRows + pieceRows - 1) / pieceRows;
+  const size_t pieceRows = enginePieceRows(a, shardRows), kPieceCols = engineKPieceCols(a);
+  const size_t piecesPerShard =
+      kPieceCols > 0 ? (a.K + kPieceCols - 1) / kPieceCols : (shardRows + pieceRows - 1) / pieceRows;
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
-  const uint32_t sig = signatureOf(a, Form::EnginePushed);
+  const uint32_t sig = signatureOf(a, Form::EnginePushed, false, false, kPieceCols > 0 ? uint32_t(piecesPerShard) : 0);
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream, /*letNextStart=*/true));
   FC_CHECK(copies.after(stream, 0));
   for (int t = 1; t < W; ++t) {
     const int s = (rank - t + W) % W;
     char* to = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
     uint32_t* flag = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
-    for (size_t r0 = 0, c = 0; r0 < shardRows; r0 += pieceRows, ++c) {
-      const size_t rows = std::min(pieceRows, shardRows - r0);
-      if (a.enginePulls) FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
+    for (size_t c = 0; c < piecesPerShard; ++c) {
+      if (a.enginePulls && kPieceCols > 0) {  // piece c's columns of every row (the last: to K)
+        const size_t col = c * kPieceCols * es, bytes = std::min(kPieceCols * es, rowBytes - col);
+        FC_CHECK(ce::copy2D(to + col, A + col, rowBytes, bytes, shardRows, copies.stream()));
+      } else if (a.enginePulls) {
+        const size_t r0 = c * pieceRows, rows = std::min(pieceRows, shardRows - r0);
+        FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
+      }
       FC_CHECK(copies.signal(flag, uint32_t(c + 1)));
     }
   }
@@ -398,6 +417,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows,
                                     a.engineWaits ? flags : nullptr);
   g.ownA = A;
+  g.ready.kPieceCols = int64_t(kPieceCols);
   g.pdl = a.pdl && !a.engineAfterPulls;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));

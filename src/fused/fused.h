@@ -39,6 +39,11 @@ struct AllGatherMatmulArgs {
   // the engine's GEMM behind its entry barrier.
   bool pdl = true;
   int enginePieces = 1;  // the engine pulls each shard in this many pieces, each flagged (FC_AGMM_ENGINE_PIECES)
+  // FC_AGMM_ENGINE_KPIECES (> 1): where the engine pushes the shards (viaEnginePush),
+  // each lands in this many pieces of K columns, each flagged, and a peer's tile waits
+  // per piece in its mainloop instead of for its rows before it (engine.h,
+  // ShardReadiness::kPieceCols). 1: pieces of rows as above.
+  int engineKPieces = 1;
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.
   bool engineWaits = true, enginePulls = true;
@@ -90,6 +95,9 @@ struct MatmulReduceScatterArgs {
   // too, at our block's rows (EpilogueSource::gather), behind an entry barrier;
   // matmulReduceScatterGathers says where.
   bool gatherToPeer = false;
+  // ... for the plain form (no norm): the engine's K limit is that form's (tuning.h,
+  // MatmulReduceScatterQuery::plainAllReduce).
+  bool plainAllReduce = false;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice
   // that rests on this rank's C alignment, which ranks must share.

@@ -169,6 +169,12 @@ constexpr size_t kMmrsEngineMinBlockRows = 1024;
 // ... and K at most 2048 (beyond, cuBLASLt's GEMM alone is faster than its kernel).
 //                                                          perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsEngineMaxK = 2048;
+// ... and for fcMatmulAllReduce's plain form (the sums gathered in the same epilogue, no
+// all-gather after) to K 2560: at 2048 / 8192 x 5120 x 2560 0.86x / 0.84x GEMM +
+// fcAllReduce, where auto ran the latter (2 H200s). Not the norm forms: 8192 x 5120 x
+// 2560 1.01x. Not K 7168: 2048 x 4096 x 7168 1.06x.
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarPlainEngineMaxK = 2560;
 // The pipeline when each chunk's GEMM fills 1.25 waves of 128 x 128 tiles (165 at
 // 132 SMs): level at 160 tiles, ahead from 192.             perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsPipelineMinWavesX4 = 5;  // in quarter waves: 1.25 waves
@@ -433,7 +439,7 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Auto: break;
   }
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
-      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && q.K <= kMmrsEngineMaxK)
+      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && q.K <= (q.plainAllReduce ? kMmarPlainEngineMaxK : kMmrsEngineMaxK))
     return MmrsPath::Engine;
   if (pipelineFits && fillsWaves(tiles(q.chunkRows, q.N), kMmrsPipelineMinWavesX4, q.gpuSms)) return MmrsPath::Pipeline;
   return fallback;

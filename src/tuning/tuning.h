@@ -154,6 +154,9 @@ struct MatmulReduceScatterQuery {
   bool engineFits = false;  // the engine takes the shape (and the partials' type)
   bool epilogueAdd = false;  // the engine would add the peer's partial in its epilogue
   bool lamportFits = false;  // fcReduceScatter would take its Lamport kernel for a block
+  // fcMatmulAllReduce's plain form (no norm) asks: its products gather in the engine's
+  // epilogue, which pays at a longer K than fcMatmulReduceScatter's engine does alone.
+  bool plainAllReduce = false;
 };
 MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q);
 // The staged path's reduce-scatter of `partialBytes` of partials: Sm or CopyEngine.

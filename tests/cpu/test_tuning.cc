@@ -391,6 +391,24 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     CHECK(pick(2, sms, {2048, 4096, 2048, 0}, FusedAlgo::Pipeline, true, true, true) == MmrsPath::Lamport);
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Unfused) == MmrsPath::Scatter);
   }
+  // fcMatmulAllReduce's plain form: the engine (gathering in its epilogue) to K 2560.
+  auto plain = [](Shape s, bool plainAllReduce) {
+    MatmulReduceScatterQuery q;
+    q.nranks = 2;
+    q.gpuSms = 132;
+    q.M = s.M, q.N = s.N, q.K = s.K;
+    q.chunkRows = s.chunkRows;
+    q.partialBytes = s.M * s.N * 2;
+    q.workspaceBytes = 130 * MiB;
+    q.engineFits = q.epilogueAdd = true;
+    q.plainAllReduce = plainAllReduce;
+    return chooseMatmulReduceScatter(q);
+  };
+  CHECK(plain({2048, 5120, 2560, 1024}, true) == MmrsPath::Engine);
+  CHECK(plain({8192, 5120, 2560, 2048}, true) == MmrsPath::Engine);
+  CHECK(plain({2048, 5120, 2560, 1024}, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter, a norm form
+  CHECK(plain({2048, 4096, 2568, 1024}, true) == MmrsPath::Pipeline);
+  CHECK(plain({2048, 4096, 7168, 1024}, true) == MmrsPath::Pipeline);
   // Where the SM count decides: 1.25 waves of 128 x 128 tiles per chunk (144 tiles).
   CHECK(pick(2, 132, {2048, 2304, 4096, 1024}) == MmrsPath::Scatter);
   CHECK(pick(2, 114, {2048, 2304, 4096, 1024}) == MmrsPath::Pipeline);

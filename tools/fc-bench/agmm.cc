@@ -264,6 +264,9 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
 //   engine     the engine path (FC_AGMM_ALGO=engine), each shard pulled in one piece
 //   pieces-2/4 the same with each shard pulled in 2 / 4 flagged pieces
 //              (FC_AGMM_ENGINE_PIECES)
+//   kpieces-4  the pushed shards in 4 flagged pieces of K columns, a peer's tile
+//              waiting per piece in its mainloop (FC_AGMM_ENGINE_KPIECES; the pushed
+//              form only: plain A, shards of whole tile rows, else as engine)
 //   no-wait    the GEMM does not wait for the flags: it runs beside the pulls
 //   no-pull    no remote pulls, the flags set at once (FC_AGMM_ENGINE_STAGES)
 //   auto       fcAllGatherMatmul's own choice
@@ -285,6 +288,7 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   const Variant variants[] = {{"engine", "FC_AGMM_ENGINE_PIECES", "1"},
                               {"pieces-2", "FC_AGMM_ENGINE_PIECES", "2"},
                               {"pieces-4", "FC_AGMM_ENGINE_PIECES", "4"},
+                              {"kpieces-4", "FC_AGMM_ENGINE_KPIECES", "4"},
                               {"no-wait", "FC_AGMM_ENGINE_STAGES", "no-wait"},
                               {"no-pull", "FC_AGMM_ENGINE_STAGES", "no-pull"}};
   fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
@@ -308,9 +312,9 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
     Operands x(c, type, sh);
     void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
     x.reference(fcOpT, solo);
-    // The engine columns that compute (the first three), against the GEMM alone.
+    // The engine columns that compute (the first four), against the GEMM alone.
     double relerr = 0;
-    for (size_t v = 0; v < 3; ++v) relerr = std::max(relerr, x.relerrOn(fcOpT, comms[v]));
+    for (size_t v = 0; v < 4; ++v) relerr = std::max(relerr, x.relerrOn(fcOpT, comms[v]));
     std::vector<std::function<void()>> ops = {[&] {
       FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, soloEngine, c.stream));
     }};

@@ -100,6 +100,7 @@ struct EngineGemmKernel {
   static constexpr int kAlign = 16 / sizeof(Element);
   using TileShape = typename Config::TileShape;
   using ClusterShape = typename Config::ClusterShape;
+  static_assert(cute::size<2>(TileShape{}) == kEngineTileK, "pieces of K columns are whole k-blocks");
 
   using StockEpilogue = typename EngineEpilogue<Element, Config, kSignal, kGather>::Stock;
   using Epilogue = typename EngineEpilogue<Element, Config, kSignal, kGather>::type;
@@ -214,6 +215,7 @@ struct EngineGemmKernel {
       mainloop.own_first_row = g.ready.firstRow;
       mainloop.own_rows = g.ready.shardRows;
     }
+    mainloop.ready = g.ready;  // its waits per piece of K columns, where kPieceCols > 0
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
                                   mainloop,

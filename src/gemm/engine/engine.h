@@ -33,7 +33,16 @@ struct ShardReadiness {
   int64_t firstRow = 0;             // the row whose tile row comes first
   DeviceComm dc{};                  // rank, nranks, deadline, error record
   int channel = 0;
+  // > 0: the shards land in pieces of K columns instead (kPieceCols each, a multiple
+  // of kEngineTileK; the last: the rest), flags[s] = c once the first c are in place,
+  // and the mainloop waits for each piece before its k-blocks (own_rows_mainloop.cuh)
+  // while the scheduler waits for nothing. Shards of whole tile rows only.
+  int64_t kPieceCols = 0;
 };
+
+// The K extent of every engine configuration's tile (allgather_gemm.cuh): pieces of K
+// columns are whole multiples of it.
+constexpr int64_t kEngineTileK = 64;
 
 // GEMM + reduce-scatter: once output tiles have landed, a release add (system scope)
 // of their number to the counter of the rank owning their rows and of the piece of

@@ -156,7 +156,8 @@ class ReadinessTileScheduler : public StaticPersistentTileScheduler<ReadinessTil
     w.M_idx = (w.M_idx + params_.firstTileRow) % rows;
     // Warp 0 of warp group 0 issues the mainloop's TMA loads (ProducerWarpRole::Mainloop
     // of the cooperative and the ping-pong kernels).
-    if (params_.ready.flags != nullptr && cutlass::canonical_warp_group_idx() == 0 &&
+    // Shards landing in pieces of K columns are waited for by the mainloop, per piece.
+    if (params_.ready.flags != nullptr && params_.ready.kPieceCols == 0 && cutlass::canonical_warp_group_idx() == 0 &&
         cutlass::canonical_warp_idx_sync() % 4 == 0)
       waitForRows(w.M_idx);
     return w;
