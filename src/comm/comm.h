@@ -74,7 +74,8 @@ struct CommParams {
   // pieces of whole tile rows, each flagged, so that tiles wait for their rows only.
   int agmmEnginePieces = tuning::kAgmmEnginePieces;
   // FC_AGMM_ENGINE_KPIECES: 1, or 2-16 pieces of K columns for the pushed shards
-  // (fused/fused.h, AllGatherMatmulArgs::engineKPieces); opt-in until measured.
+  // (fused/fused.h, AllGatherMatmulArgs::engineKPieces); opt-in: measured behind or level
+  // but at 1024 rows (its 2-D copies run on SMs; perf-log, thirty-second session).
   int agmmEngineKPieces = 1;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),

@@ -346,9 +346,10 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 //   S: the GEMM, launched with PDL: our own tile rows straight from the caller's A,
 //      the others from our workspace once their flags say they landed
 //   Q (after the barrier): our shard from A into each peer's workspace, at our rows, in
-//      pieces (of rows; of K columns with FC_AGMM_ENGINE_KPIECES), each followed by a stream write of its count into the peer's flag for
-//      us (with a memory barrier: a peer that sees the count sees the rows), peers in
-//      the order they read us (rank-1 first: we are its next shard)
+//      pieces (of rows; of K columns with FC_AGMM_ENGINE_KPIECES), each followed by a
+//      stream write of its count into the peer's flag for us (with a memory barrier: a
+//      peer that sees the count sees the rows), peers in the order they read us (rank-1
+//      first: we are its next shard)
 //   Q (FC_AGMM_AGATHERED=beside, a caller's Agathered): our rows from A into it, then
 //      each peer's rows from our workspace once its flag says all of them landed (a
 //      gate kernel on Q, bounded as every wait), in the order the peers push to us;

@@ -47,12 +47,14 @@ struct AllGatherMatmulArgs {
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.
   bool engineWaits = true, enginePulls = true;
-  // FC_AGMM_PASSES (the communicator's default: push-own-first): how the pipeline in passes moves
-  // a pass's rows (tuning/algos.h; allgather_matmul.cc, pipelineInPassesPushed).
+  // FC_AGMM_PASSES (the communicator's default: push-own-first): how the pipeline in
+  // passes moves a pass's rows (tuning/algos.h; allgather_matmul.cc,
+  // pipelineInPassesPushed).
   AgmmPasses passes = AgmmPasses::Pull;
   // FC_AGMM_AGATHERED=beside (the communicator's default): the engine path fills a
-  // caller's Agathered on the copy queue beside its GEMM instead of in front of it (plain A: the peers push into our workspace
-  // as without Agathered; symmetric A: our rows read in place; allgather_matmul.cc).
+  // caller's Agathered on the copy queue beside its GEMM instead of in front of it
+  // (plain A: the peers push into our workspace as without Agathered; symmetric A: our
+  // rows read in place; allgather_matmul.cc).
   bool agatheredBeside = false;
 };
 

@@ -438,8 +438,9 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Unfused: return fallback;
     case FusedAlgo::Auto: break;
   }
+  const size_t engineMaxK = q.plainAllReduce ? kMmarPlainEngineMaxK : kMmrsEngineMaxK;
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
-      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && q.K <= (q.plainAllReduce ? kMmarPlainEngineMaxK : kMmrsEngineMaxK))
+      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && q.K <= engineMaxK)
     return MmrsPath::Engine;
   if (pipelineFits && fillsWaves(tiles(q.chunkRows, q.N), kMmrsPipelineMinWavesX4, q.gpuSms)) return MmrsPath::Pipeline;
   return fallback;
