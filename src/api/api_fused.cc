@@ -131,6 +131,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   args.pdl = comm->params.pdl;
   args.enginePieces = comm->params.agmmEnginePieces;
   args.engineKPieces = comm->params.agmmEngineKPieces;
+  args.enginePushBySm = comm->params.agmmEnginePushBySm;
   args.engineWaits = comm->params.agmmEngineStages != fc::EngineStages::NoWait;
   args.enginePulls = comm->params.agmmEngineStages != fc::EngineStages::NoPull;
   args.passes = comm->params.agmmPasses;

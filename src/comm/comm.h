@@ -77,6 +77,9 @@ struct CommParams {
   // (fused/fused.h, AllGatherMatmulArgs::engineKPieces); opt-in: measured behind or level
   // but at 1024 rows (its 2-D copies run on SMs; perf-log, thirty-second session).
   int agmmEngineKPieces = 1;
+  // FC_AGMM_ENGINE_PUSH: ce (the default: the copy queue) or sm (a push kernel in front
+  // of the GEMM; fused/shard_push.cu); opt-in, not yet measured.
+  bool agmmEnginePushBySm = false;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),
   // none smaller than the tuning table's minimum (tuning::matmulReduceScatterEnginePieces).

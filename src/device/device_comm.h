@@ -20,6 +20,8 @@
 //                                   scatter's tiles of our block stored by each rank
 //   [kTileTicketsOffset, +8)        tileTickets[channel]: the GEMM + reduce-scatter
 //                                   engine's next tile to hand out (this rank's GEMM)
+//   [kPushCountersOffset, +128)     pushCounters[channel][piece]: the SM push kernel's
+//                                   CTAs done with each piece (this rank's kernel)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -73,9 +75,16 @@ constexpr size_t kTileCountersBytes = size_t(kMaxChannels) * kMaxRanks * kMaxPie
 // grid's last ticket puts it back to zero, so each call finds it zero.
 constexpr size_t kTileTicketsOffset = kTileCountersOffset + kTileCountersBytes;
 constexpr size_t kTileTicketsBytes = size_t(kMaxChannels) * sizeof(uint32_t);
+// All-gather + GEMM's shard pushes by SMs (FC_AGMM_ENGINE_PUSH=sm), [channel][piece]:
+// the push kernel's CTAs add 1 to a piece's word once their part of it is stored; the
+// CTA that completes the count flags the piece to the peers, and the one that completes
+// the last piece's puts every word back to zero (fused/shard_push.cu).
+constexpr int kMaxPushPieces = 16;
+constexpr size_t kPushCountersOffset = kTileTicketsOffset + kTileTicketsBytes;
+constexpr size_t kPushCountersBytes = size_t(kMaxChannels) * kMaxPushPieces * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kTileTicketsOffset + kTileTicketsBytes <= kSignalBytes, "signal region too small");
+static_assert(kPushCountersOffset + kPushCountersBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank

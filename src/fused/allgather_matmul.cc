@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/result.h"
 #include "fused/fused.h"
+#include "fused/shard_push.h"
 #include "gemm/engine/engine.h"
 #include "tuning/tuning.h"
 
@@ -349,7 +350,8 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 //      pieces (of rows; of K columns with FC_AGMM_ENGINE_KPIECES), each followed by a
 //      stream write of its count into the peer's flag for us (with a memory barrier: a
 //      peer that sees the count sees the rows), peers in the order they read us (rank-1
-//      first: we are its next shard)
+//      first: we are its next shard); with FC_AGMM_ENGINE_PUSH=sm instead on S, a push
+//      kernel between the barrier and the GEMM (shard_push.cu), flagging the same counts
 //   Q (FC_AGMM_AGATHERED=beside, a caller's Agathered): our rows from A into it, then
 //      each peer's rows from our workspace once its flag says all of them landed (a
 //      gate kernel on Q, bounded as every wait), in the order the peers push to us;
@@ -378,9 +380,30 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   const char* A = static_cast<const char*>(a.A);
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   const uint32_t sig = signatureOf(a, Form::EnginePushed, false, false, kPieceCols > 0 ? uint32_t(piecesPerShard) : 0);
+  // FC_AGMM_ENGINE_PUSH=sm: the pushes by a kernel in front of the GEMM (shard_push.cu);
+  // the copy queue then only fills a caller's Agathered.
+  const bool bySm = a.enginePushBySm && a.enginePulls && piecesPerShard <= size_t(kMaxPushPieces);
+  const bool queue = !bySm || a.Agathered != nullptr;
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream, /*letNextStart=*/true));
-  FC_CHECK(copies.after(stream, 0));
-  for (int t = 1; t < W; ++t) {
+  if (queue) FC_CHECK(copies.after(stream, 0));
+  if (bySm) {
+    ShardPush p;
+    p.src = A;
+    p.rows = shardRows;
+    p.rowBytes = rowBytes;
+    p.byColumns = kPieceCols > 0;
+    p.pieceRows = pieceRows;
+    p.pieceBytes = kPieceCols * es;
+    p.pieces = int(piecesPerShard);
+    p.ctas = tuning::kAgmmPushCtas;
+    for (int t = 1; t < W; ++t, ++p.npeers) {
+      const int s = (rank - t + W) % W;
+      p.dst[p.npeers] = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
+      p.flag[p.npeers] = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
+    }
+    FC_CHECK(launchShardPush(dc, channel, p, a.pdl, stream));
+  }
+  for (int t = 1; t < W && !bySm; ++t) {
     const int s = (rank - t + W) % W;
     char* to = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
     uint32_t* flag = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
@@ -407,7 +430,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
       FC_CHECK(ce::copy(G + size_t(s) * shardBytes, landed + size_t(s) * shardBytes, shardBytes, copies.stream()));
     }
   }
-  FC_CHECK(copies.mark(size_t(W)));
+  if (queue) FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls)
     for (int s = 0; s < W; ++s)
       if (s != rank)
@@ -421,7 +444,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   g.ready.kPieceCols = int64_t(kPieceCols);
   g.pdl = a.pdl && !a.engineAfterPulls;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
-  FC_CHECK(copies.waitMark(stream, size_t(W)));
+  if (queue) FC_CHECK(copies.waitMark(stream, size_t(W)));
   const fcResult_t barrier =
       a.engineWaits ? fcSuccess : launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));

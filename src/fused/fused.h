@@ -44,6 +44,9 @@ struct AllGatherMatmulArgs {
   // per piece in its mainloop instead of for its rows before it (engine.h,
   // ShardReadiness::kPieceCols). 1: pieces of rows as above.
   int engineKPieces = 1;
+  // FC_AGMM_ENGINE_PUSH=sm: where the engine pushes the shards, a kernel on a few SMs in
+  // front of the GEMM stores them (fused/shard_push.cu) instead of the copy queue.
+  bool enginePushBySm = false;
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.
   bool engineWaits = true, enginePulls = true;

@@ -23,6 +23,10 @@ namespace fc::tuning {
 constexpr int kAgmmEnginePieces = 1;
 // FC_MMRS_ENGINE_PIECES: until timed on 2 GPUs.
 constexpr int kMmrsEnginePieces = 4;
+// FC_AGMM_ENGINE_PUSH=sm: the push kernel's CTAs (512 threads each). Not yet measured:
+// the push-rate probe moved 4 MiB a direction at its peak from 66 CTAs up; a one-wave
+// GEMM of 96 tiles leaves 36 of 132 SMs idle, and a push of a few MiB needs ~16-32.
+constexpr int kAgmmPushCtas = 32;
 
 // ---- All-reduce (fcAllReduce, fcAllReduceOneShot) ------------------------------------
 // Auto one-shot up to this many bytes, a two-shot beyond.

@@ -169,8 +169,8 @@ with tempfile.TemporaryDirectory() as tmp:
     text = open(perf).read()
     expect("## Where the all-gather + GEMM engine's time goes (fc-bench agmmstages, bf16, 2 ranks)" in text,
            "section agmmstages")
-    # (The sample predates the kpieces-4 column: "-".)
-    expect("| 2048 x 3072 x 4096 | 78.8 | 4564.0 | 4566.9 | 4575.3 | - | +0.9 | +3.2 | +4481.1 | 4598.7 | 57.919 | 0 |"
+    # (The sample predates the kpieces-4, sm-push and sm-kpieces-4 columns: "-".)
+    expect("| 2048 x 3072 x 4096 | 78.8 | 4564.0 | 4566.9 | 4575.3 | - | - | - | +0.9 | +3.2 | +4481.1 | 4598.7 | 57.919 | 0 |"
            in text, "agmmstages row from the sample")
 
     # mmrsstages: waits = engine - no-gate, pulls = engine - no-pull, fixed = gemm-only - GEMM alone.

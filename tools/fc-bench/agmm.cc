@@ -267,6 +267,9 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
 //   kpieces-4  the pushed shards in 4 flagged pieces of K columns, a peer's tile
 //              waiting per piece in its mainloop (FC_AGMM_ENGINE_KPIECES; the pushed
 //              form only: plain A, shards of whole tile rows, else as engine)
+//   sm-push    the pushed shards stored by a kernel on a few SMs in front of the GEMM
+//              instead of the copy queue (FC_AGMM_ENGINE_PUSH=sm; the pushed form only)
+//   sm-kpieces-4  both
 //   no-wait    the GEMM does not wait for the flags: it runs beside the pulls
 //   no-pull    no remote pulls, the flags set at once (FC_AGMM_ENGINE_STAGES)
 //   auto       fcAllGatherMatmul's own choice
@@ -283,12 +286,14 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
 int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   struct Variant {
-    const char *name, *var, *value;
+    const char *name, *var, *value, *var2 = nullptr, *value2 = nullptr;
   };
   const Variant variants[] = {{"engine", "FC_AGMM_ENGINE_PIECES", "1"},
                               {"pieces-2", "FC_AGMM_ENGINE_PIECES", "2"},
                               {"pieces-4", "FC_AGMM_ENGINE_PIECES", "4"},
                               {"kpieces-4", "FC_AGMM_ENGINE_KPIECES", "4"},
+                              {"sm-push", "FC_AGMM_ENGINE_PUSH", "sm"},
+                              {"sm-kpieces-4", "FC_AGMM_ENGINE_PUSH", "sm", "FC_AGMM_ENGINE_KPIECES", "4"},
                               {"no-wait", "FC_AGMM_ENGINE_STAGES", "no-wait"},
                               {"no-pull", "FC_AGMM_ENGINE_STAGES", "no-pull"}};
   fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
@@ -297,7 +302,10 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   std::vector<fcComm_t> comms;
   {
     ScopedEnv engine("FC_AGMM_ALGO", "engine"), onePiece("FC_AGMM_ENGINE_PIECES", "1");
-    for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
+    for (const Variant& v : variants) {
+      ScopedEnv second(v.var2 ? v.var2 : "FC_UNUSED", v.value2);  // no-op without a second variable
+      comms.push_back(commWithEnv(c, v.var, v.value));
+    }
   }
   if (c.rank == 0) {
     printf("# fc-bench agmmstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
@@ -312,9 +320,9 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
     Operands x(c, type, sh);
     void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
     x.reference(fcOpT, solo);
-    // The engine columns that compute (the first four), against the GEMM alone.
+    // The engine columns that compute (all but no-wait and no-pull), against the GEMM alone.
     double relerr = 0;
-    for (size_t v = 0; v < 4; ++v) relerr = std::max(relerr, x.relerrOn(fcOpT, comms[v]));
+    for (size_t v = 0; v < 6; ++v) relerr = std::max(relerr, x.relerrOn(fcOpT, comms[v]));
     std::vector<std::function<void()>> ops = {[&] {
       FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, soloEngine, c.stream));
     }};
