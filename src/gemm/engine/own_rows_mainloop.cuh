@@ -125,9 +125,9 @@ struct OwnRowsMainloop : Base {
   }
 
   // One lane waits (bounded: on giving up it records the error and returns, the
-  // kernel finishing on whatever the buffer holds: readiness_scheduler.cuh); the copy
-  // engine wrote the rows and TMA (the async proxy) reads them next: the flag's acquire
-  // is ordered before those reads by the proxy fence.
+  // kernel finishing on whatever the buffer holds: readiness_scheduler.cuh); the
+  // peer's copy engine or push kernel wrote the rows and TMA (the async proxy) reads
+  // them next: the flag's acquire is ordered before those reads by the proxy fence.
   CUTLASS_DEVICE static void waitForPiece(ShardReadiness const& r, int shard, uint32_t pieces) {
     if (cute::elect_one_sync()) {
       fc::dev::waitAtLeast(r.dc, fc::Op::AllGatherMatmul, r.flags + shard, pieces, shard, r.channel,

@@ -180,7 +180,8 @@ class ReadinessTileScheduler : public StaticPersistentTileScheduler<ReadinessTil
     __syncwarp();
   }
 
-  // System scope: the writer is a copy engine, not an SM. After a give-up (ours or
+  // System scope: the writer is a copy engine or a peer's SMs (FC_AGMM_ENGINE_PUSH=sm,
+  // fused/shard_push.cu). After a give-up (ours or
   // another CTA's) nothing waits any more: see above.
   CUTLASS_DEVICE void waitForShard(int s, uint32_t pieces) const {
     const fc::engine::ShardReadiness& r = params_.ready;
