@@ -384,40 +384,34 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   // the copy queue then only fills a caller's Agathered.
   const bool bySm = a.enginePushBySm && a.enginePulls && piecesPerShard <= size_t(kMaxPushPieces);
   const bool queue = !bySm || a.Agathered != nullptr;
+  ShardPush push;  // peers in the order they read us (rank - 1 first: we are its next shard)
+  push.src = A;
+  push.rows = shardRows;
+  push.rowBytes = rowBytes;
+  push.byColumns = kPieceCols > 0;
+  push.pieceRows = pieceRows;
+  push.pieceBytes = kPieceCols * es;
+  push.pieces = int(piecesPerShard);
+  push.ctas = tuning::kAgmmPushCtas;
+  for (int t = 1; t < W; ++t, ++push.npeers) {
+    const int s = (rank - t + W) % W;
+    push.dst[push.npeers] = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
+    push.flag[push.npeers] = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
+  }
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream, /*letNextStart=*/true));
   if (queue) FC_CHECK(copies.after(stream, 0));
-  if (bySm) {
-    ShardPush p;
-    p.src = A;
-    p.rows = shardRows;
-    p.rowBytes = rowBytes;
-    p.byColumns = kPieceCols > 0;
-    p.pieceRows = pieceRows;
-    p.pieceBytes = kPieceCols * es;
-    p.pieces = int(piecesPerShard);
-    p.ctas = tuning::kAgmmPushCtas;
-    for (int t = 1; t < W; ++t, ++p.npeers) {
-      const int s = (rank - t + W) % W;
-      p.dst[p.npeers] = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
-      p.flag[p.npeers] = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
+  if (bySm) FC_CHECK(launchShardPush(dc, channel, push, a.pdl, stream));
+  for (int t = 0; t < push.npeers && !bySm; ++t)
+    for (int c = 0; c < push.pieces; ++c) {
+      const ShardPiece q = pieceOf(push, c);
+      const size_t at = q.row0 * rowBytes + q.byte0;
+      // Whole rows as one 1-D copy: the copy engine's (2-D copies evidently run on SMs).
+      if (a.enginePulls && q.bytes == rowBytes)
+        FC_CHECK(ce::copy(push.dst[t] + at, A + at, q.rows * rowBytes, copies.stream()));
+      else if (a.enginePulls)
+        FC_CHECK(ce::copy2D(push.dst[t] + at, A + at, rowBytes, q.bytes, q.rows, copies.stream()));
+      FC_CHECK(copies.signal(push.flag[t], uint32_t(c + 1)));
     }
-    FC_CHECK(launchShardPush(dc, channel, p, a.pdl, stream));
-  }
-  for (int t = 1; t < W && !bySm; ++t) {
-    const int s = (rank - t + W) % W;
-    char* to = ce::slot(dc, s, channel, 0) + size_t(rank) * shardBytes;
-    uint32_t* flag = engineFlagsOf(dc, kPushFlagsOffset, s, channel) + rank;
-    for (size_t c = 0; c < piecesPerShard; ++c) {
-      if (a.enginePulls && kPieceCols > 0) {  // piece c's columns of every row (the last: to K)
-        const size_t col = c * kPieceCols * es, bytes = std::min(kPieceCols * es, rowBytes - col);
-        FC_CHECK(ce::copy2D(to + col, A + col, rowBytes, bytes, shardRows, copies.stream()));
-      } else if (a.enginePulls) {
-        const size_t r0 = c * pieceRows, rows = std::min(pieceRows, shardRows - r0);
-        FC_CHECK(ce::copy(to + r0 * rowBytes, A + r0 * rowBytes, rows * rowBytes, copies.stream()));
-      }
-      FC_CHECK(copies.signal(flag, uint32_t(c + 1)));
-    }
-  }
   if (a.Agathered != nullptr) {  // FC_AGMM_AGATHERED=beside (pushesShards)
     char* G = static_cast<char*>(a.Agathered);
     const char* landed = ce::slot(dc, rank, channel, 0);

@@ -58,19 +58,15 @@ __global__ void __launch_bounds__(kPushThreads) shardPushKernel(DeviceComm dc, i
       reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kPushCountersOffset) +
       size_t(channel) * kMaxPushPieces;
   for (int c = 0; c < p.pieces; ++c) {
-    // Piece c: rows [r0, r1) x bytes [b0, b0 + width) of every row.
-    const size_t r0 = p.byColumns ? 0 : size_t(c) * p.pieceRows;
-    const size_t r1 = p.byColumns ? p.rows : (r0 + p.pieceRows < p.rows ? r0 + p.pieceRows : p.rows);
-    const size_t b0 = p.byColumns ? size_t(c) * p.pieceBytes : 0;
-    const size_t width = p.byColumns ? (b0 + p.pieceBytes < p.rowBytes ? p.pieceBytes : p.rowBytes - b0) : p.rowBytes;
-    const size_t rowVecs = width / 16, vecs = (r1 - r0) * rowVecs, stride = size_t(gridDim.x) * blockDim.x;
+    const ShardPiece q = pieceOf(p, c);
+    const size_t rowVecs = q.bytes / 16, vecs = q.rows * rowVecs, stride = size_t(gridDim.x) * blockDim.x;
     for (size_t i0 = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i0 < vecs; i0 += kLoadsInFlight * stride) {
       uint4 v[kLoadsInFlight];
       size_t off[kLoadsInFlight];
 #pragma unroll
       for (int u = 0; u < kLoadsInFlight; ++u) {
         const size_t i = i0 + size_t(u) * stride;
-        off[u] = i < vecs ? (r0 + i / rowVecs) * p.rowBytes + b0 + (i % rowVecs) * 16 : 0;
+        off[u] = i < vecs ? (q.row0 + i / rowVecs) * p.rowBytes + q.byte0 + (i % rowVecs) * 16 : 0;
         if (i < vecs) v[u] = __ldg(reinterpret_cast<const uint4*>(p.src + off[u]));
       }
 #pragma unroll
