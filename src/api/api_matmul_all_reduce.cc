@@ -187,7 +187,8 @@ fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t
     half.residual = static_cast<const char*>(half.residual) + offset;
     half.residualOut = static_cast<char*>(half.residualOut) + offset;
     half.out = static_cast<char*>(half.out) + offset;
-    FC_CHECK(launchResidualNorm(half, owner == peer ? peerSums : sum + offset, comm->params.pdl, stream));
+    FC_CHECK(launchResidualNorm(half, owner == peer ? peerSums : sum + offset, comm->params.pdl, stream, false,
+                                 comm->params.normLocalRows));
   }
   return fcSuccess;
 }
@@ -223,7 +224,7 @@ fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   g.lane = c.lane;
   FC_CHECK(launchAllGather(g, stream));
   if (m.norm == nullptr) return fcSuccess;
-  return launchResidualNorm(*m.norm, sum, comm->params.pdl, stream);
+  return launchResidualNorm(*m.norm, sum, comm->params.pdl, stream, false, comm->params.normLocalRows);
 }
 
 fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
@@ -261,7 +262,8 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
       if (sum == nullptr) res = commScratch(comm, m.fn, c.lane, m.M * m.N * es, &sum);
       if (res == fcSuccess)
         res = comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, sum, m.N, m.K, m.transB, m.datatype, stream);
-      if (res == fcSuccess) res = launchResidualNorm(*m.norm, sum, comm->params.pdl, stream);
+      if (res == fcSuccess)
+        res = launchResidualNorm(*m.norm, sum, comm->params.pdl, stream, false, comm->params.normLocalRows);
     }
     return commOpEnd(comm, c.lane, stream, res);
   }

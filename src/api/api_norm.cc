@@ -135,7 +135,7 @@ fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* su
       if (c.sig == 0)
         c.sig = opSignature(Op::AllReduceNorm, uint32_t(n.datatype), shapeKey(n.tokens, n.hidden, 1, 0));
       FC_CHECK(launchAllReduce(c, plan.algo, stream));
-      return launchResidualNorm(n, sum, pdl, stream);
+      return launchResidualNorm(n, sum, pdl, stream, false, comm->params.normLocalRows);
   }
 }
 

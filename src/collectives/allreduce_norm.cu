@@ -291,6 +291,82 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
   }
 }
 
+// residualNormKernel over groups of R rows per CTA, for many rows (tuning::
+// residualNormRowsPerCta): one row per CTA leaves each thread one or two packs in flight
+// and a chain per row (the loads, the row's barrier, the normed stores) with nothing
+// behind it, so the kernel streamed at about half the HBM rate (fcMatmulAllReduce's norm
+// forms on the engine, 8192 x 4096: ~120 us for 256 MiB; perf-log). Here a thread's
+// loads of all R rows (the sums and the residual, J packs of each) are in flight before
+// the first is used, one named barrier gives the R rows' sums of squares (rowSums), and
+// the weight's packs are loaded once per CTA. The bits are residualNormKernel's: the
+// same threads per row (rowThreads), the same packs per thread in the same order, the
+// same roundings and the same reduction order. In place (residualOut == residual, or
+// sum == out) is safe: a thread reads a pack before it writes it, and no other thread
+// touches it. Rows: R x J pack loads per thread (J packs of a row: rowPacks <= J x
+// blockDim.x).
+template <typename T, int R, int J>
+__global__ void __launch_bounds__(dev::kThreads) residualNormRowsKernel(NormCall c, const T* sum) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  // [parity][row of the group][warp]: a buffer is written again two groups later, after
+  // every thread has passed the next group's barrier, so after it read this group's.
+  __shared__ float red[2][R][32];
+  dev::waitForPreviousGrid();
+  const float invScale = c.scale ? 1.f / *c.scale : 1.f;
+  const size_t rowPacks = c.hidden / E;
+  const unsigned threads = blockDim.x;
+  const Pack zero{0u, 0u, 0u, 0u};
+  const Pack* weight = static_cast<const Pack*>(c.weight);
+  Pack w[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const size_t p = threadIdx.x + size_t(j) * threads;
+    w[j] = p < rowPacks ? weight[p] : zero;
+  }
+  int parity = 0;
+  for (size_t row0 = size_t(blockIdx.x) * R; row0 < c.tokens; row0 += size_t(gridDim.x) * R, parity ^= 1) {
+    const int rows = c.tokens - row0 < size_t(R) ? int(c.tokens - row0) : R;  // the same in every thread
+    Pack s[R][J], r[R][J];
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const size_t p = threadIdx.x + size_t(j) * threads, at = (row0 + size_t(i)) * rowPacks + p;
+        const bool mine = i < rows && p < rowPacks;
+        s[i][j] = mine ? reinterpret_cast<const Pack*>(sum)[at] : zero;
+        r[i][j] = mine ? static_cast<const Pack*>(c.residual)[at] : zero;
+      }
+    float ss[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      ss[i] = 0.f;
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const size_t p = threadIdx.x + size_t(j) * threads;
+        if (i >= rows || p >= rowPacks) continue;
+        float acc[E];
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[e] = 0.f;
+        dev::accumulate<T>(acc, s[i][j]);
+        s[i][j] = norm::addResidual<T>(acc, r[i][j], ss[i]);  // s now holds residualOut's pack
+        static_cast<Pack*>(c.residualOut)[(row0 + size_t(i)) * rowPacks + p] = s[i][j];
+      }
+    }
+    norm::rowSums<R>(ss, red[parity], threads);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if (i >= rows) continue;
+      const float rstd = rsqrtf(ss[i] / float(c.hidden) + c.eps);
+      const size_t first = (row0 + size_t(i)) * rowPacks;
+      Pack* out = c.out ? static_cast<Pack*>(c.out) + first : nullptr;  // NULL: the fp8 output instead
+#pragma unroll
+      for (int j = 0; j < J; ++j) {
+        const size_t p = threadIdx.x + size_t(j) * threads;
+        if (p < rowPacks) norm::storeNormed<T>(c, out, p, (first + p) * E, s[i][j], w[j], rstd, invScale);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // Loaded with the communicator, not at first launch (core/preload.h).
@@ -341,17 +417,27 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
   });
 }
 
-fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream, bool fp32Sum) {
+fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream, bool fp32Sum,
+                              int rowsPerCta) {
   return withElementType(c.datatype, "residual + RMSNorm", [&](auto tag) {
     using T = decltype(tag);
-    // One row per CTA up to a few CTAs per SM; beyond that CTAs take rows in turn.
+    // One row (or group of rows) per CTA up to a few CTAs per SM; beyond that CTAs take
+    // rows in turn.
     constexpr size_t kMaxGrid = 1024;
-    const unsigned grid = unsigned(c.tokens < kMaxGrid ? c.tokens : kMaxGrid);
-    const dim3 block(rowThreads(c.hidden / dev::PackTraits<T>::kElems));
+    const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
+    const dim3 block(rowThreads(rowPacks));
+    const size_t packsPerThread = (rowPacks + block.x - 1) / block.x;
+    const int rows = fp32Sum ? 1 : tuning::residualNormRowsPerCta(c.tokens, packsPerThread, rowsPerCta);
+    const size_t groups = (c.tokens + size_t(rows) - 1) / size_t(rows);
+    const dim3 grid(unsigned(groups < kMaxGrid ? groups : kMaxGrid));
+    const T* s = static_cast<const T*>(sum);
     if (fp32Sum)
-      return launchKernelEx(residualNormKernel<T, float>, dim3(grid), block, stream, pdl, c,
-                            static_cast<const float*>(sum));
-    return launchKernelEx(residualNormKernel<T>, dim3(grid), block, stream, pdl, c, static_cast<const T*>(sum));
+      return launchKernelEx(residualNormKernel<T, float>, grid, block, stream, pdl, c, static_cast<const float*>(sum));
+    if (rows == 4) return launchKernelEx(residualNormRowsKernel<T, 4, 1>, grid, block, stream, pdl, c, s);
+    if (rows == 2)
+      return packsPerThread == 1 ? launchKernelEx(residualNormRowsKernel<T, 2, 1>, grid, block, stream, pdl, c, s)
+                                 : launchKernelEx(residualNormRowsKernel<T, 2, 2>, grid, block, stream, pdl, c, s);
+    return launchKernelEx(residualNormKernel<T>, grid, block, stream, pdl, c, s);
   });
 }
 

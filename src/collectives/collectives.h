@@ -96,9 +96,11 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
 // rounding (fcMatmulAllReduce's decode kernel writes those). With fp32Sum the kernel
 // prefetches the residual and the weight before griddepcontrol.wait: launch it only
 // directly behind a kernel that allows dependents after its own griddepcontrol.wait (the
-// decode kernel does), so that both are final when it starts.
+// decode kernel does), so that both are final when it starts. rowsPerCta: the rows a CTA
+// holds at once (tuning::residualNormRowsPerCta; 0: by the token count; FC_NORM_LOCAL_ROWS),
+// the same bits either way.
 fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream,
-                              bool fp32Sum = false);
+                              bool fp32Sum = false, int rowsPerCta = 0);
 
 // Two-shot all-reduce (reduce-scatter + all-gather through the workspace regions);
 // any count: sizes beyond the workspace run in passes. sig: as the one-shot's.

@@ -44,8 +44,9 @@ __device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, u
 
 // rowSum for R rows at once, for a CTA that holds several rows: every v[r] summed over
 // the `threads` data threads through red[R][32] (in rowSum's order, so the same bits),
-// one named barrier for all R. Called once per kernel (red is not reused after it), by
-// every data thread.
+// one named barrier for all R. Called by every data thread; a caller that calls it again
+// alternates two red buffers (as rowSum's parity: a buffer is rewritten only after every
+// thread has passed the next call's barrier, so after it read this call's sums).
 template <int R>
 __device__ __forceinline__ void rowSums(float (&v)[R], float (*red)[32], unsigned threads) {
 #pragma unroll

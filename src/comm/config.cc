@@ -75,6 +75,8 @@ constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32",
 // launches without programmatic dependent launch. FC_ARNORM_WIDE_CTAS, _GATHER_SET,
 // _PASS_ALIGN: the all-reduce + RMSNorm kernels' forms (comm.h).
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
+// FC_NORM_LOCAL_ROWS: the local residual + RMSNorm's rows per CTA (comm.h).
+constexpr std::pair<const char*, int> kNormLocalRows[] = {{"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}};
 // FC_LAMPORT_STAGES: the Lamport one-shot's stages, for timing them (device_comm.h).
 constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"full", kLamportFull},
@@ -175,6 +177,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_WIDE_CTAS", kOnOff, &p->normWideCtas));
   FC_CHECK(choiceFromEnv("FC_ARNORM_GATHER_SET", kOnOff, &p->normGatherSet));
   FC_CHECK(choiceFromEnv("FC_ARNORM_PASS_ALIGN", kOnOff, &p->normPassAlign));
+  FC_CHECK(choiceFromEnv("FC_NORM_LOCAL_ROWS", kNormLocalRows, &p->normLocalRows));
   uint64_t spins = p->lamportSpins;
   FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
   p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);

@@ -126,6 +126,15 @@ constexpr uint32_t kNormClusterPacks = 256;
 // over 992 threads) 12.28 against 11.58, so a share that would still leave some threads
 // two packs keeps 512 threads.                                    perf-log: normWideCtas
 
+// The local residual + RMSNorm (the unfused path's second kernel, fcMatmulAllReduce's norm
+// forms after the engine) in groups of rows per CTA from this many rows: a thread's loads
+// of the group's rows in flight together, at most 4 packs of each kind a thread (so 4
+// rows of <= 512 packs, 2 of <= 1024; longer rows: one per CTA). Not yet measured: a
+// guess until the next device call (FC_NORM_LOCAL_ROWS=1|2|4 forces a form).
+//                                                          perf-log: residualNormRowsPerCta
+constexpr size_t kNormLocalRowsMinTokens = 1024;
+constexpr size_t kNormLocalRowsMaxPacks = 4;
+
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
 // The engine by default at 2-4 ranks (8 unmeasured). At 3-4 ranks only for shards of
 // 1024 rows (its least, below) or where the pipeline does not fill its waves: on 4 H200s it was
@@ -377,6 +386,13 @@ uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {
 
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {
   return sharePacks > ctaThreads && sharePacks <= wideThreads;
+}
+
+int residualNormRowsPerCta(size_t tokens, size_t packsPerThread, int forced) {
+  if (packsPerThread == 0 || packsPerThread > kNormLocalRowsMaxPacks / 2) return 1;
+  int rows = forced > 0 ? forced : tokens >= kNormLocalRowsMinTokens ? int(kNormLocalRowsMaxPacks) : 1;
+  while (rows > 1 && size_t(rows) * packsPerThread > kNormLocalRowsMaxPacks) rows /= 2;
+  return rows;
 }
 
 // ---- All-gather + GEMM ----------------------------------------------------------------------

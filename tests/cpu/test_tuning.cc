@@ -252,6 +252,18 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normWideCtas(992, 512, 992));
   CHECK_FALSE(normWideCtas(1024, 512, 992));
   CHECK_FALSE(normWideCtas(2048, 512, 992));
+  // The local norm's rows per CTA: at most 4 packs of each kind a thread (4 rows of one
+  // pack, 2 of two), one row a CTA for longer rows and below the token threshold.
+  CHECK(residualNormRowsPerCta(8192, 1) == 4);   // hidden 4096 in bf16 over 512 threads
+  CHECK(residualNormRowsPerCta(8192, 2) == 2);   // 5120-8192
+  CHECK(residualNormRowsPerCta(8192, 3) == 1);   // 12288
+  CHECK(residualNormRowsPerCta(8192, 4) == 1);   // 16384
+  CHECK(residualNormRowsPerCta(16, 1) == 1);     // few rows: a CTA each
+  CHECK(residualNormRowsPerCta(16, 1, 4) == 4);  // FC_NORM_LOCAL_ROWS=4
+  CHECK(residualNormRowsPerCta(16, 2, 4) == 2);  // ... as far as the packs allow
+  CHECK(residualNormRowsPerCta(8192, 1, 1) == 1);
+  CHECK(residualNormRowsPerCta(8192, 1, 2) == 2);
+  CHECK(residualNormRowsPerCta(8192, 0, 4) == 1);
 }
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {

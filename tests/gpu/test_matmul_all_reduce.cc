@@ -240,9 +240,10 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   // Decode rows (the one-kernel path with the norm in it: FMAs for one row, tensor
   // cores for 7 and 13, whose last tile of 32 columns is partial at N = 2056), rows for
   // the one Lamport all-reduce + norm kernel, rows past its limit (300 x 2056: the
-  // two-shot kernel at 2 ranks, else all-reduce + norm), N not a power of two.
-  const Shape shapes[] = {{1, 4096, 512}, {7, 2056, 264},   {13, 2056, 520},
-                          {64, 4096, 136}, {300, 2056, 136}, {512, 3840, 256}};
+  // two-shot kernel at 2 ranks, else all-reduce + norm), N not a power of two; 4096 rows:
+  // the engine's all-gather at 2 ranks, then the local norm of each half, 4 rows a CTA.
+  const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},  {64, 4096, 136},
+                          {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
       for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8
