@@ -110,6 +110,13 @@ constexpr size_t kNormOneKernelLongRowBytes = 16 * KiB;
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormTwoShotMaxRanks = 2;
+// ... and not for rows of at most 4 KiB (hidden 2048 in bf16) from 4 MiB: there the
+// all-reduce, then the local norm in groups of 4 rows a CTA, is ahead (2 H200s,
+// thirty-third session: 1500 / 2048 / 8192 x 2048 0.90 / 0.80 / 0.86x the two-shot
+// kernel; level at 1024; rows of 8 KiB and more 1.0-1.36x behind).
+//                                                          perf-log: residualNormRowsPerCta
+constexpr size_t kNormTwoShotShortRowBytes = 4 * KiB;
+constexpr size_t kNormTwoShotShortRowsMaxBytes = 4 * MiB;
 // The two-shot kernel's rows over clusters of CTAs where a pass's blocks have too few
 // rows to fill the grid (long rows in small slots): the width doubles while a block's
 // clusters still fit maxCtas CTAs and each CTA keeps at least 128 packs, up to the
@@ -181,9 +188,13 @@ constexpr size_t kMmrsEngineMaxK = 2048;
 // ... and for fcMatmulAllReduce's plain form (the sums gathered in the same epilogue, no
 // all-gather after) to K 2560: at 2048 / 8192 x 5120 x 2560 0.86x / 0.84x GEMM +
 // fcAllReduce, where auto ran the latter (2 H200s). Not the norm forms: 8192 x 5120 x
-// 2560 1.01x. Not K 7168: 2048 x 4096 x 7168 1.06x.
-//                                                          perf-log: chooseMatmulAllReduce
+// 2560 1.01x.                                             perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarPlainEngineMaxK = 2560;
+// ... and at any K (measured to 14336) where the product has at least 2048 x 5120
+// elements: 0.82-0.98x GEMM + fcAllReduce at 2048-8192 x 4096-8192 x 3584-14336 (2 H200s,
+// thirty-third session); behind at 2048 x 4096 (K 7168 1.07x, 14336 1.04x: 1.9 waves of
+// 128 x 256 tiles).                                       perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarPlainEngineMinElemsLongK = size_t(2048) * 5120;
 // The pipeline when each chunk's GEMM fills 1.25 waves of 128 x 128 tiles (165 at
 // 132 SMs): level at 160 tiles, ahead from 192.             perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsPipelineMinWavesX4 = 5;  // in quarter waves: 1.25 waves
@@ -348,7 +359,8 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
   if (q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, rowBytes) && q.bytes <= most &&
       q.rows <= allReduceNormOneKernelMaxRows(q.nranks, rowBytes))
     return NormPath::OneKernel;
-  return allReduceNormTwoShotAuto(q.nranks) && q.twoShotFits ? NormPath::TwoShot : NormPath::Unfused;
+  const bool shortRows = rowBytes <= kNormTwoShotShortRowBytes && q.bytes > kNormTwoShotShortRowsMaxBytes;
+  return allReduceNormTwoShotAuto(q.nranks) && q.twoShotFits && !shortRows ? NormPath::TwoShot : NormPath::Unfused;
 }
 
 unsigned normTwoShotClusterCtas(size_t blockRows, size_t rowPacks, size_t maxCtas) {
@@ -454,9 +466,10 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Unfused: return fallback;
     case FusedAlgo::Auto: break;
   }
-  const size_t engineMaxK = q.plainAllReduce ? kMmarPlainEngineMaxK : kMmrsEngineMaxK;
+  const bool kFits = q.K <= kMmrsEngineMaxK ||
+                     (q.plainAllReduce && (q.K <= kMmarPlainEngineMaxK || q.M * q.N >= kMmarPlainEngineMinElemsLongK));
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
-      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && q.K <= engineMaxK)
+      q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && kFits)
     return MmrsPath::Engine;
   if (pipelineFits && fillsWaves(tiles(q.chunkRows, q.N), kMmrsPipelineMinWavesX4, q.gpuSms)) return MmrsPath::Pipeline;
   return fallback;

@@ -156,6 +156,12 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(rows2(385 * 4 * KiB, 385) == NormPath::OneKernel);  // rows of 4 KiB: to 640
   CHECK(rows2(640 * 4 * KiB, 640) == NormPath::OneKernel);
   CHECK(rows2(641 * 4 * KiB, 641) == NormPath::TwoShot);
+  // ... but rows of 4 KiB past 4 MiB: the all-reduce, then the local norm.
+  CHECK(rows2(1024 * 4 * KiB, 1024) == NormPath::TwoShot);
+  CHECK(rows2(1025 * 4 * KiB, 1025) == NormPath::Unfused);
+  CHECK(rows2(8192 * 2 * KiB, 8192) == NormPath::Unfused);   // 8192 x 1024
+  CHECK(rows2(2048 * 5 * KiB, 2048) == NormPath::TwoShot);   // 2048 x 2560
+  CHECK(rows2(2048 * 8 * KiB, 2048) == NormPath::TwoShot);   // 2048 x 4096
   CHECK(rows2(385 * 5 * KiB, 385) == NormPath::TwoShot);    // 385 x 2560
   CHECK(rows2(4608 * KiB, 384) == NormPath::TwoShot);     // 384 x 6144: beyond the slot
   CHECK(pick(2, 8 * MiB, NormAlgo::Auto, false, 0, 500) == NormPath::Unfused);  // rows beyond half a slot
@@ -421,6 +427,12 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
   CHECK(plain({2048, 5120, 2560, 1024}, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter, a norm form
   CHECK(plain({2048, 4096, 2568, 1024}, true) == MmrsPath::Pipeline);
   CHECK(plain({2048, 4096, 7168, 1024}, true) == MmrsPath::Pipeline);
+  CHECK(plain({2048, 4096, 14336, 1024}, true) == MmrsPath::Pipeline);
+  // ... and at any K from 2048 x 5120 elements.
+  CHECK(plain({2048, 5120, 13824, 1024}, true) == MmrsPath::Engine);
+  CHECK(plain({8192, 4096, 7168, 2048}, true) == MmrsPath::Engine);
+  CHECK(plain({2048, 8192, 3584, 1024}, true) == MmrsPath::Engine);
+  CHECK(plain({8192, 5120, 13824, 2048}, false) == MmrsPath::Pipeline);  // not the norm forms
   // Where the SM count decides: 1.25 waves of 128 x 128 tiles per chunk (144 tiles).
   CHECK(pick(2, 132, {2048, 2304, 4096, 1024}) == MmrsPath::Scatter);
   CHECK(pick(2, 114, {2048, 2304, 4096, 1024}) == MmrsPath::Pipeline);
