@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
 // residualNormRowsPerCta): one row per CTA leaves each thread one or two packs in flight
 // and a chain per row (the loads, the row's barrier, the normed stores) with nothing
 // behind it, so the kernel streamed at about half the HBM rate (fcMatmulAllReduce's norm
-// forms on the engine, 8192 x 4096: ~120 us for 256 MiB; perf-log). Here a thread's
+// forms on the engine, 8192 x 4096: 114.5 us for 256 MiB; perf-log). Here a thread's
 // loads of all R rows (the sums and the residual, J packs of each) are in flight before
 // the first is used, one named barrier gives the R rows' sums of squares (rowSums), and
 // the weight's packs are loaded once per CTA. The bits are residualNormKernel's: the
@@ -427,7 +427,7 @@ fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cuda
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
     const dim3 block(rowThreads(rowPacks));
     const size_t packsPerThread = (rowPacks + block.x - 1) / block.x;
-    const int rows = fp32Sum ? 1 : tuning::residualNormRowsPerCta(c.tokens, packsPerThread, rowsPerCta);
+    const int rows = fp32Sum ? 1 : tuning::residualNormRowsPerCta(c.tokens, rowPacks, packsPerThread, rowsPerCta);
     const size_t groups = (c.tokens + size_t(rows) - 1) / size_t(rows);
     const dim3 grid(unsigned(groups < kMaxGrid ? groups : kMaxGrid));
     const T* s = static_cast<const T*>(sum);

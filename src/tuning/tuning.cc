@@ -110,13 +110,13 @@ constexpr size_t kNormOneKernelLongRowBytes = 16 * KiB;
 // (a CTA per row of a rank's block) is 16-64 CTAs at hidden 4096-16384; the unfused path
 // was 1.1-2.7x ahead at every size above 1 MiB.           perf-log: allReduceNormOneKernelMaxBytes
 constexpr int kNormTwoShotMaxRanks = 2;
-// ... and not for rows of at most 4 KiB (hidden 2048 in bf16) from 4 MiB: there the
+// ... and not past 1024 rows of at most 5 KiB (hidden 2048-2560 in bf16): there the
 // all-reduce, then the local norm in groups of 4 rows a CTA, is ahead (2 H200s,
 // thirty-third session: 1500 / 2048 / 8192 x 2048 0.90 / 0.80 / 0.86x the two-shot
-// kernel; level at 1024; rows of 8 KiB and more 1.0-1.36x behind).
-//                                                          perf-log: residualNormRowsPerCta
-constexpr size_t kNormTwoShotShortRowBytes = 4 * KiB;
-constexpr size_t kNormTwoShotShortRowsMaxBytes = 4 * MiB;
+// kernel, x 2560 0.92 / 0.91 / 0.96x; level or behind at 1024 rows and below; rows of 6
+// KiB mixed (0.98-1.07x), of 7 KiB and more behind).      perf-log: residualNormRowsPerCta
+constexpr size_t kNormTwoShotShortRowBytes = 5 * KiB;
+constexpr size_t kNormTwoShotShortRowsMinRows = 1025;
 // The two-shot kernel's rows over clusters of CTAs where a pass's blocks have too few
 // rows to fill the grid (long rows in small slots): the width doubles while a block's
 // clusters still fit maxCtas CTAs and each CTA keeps at least 128 packs, up to the
@@ -134,12 +134,13 @@ constexpr uint32_t kNormClusterPacks = 256;
 // two packs keeps 512 threads.                                    perf-log: normWideCtas
 
 // The local residual + RMSNorm (the unfused path's second kernel, fcMatmulAllReduce's norm
-// forms after the engine) in groups of rows per CTA from this many rows: a thread's loads
-// of the group's rows in flight together, at most 4 packs of each kind a thread (so 4
-// rows of <= 512 packs, 2 of <= 1024; longer rows: one per CTA). Not yet measured: a
-// guess until the next device call (FC_NORM_LOCAL_ROWS=1|2|4 forces a form).
-//                                                          perf-log: residualNormRowsPerCta
-constexpr size_t kNormLocalRowsMinTokens = 1024;
+// forms after the engine) in groups of rows per CTA from 3 MiB of rows: a thread's loads of
+// the group's rows in flight together, at most 4 packs of each kind a thread (4 rows of
+// <= 512 packs, 2 of <= 1024; longer rows: one per CTA). 2 H200s (thirty-third session),
+// the norm's own time: 8192 x 4096 114.5 -> 69.0 us (3.9 TB/s), 16384 x 5120 315 -> 171,
+// 1024 x 4096 14.7 -> 8.0; at 3 MiB 4.9 -> 5.1 (768 x 2048) and 5.4 -> 4.6 (384 x 4096);
+// below it behind (256 x 4096 3.8 -> 6.1).                perf-log: residualNormRowsPerCta
+constexpr size_t kNormLocalRowsMinBytes = 3 * MiB;
 constexpr size_t kNormLocalRowsMaxPacks = 4;
 
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
@@ -359,7 +360,7 @@ NormPath chooseAllReduceNorm(const NormQuery& q) {
   if (q.bytes > allReduceNormOneKernelAboveBytes(q.nranks, rowBytes) && q.bytes <= most &&
       q.rows <= allReduceNormOneKernelMaxRows(q.nranks, rowBytes))
     return NormPath::OneKernel;
-  const bool shortRows = rowBytes <= kNormTwoShotShortRowBytes && q.bytes > kNormTwoShotShortRowsMaxBytes;
+  const bool shortRows = rowBytes <= kNormTwoShotShortRowBytes && q.rows >= kNormTwoShotShortRowsMinRows;
   return allReduceNormTwoShotAuto(q.nranks) && q.twoShotFits && !shortRows ? NormPath::TwoShot : NormPath::Unfused;
 }
 
@@ -400,9 +401,10 @@ bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {
   return sharePacks > ctaThreads && sharePacks <= wideThreads;
 }
 
-int residualNormRowsPerCta(size_t tokens, size_t packsPerThread, int forced) {
+int residualNormRowsPerCta(size_t tokens, size_t rowPacks, size_t packsPerThread, int forced) {
   if (packsPerThread == 0 || packsPerThread > kNormLocalRowsMaxPacks / 2) return 1;
-  int rows = forced > 0 ? forced : tokens >= kNormLocalRowsMinTokens ? int(kNormLocalRowsMaxPacks) : 1;
+  const bool many = tokens * rowPacks * 16 >= kNormLocalRowsMinBytes;
+  int rows = forced > 0 ? forced : many ? int(kNormLocalRowsMaxPacks) : 1;
   while (rows > 1 && size_t(rows) * packsPerThread > kNormLocalRowsMaxPacks) rows /= 2;
   return rows;
 }

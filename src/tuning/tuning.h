@@ -122,10 +122,10 @@ uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads);
 
 // Rows per CTA of the local residual + RMSNorm kernel (collectives/allreduce_norm.cu,
-// launchResidualNorm): 1, 2 or 4, at most 4 / packsPerThread (the 16-byte packs of a row
-// per thread; rows of more than 2 a thread: 1). forced: FC_NORM_LOCAL_ROWS (0: by the
-// token count; 1, 2 or 4: that many where the packs allow).
-int residualNormRowsPerCta(size_t tokens, size_t packsPerThread, int forced = 0);
+// launchResidualNorm) for `tokens` rows of rowPacks 16-byte packs, packsPerThread of a row
+// per thread: 1, 2 or 4, at most 4 / packsPerThread (more than 2 a thread: 1). forced:
+// FC_NORM_LOCAL_ROWS (0: by the rows' bytes; 1, 2 or 4: that many where the packs allow).
+int residualNormRowsPerCta(size_t tokens, size_t rowPacks, size_t packsPerThread, int forced = 0);
 
 // ---- All-gather + GEMM (fcAllGatherMatmul) ----------------------------------------------
 struct AllGatherMatmulQuery {

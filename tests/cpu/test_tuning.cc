@@ -156,11 +156,12 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(rows2(385 * 4 * KiB, 385) == NormPath::OneKernel);  // rows of 4 KiB: to 640
   CHECK(rows2(640 * 4 * KiB, 640) == NormPath::OneKernel);
   CHECK(rows2(641 * 4 * KiB, 641) == NormPath::TwoShot);
-  // ... but rows of 4 KiB past 4 MiB: the all-reduce, then the local norm.
+  // ... but past 1024 rows of at most 5 KiB: the all-reduce, then the local norm.
   CHECK(rows2(1024 * 4 * KiB, 1024) == NormPath::TwoShot);
   CHECK(rows2(1025 * 4 * KiB, 1025) == NormPath::Unfused);
   CHECK(rows2(8192 * 2 * KiB, 8192) == NormPath::Unfused);   // 8192 x 1024
-  CHECK(rows2(2048 * 5 * KiB, 2048) == NormPath::TwoShot);   // 2048 x 2560
+  CHECK(rows2(1500 * 5 * KiB, 1500) == NormPath::Unfused);   // 1500 x 2560
+  CHECK(rows2(2048 * 6 * KiB, 2048) == NormPath::TwoShot);   // 2048 x 3072
   CHECK(rows2(2048 * 8 * KiB, 2048) == NormPath::TwoShot);   // 2048 x 4096
   CHECK(rows2(385 * 5 * KiB, 385) == NormPath::TwoShot);    // 385 x 2560
   CHECK(rows2(4608 * KiB, 384) == NormPath::TwoShot);     // 384 x 6144: beyond the slot
@@ -259,17 +260,20 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK_FALSE(normWideCtas(1024, 512, 992));
   CHECK_FALSE(normWideCtas(2048, 512, 992));
   // The local norm's rows per CTA: at most 4 packs of each kind a thread (4 rows of one
-  // pack, 2 of two), one row a CTA for longer rows and below the token threshold.
-  CHECK(residualNormRowsPerCta(8192, 1) == 4);   // hidden 4096 in bf16 over 512 threads
-  CHECK(residualNormRowsPerCta(8192, 2) == 2);   // 5120-8192
-  CHECK(residualNormRowsPerCta(8192, 3) == 1);   // 12288
-  CHECK(residualNormRowsPerCta(8192, 4) == 1);   // 16384
-  CHECK(residualNormRowsPerCta(16, 1) == 1);     // few rows: a CTA each
-  CHECK(residualNormRowsPerCta(16, 1, 4) == 4);  // FC_NORM_LOCAL_ROWS=4
-  CHECK(residualNormRowsPerCta(16, 2, 4) == 2);  // ... as far as the packs allow
-  CHECK(residualNormRowsPerCta(8192, 1, 1) == 1);
-  CHECK(residualNormRowsPerCta(8192, 1, 2) == 2);
-  CHECK(residualNormRowsPerCta(8192, 0, 4) == 1);
+  // pack, 2 of two), one row a CTA for longer rows and below 3 MiB of rows.
+  CHECK(residualNormRowsPerCta(8192, 512, 1) == 4);   // hidden 4096 in bf16 over 512 threads
+  CHECK(residualNormRowsPerCta(8192, 640, 2) == 2);   // 5120-8192
+  CHECK(residualNormRowsPerCta(8192, 1536, 3) == 1);  // 12288
+  CHECK(residualNormRowsPerCta(8192, 2048, 4) == 1);  // 16384
+  CHECK(residualNormRowsPerCta(384, 512, 1) == 4);    // 3 MiB
+  CHECK(residualNormRowsPerCta(383, 512, 1) == 1);    // below
+  CHECK(residualNormRowsPerCta(768, 256, 1) == 4);    // 3 MiB of rows of 2048
+  CHECK(residualNormRowsPerCta(256, 512, 1) == 1);
+  CHECK(residualNormRowsPerCta(16, 512, 1, 4) == 4);  // FC_NORM_LOCAL_ROWS=4
+  CHECK(residualNormRowsPerCta(16, 640, 2, 4) == 2);  // ... as far as the packs allow
+  CHECK(residualNormRowsPerCta(8192, 512, 1, 1) == 1);
+  CHECK(residualNormRowsPerCta(8192, 512, 1, 2) == 2);
+  CHECK(residualNormRowsPerCta(8192, 0, 0, 4) == 1);
 }
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {

@@ -185,8 +185,9 @@ TEST_CASE("fcAllReduceResidualRMSNorm: float64 reference, dtypes, odd shapes, bo
   // 150 x 2600 (fp32) give the one kernel's wide CTAs two rows each, together. 600 x 2048
   // (16-bit types) is the one kernel's at 2 ranks (rows of 4 KiB: to 640), 5 rows to a
   // CTA; 3 x 8192 its at 4 ranks from the first byte (rows of 16 KiB). 1501 x 2056 and
-  // 1031 x 5120: past 1024 rows, where the unfused path's local norm (FC_ARNORM_ALGO=
-  // unfused) holds 4 and 2 rows a CTA, the last group partial.
+  // 1031 x 5120: past 3 MiB, where the unfused path's local norm holds 4 and 2 rows a CTA,
+  // the last group partial (1501 x 2056 in 16-bit types: the unfused path at 2 ranks by
+  // default, rows of at most 5 KiB past 1024; else with FC_ARNORM_ALGO=unfused).
   const Shape shapes[] = {{1, 8},      {3, 24},     {7, 4096},   {33, 5120},  {1, 8192},   {128, 4096},
                           {5, 20480},  {200, 1000}, {300, 2056}, {129, 8192}, {300, 8192},  {450, 5120},
                           {200, 5120}, {150, 2600}, {600, 2048}, {3, 8192},   {1501, 2056}, {1031, 5120}};
