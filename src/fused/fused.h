@@ -101,7 +101,7 @@ struct MatmulReduceScatterArgs {
   // matmulReduceScatterGathers says where.
   bool gatherToPeer = false;
   // ... for the plain form (no norm): the engine's K limit is that form's (tuning.h,
-  // MatmulReduceScatterQuery::plainAllReduce).
+  // MatmulReduceScatterQuery::allReduce, plainAllReduce).
   bool plainAllReduce = false;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice

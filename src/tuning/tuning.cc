@@ -186,16 +186,24 @@ constexpr size_t kMmrsEngineMinBlockRows = 1024;
 // ... and K at most 2048 (beyond, cuBLASLt's GEMM alone is faster than its kernel).
 //                                                          perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsEngineMaxK = 2048;
-// ... and for fcMatmulAllReduce's plain form (the sums gathered in the same epilogue, no
-// all-gather after) to K 2560: at 2048 / 8192 x 5120 x 2560 0.86x / 0.84x GEMM +
-// fcAllReduce, where auto ran the latter (2 H200s). Not the norm forms: 8192 x 5120 x
-// 2560 1.01x.                                             perf-log: chooseMatmulAllReduce
-constexpr size_t kMmarPlainEngineMaxK = 2560;
-// ... and at any K (measured to 14336) where the product has at least 2048 x 5120
-// elements: 0.82-0.98x GEMM + fcAllReduce at 2048-8192 x 4096-8192 x 3584-14336 (2 H200s,
-// thirty-third session); behind at 2048 x 4096 (K 7168 1.07x, 14336 1.04x: 1.9 waves of
-// 128 x 256 tiles).                                       perf-log: chooseMatmulAllReduce
+// ... and for fcMatmulAllReduce (the sums gathered in the same epilogue, no all-gather
+// after) to K 2560: at 2048 / 8192 x 5120 x 2560 0.86x / 0.84x GEMM + fcAllReduce, where
+// auto ran the latter (2 H200s); the norm forms, since their local norm holds rows in
+// groups, 0.89 / 0.98 / 0.89x at 2048 / 4096 / 8192 rows (thirty-third session).
+//                                                          perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarEngineMaxK = 2560;
+// ... and the plain form at any K (measured to 14336) where the product has at least 2048 x
+// 5120 elements: 0.82-0.99x GEMM + fcAllReduce at 2048-8192 x 4096-8192 x 3584-14336 (2
+// H200s, thirty-third session); behind at 2048 x 4096 (K 7168 1.07x, 14336 1.04x: 1.9
+// waves of 128 x 256 tiles).                              perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarPlainEngineMinElemsLongK = size_t(2048) * 5120;
+// ... the norm forms (their norm after the engine, in place of the unfused pair's, which
+// rides in its all-reduce) from 8192 x 4096 elements at any K (0.94-0.98x at 8192 x
+// 4096-8192 x 3584-7168), or from K 12288 at 2048 x 5120 (0.87-0.94x at 5120 x 13824 and
+// 7168 x 14336); behind at 2048 x 4096 x 7168 (1.10x), 4096 x 4096 x 7168 (1.02x), 2048 x
+// 8192 x 3584 (1.08x).                                    perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarNormEngineMinElemsLongK = size_t(8192) * 4096;
+constexpr size_t kMmarNormEngineLongK = 12288;
 // The pipeline when each chunk's GEMM fills 1.25 waves of 128 x 128 tiles (165 at
 // 132 SMs): level at 160 tiles, ahead from 192.             perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsPipelineMinWavesX4 = 5;  // in quarter waves: 1.25 waves
@@ -232,13 +240,13 @@ constexpr size_t kMmarOneKernelMaxWeight = size_t(32) << 20;
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr int kMmarSplitRanks = 2;
 constexpr size_t kMmarSplitMinRowsPerRank = 4096;
-// Where the engine all-gathers in its epilogue (no all-gather after it): the plain
-// form from 1024 rows per rank (2048 x 4096 x 2048: 0.94x GEMM + fcAllReduce; 8192
-// rows 0.70x), the norm forms from 2048 (at 1024 1.15x GEMM + fcAllReduceResidual-
-// RMSNorm, whose norm rides in the all-reduce's last pass; 0.92x at 4096).
+// Where the engine all-gathers in its epilogue (no all-gather after it): from 1024 rows
+// per rank, the plain form (2048 x 4096 x 2048: 0.94x GEMM + fcAllReduce; 8192 rows 0.70x)
+// and, since their local norm holds rows in groups (thirty-third session), the norm forms
+// (0.96x GEMM + fcAllReduceResidualRMSNorm at 2048 x 4096 x 2048, whose norm rides in the
+// all-reduce's last pass; 0.84 / 0.80x at 4096 / 8192 rows; before, 1.15x at 2048).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarGatherMinRowsPerRank = 1024;
-constexpr size_t kMmarGatherNormMinRowsPerRank = 2048;
 
 // ---- The GEMM engine's tiles ------------------------------------------------------------
 // 128 x 128 ping-pong tiles when they need fewer waves than 128 x 256 ones (counted in
@@ -468,8 +476,11 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Unfused: return fallback;
     case FusedAlgo::Auto: break;
   }
-  const bool kFits = q.K <= kMmrsEngineMaxK ||
-                     (q.plainAllReduce && (q.K <= kMmarPlainEngineMaxK || q.M * q.N >= kMmarPlainEngineMinElemsLongK));
+  const size_t elems = q.M * q.N;
+  const bool longK = q.plainAllReduce ? elems >= kMmarPlainEngineMinElemsLongK
+                                      : elems >= kMmarNormEngineMinElemsLongK ||
+                                            (q.K >= kMmarNormEngineLongK && elems >= kMmarPlainEngineMinElemsLongK);
+  const bool kFits = q.K <= kMmrsEngineMaxK || (q.allReduce && (q.K <= kMmarEngineMaxK || longK));
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
       q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && kFits)
     return MmrsPath::Engine;
@@ -504,7 +515,7 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
         q.M * q.K * size_t(q.nranks) <= kGemvMmaMaxRowsKRanks && gemvMmaOneTilePerCta(q.N, q.maxCtas))))
     return P::OneKernel;
   if (q.rowsSplit && q.engineGathers &&
-      q.M / size_t(q.nranks) >= (q.norm ? kMmarGatherNormMinRowsPerRank : kMmarGatherMinRowsPerRank))
+      q.M / size_t(q.nranks) >= kMmarGatherMinRowsPerRank)
     return P::ReduceScatterAllGather;
   if (q.rowsSplit && !q.norm && q.nranks == kMmarSplitRanks && q.M / size_t(q.nranks) >= kMmarSplitMinRowsPerRank)
     return P::ReduceScatterAllGather;

@@ -164,8 +164,10 @@ struct MatmulReduceScatterQuery {
   bool engineFits = false;  // the engine takes the shape (and the partials' type)
   bool epilogueAdd = false;  // the engine would add the peer's partial in its epilogue
   bool lamportFits = false;  // fcReduceScatter would take its Lamport kernel for a block
-  // fcMatmulAllReduce's plain form (no norm) asks: its products gather in the engine's
-  // epilogue, which pays at a longer K than fcMatmulReduceScatter's engine does alone.
+  // fcMatmulAllReduce asks (its products gather in the engine's epilogue, which pays at a
+  // longer K than fcMatmulReduceScatter's engine does alone), in its plain form (no norm)
+  // or a norm form; the K limits differ.
+  bool allReduce = false;
   bool plainAllReduce = false;
 };
 MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q);

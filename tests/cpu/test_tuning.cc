@@ -414,7 +414,7 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Unfused) == MmrsPath::Scatter);
   }
   // fcMatmulAllReduce's plain form: the engine (gathering in its epilogue) to K 2560.
-  auto plain = [](Shape s, bool plainAllReduce) {
+  auto plain = [](Shape s, bool plainAllReduce, bool allReduce = true) {
     MatmulReduceScatterQuery q;
     q.nranks = 2;
     q.gpuSms = 132;
@@ -423,12 +423,14 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     q.partialBytes = s.M * s.N * 2;
     q.workspaceBytes = 130 * MiB;
     q.engineFits = q.epilogueAdd = true;
+    q.allReduce = allReduce;
     q.plainAllReduce = plainAllReduce;
     return chooseMatmulReduceScatter(q);
   };
   CHECK(plain({2048, 5120, 2560, 1024}, true) == MmrsPath::Engine);
   CHECK(plain({8192, 5120, 2560, 2048}, true) == MmrsPath::Engine);
-  CHECK(plain({2048, 5120, 2560, 1024}, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter, a norm form
+  CHECK(plain({2048, 5120, 2560, 1024}, false, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter
+  CHECK(plain({2048, 5120, 2560, 1024}, false) == MmrsPath::Engine);            // a norm form
   CHECK(plain({2048, 4096, 2568, 1024}, true) == MmrsPath::Pipeline);
   CHECK(plain({2048, 4096, 7168, 1024}, true) == MmrsPath::Pipeline);
   CHECK(plain({2048, 4096, 14336, 1024}, true) == MmrsPath::Pipeline);
@@ -436,7 +438,13 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
   CHECK(plain({2048, 5120, 13824, 1024}, true) == MmrsPath::Engine);
   CHECK(plain({8192, 4096, 7168, 2048}, true) == MmrsPath::Engine);
   CHECK(plain({2048, 8192, 3584, 1024}, true) == MmrsPath::Engine);
-  CHECK(plain({8192, 5120, 13824, 2048}, false) == MmrsPath::Pipeline);  // not the norm forms
+  // The norm forms from 8192 x 4096 elements, or from K 12288 at 2048 x 5120.
+  CHECK(plain({8192, 4096, 7168, 2048}, false) == MmrsPath::Engine);
+  CHECK(plain({4096, 4096, 7168, 2048}, false) == MmrsPath::Pipeline);
+  CHECK(plain({2048, 8192, 3584, 1024}, false) == MmrsPath::Pipeline);
+  CHECK(plain({2048, 5120, 13824, 1024}, false) == MmrsPath::Engine);
+  CHECK(plain({2048, 4096, 14336, 1024}, false) == MmrsPath::Pipeline);
+  CHECK(plain({8192, 5120, 13824, 2048}, false, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter
   // Where the SM count decides: 1.25 waves of 128 x 128 tiles per chunk (144 tiles).
   CHECK(pick(2, 132, {2048, 2304, 4096, 1024}) == MmrsPath::Scatter);
   CHECK(pick(2, 114, {2048, 2304, 4096, 1024}) == MmrsPath::Pipeline);
@@ -530,11 +538,11 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 2048, 4096, 2048, false) == P::AllReduce);
   CHECK(pick(4, 16384, 4096, 2048, false) == P::AllReduce);
   CHECK(pick(2, 8191, 4096, 2048, false) == P::AllReduce);  // rows do not split
-  // Where the engine all-gathers in its epilogue: the plain form from 1024 rows per
-  // rank, the norm forms from 2048.
+  // Where the engine all-gathers in its epilogue: both forms from 1024 rows per rank.
   const auto Auto = MatmulAllReduceAlgo::Auto;
   CHECK(pick(2, 2048, 4096, 2048, false, false, Auto, true) == P::ReduceScatterAllGather);
-  CHECK(pick(2, 2048, 4096, 2048, false, true, Auto, true) == P::AllReduce);
+  CHECK(pick(2, 2048, 4096, 2048, false, true, Auto, true) == P::ReduceScatterAllGather);
+  CHECK(pick(2, 1024, 4096, 2048, false, true, Auto, true) == P::AllReduce);
   CHECK(pick(2, 4096, 4096, 7168, false, true, Auto, true) == P::ReduceScatterAllGather);
   CHECK(pick(2, 16384, 5120, 13824, false, true, Auto, true) == P::ReduceScatterAllGather);
   CHECK(pick(2, 1024, 4096, 2048, false, false, Auto, true) == P::AllReduce);
