@@ -97,7 +97,7 @@ fcResult_t launchAllReduceNormTwoShot(const DeviceComm& dc, int channel, const N
 // prefetches the residual and the weight before griddepcontrol.wait: launch it only
 // directly behind a kernel that allows dependents after its own griddepcontrol.wait (the
 // decode kernel does), so that both are final when it starts. rowsPerCta: the rows a CTA
-// holds at once (tuning::residualNormRowsPerCta; 0: by the token count; FC_NORM_LOCAL_ROWS),
+// holds at once (tuning::residualNormRowsPerCta; 0: by the rows' bytes; FC_NORM_LOCAL_ROWS),
 // the same bits either way.
 fcResult_t launchResidualNorm(const NormCall& call, const void* sum, bool pdl, cudaStream_t stream,
                               bool fp32Sum = false, int rowsPerCta = 0);

@@ -141,7 +141,7 @@ struct CommParams {
   bool normPassAlign = true;
   // FC_NORM_LOCAL_ROWS: the rows a CTA of the local residual + RMSNorm kernel holds at
   // once (launchResidualNorm: the unfused path's second kernel, fcMatmulAllReduce's norm
-  // forms); 0 (the default): tuning::residualNormRowsPerCta by the token count; 1, 2 or 4.
+  // forms); 0 (the default): tuning::residualNormRowsPerCta by the rows' bytes; 1, 2 or 4.
   int normLocalRows = 0;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
   // anything but full or no-prefetch only for timing them (fc-bench normstages), the

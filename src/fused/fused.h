@@ -100,8 +100,8 @@ struct MatmulReduceScatterArgs {
   // too, at our block's rows (EpilogueSource::gather), behind an entry barrier;
   // matmulReduceScatterGathers says where.
   bool gatherToPeer = false;
-  // ... for the plain form (no norm): the engine's K limit is that form's (tuning.h,
-  // MatmulReduceScatterQuery::allReduce, plainAllReduce).
+  // ... in the plain form (no norm) or a norm form: each has its own K limits for the
+  // engine (tuning.h, MatmulReduceScatterQuery::allReduce and plainAllReduce).
   bool plainAllReduce = false;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice
