@@ -301,7 +301,8 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
                         Case{"FC_ENGINE_SMS", "half"}, Case{"FC_ARNORM_WIDE_CTAS", "2"},
                         Case{"FC_ARNORM_WIDE_CTAS", "yes"}, Case{"FC_ARNORM_GATHER_SET", "2"},
-                        Case{"FC_ARNORM_PASS_ALIGN", "2"}}) {
+                        Case{"FC_ARNORM_PASS_ALIGN", "2"}, Case{"FC_NORM_LOCAL_ROWS", "3"},
+                        Case{"FC_NORM_LOCAL_ROWS", "8"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -341,6 +342,7 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_ARNORM_CLUSTER_PACKS", "128"}, Case{"FC_LAMPORT_MAX_BYTES", "4194304"},
                         Case{"FC_ARNORM_WIDE_CTAS", "1"}, Case{"FC_ARNORM_WIDE_CTAS", "0"},
                         Case{"FC_ARNORM_GATHER_SET", "1"}, Case{"FC_ARNORM_PASS_ALIGN", "0"},
+                        Case{"FC_NORM_LOCAL_ROWS", "4"}, Case{"FC_NORM_LOCAL_ROWS", "1"},
                         Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_KPIECES", "4"},
                         Case{"FC_AGMM_ENGINE_PUSH", "sm"}, Case{"FC_AGMM_ENGINE_PUSH", "ce"}, Case{"FC_AGMM_ENGINE_STAGES", "full"},
                         Case{"FC_AGMM_ALGO", "pipeline"}, Case{"FC_MMRS_ALGO", "pipeline"},
