@@ -294,8 +294,8 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
 // residualNormKernel over groups of R rows per CTA, for many rows (tuning::
 // residualNormRowsPerCta): one row per CTA leaves each thread one or two packs in flight
 // and a chain per row (the loads, the row's barrier, the normed stores) with nothing
-// behind it, so the kernel streamed at about half the HBM rate (fcMatmulAllReduce's norm
-// forms on the engine, 8192 x 4096: 114.5 us for 256 MiB; perf-log). Here a thread's
+// behind it, so the kernel streamed at about half the HBM rate (8192 x 4096: 114.5 us for
+// its 256 MiB, read and written; perf-log, residualNormRowsPerCta). Here a thread's
 // loads of all R rows (the sums and the residual, J packs of each) are in flight before
 // the first is used, one named barrier gives the R rows' sums of squares (rowSums), and
 // the weight's packs are loaded once per CTA. The bits are residualNormKernel's: the
