@@ -32,8 +32,10 @@
 //   mismatch-mmar-align   rank 1's C is not 16-byte aligned, so that it takes the GEMM,
 //            then the all-reduce where the others take the one decode kernel
 //   mismatch-agmm   rank 1 passes fcAllGatherMatmul an Agathered where the others pass
-//            NULL (run with FC_AGMM_ALGO=engine: the others' shards are pushed, rank 1's
-//            staged and pulled; only the form in the barrier's signature differs)
+//            NULL (run with FC_AGMM_ALGO=engine FC_AGMM_AGATHERED=front: the others'
+//            shards are pushed, rank 1's staged and pulled; only the form in the
+//            barrier's signature differs. With the default, Agathered filled beside
+//            the GEMM, both forms push alike and nothing is mismatched)
 //            In the mismatch scenarios every rank fails fast: with fcInvalidUsage
 //            naming both calls, or fcRemoteError when a peer's report reached it first;
 //            at least one rank names both calls (run-fault-tests checks).
