@@ -74,6 +74,11 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   args.C = sum + size_t(comm->rank) * blockBytes;
   args.gatherToPeer = true;
   args.plainAllReduce = m.norm == nullptr;
+  // FC_MMAR_ENGINE_STAGES (probe build, timing only: wrong results).
+  const MmarEngineStages st = comm->params.mmarEngineStages;
+  args.enginePeerStores = st != MmarEngineStages::Local && st != MmarEngineStages::GemmOnly;
+  args.engineGatherSums = st != MmarEngineStages::NoGather && st != MmarEngineStages::GemmOnly;
+  args.engineOwnWaits = st != MmarEngineStages::NoWait && st != MmarEngineStages::GemmOnly;
   return args;
 }
 
@@ -175,6 +180,8 @@ fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t
   const size_t peer = size_t(1 - comm->rank);
   const char* peerSums = ce::slot(comm->dev, comm->rank, c.lane.channel, 0) + peer * blockBytes;
   if (m.norm == nullptr) {
+    const MmarEngineStages st = comm->params.mmarEngineStages;  // probe build, timing only
+    if (st == MmarEngineStages::NoCopy || st == MmarEngineStages::GemmOnly) return fcSuccess;
     FC_CUDA_CHECK(cudaMemcpyAsync(sum + peer * blockBytes, peerSums, blockBytes, cudaMemcpyDeviceToDevice, stream));
     return fcSuccess;
   }

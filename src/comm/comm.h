@@ -48,6 +48,20 @@ enum class MmrsEngineStages {
                // GEMM's epilogue (fused/matmul_reduce_scatter.cc); elsewhere Full
 };
 
+// FC_MMAR_ENGINE_STAGES: fcMatmulAllReduce's engine path (2 ranks, the GEMM with its
+// reduce-scatter and all-gather in the epilogue) with a part left out, for timing it
+// (fc-bench mmarstages); anything but Full computes wrong results, and only the probe
+// build takes it.
+enum class MmarEngineStages {
+  Full,      // the entry barrier, the GEMM's pushes and waits, the copy of the peer's rows
+  Local,     // every store the GEMM makes into the peer's workspace made into ours instead
+             // (the NVLink traffic gone; the waits and signals stay)
+  NoGather,  // our block's sums not pushed to the peer (the all-gather half gone)
+  NoWait,    // our block's tiles do not wait for the peer's partials
+  NoCopy,    // the peer's rows not copied into C after the GEMM (plain form)
+  GemmOnly   // Local + NoGather + NoWait + NoCopy: the engine's GEMM, the barriers
+};
+
 // Resolved options: config fields, else env vars, else defaults.
 struct CommParams {
   uint64_t timeoutMs = 120000;
@@ -95,6 +109,7 @@ struct CommParams {
   // caller's Agathered beside its GEMM (fused/fused.h); front: in front of it.
   bool agmmAgatheredBeside = true;
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
+  MmarEngineStages mmarEngineStages = MmarEngineStages::Full;          // FC_MMAR_ENGINE_STAGES
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO
   MatmulAllReduceAlgo matmulAllReduceAlgo = MatmulAllReduceAlgo::Auto;  // FC_MMAR_ALGO

@@ -105,6 +105,11 @@ constexpr std::pair<const char*, MmrsEngineStages> kMmrsEngineStageSets[] = {{"f
                                                                              {"no-pull", MmrsEngineStages::NoPull},
                                                                              {"gemm-only", MmrsEngineStages::GemmOnly},
                                                                              {"epilogue-add", MmrsEngineStages::EpilogueAdd}};
+// FC_MMAR_ENGINE_STAGES: fcMatmulAllReduce's engine path's parts, for timing them.
+constexpr std::pair<const char*, MmarEngineStages> kMmarEngineStageSets[] = {
+    {"full", MmarEngineStages::Full},         {"local", MmarEngineStages::Local},
+    {"no-gather", MmarEngineStages::NoGather}, {"no-wait", MmarEngineStages::NoWait},
+    {"no-copy", MmarEngineStages::NoCopy},    {"gemm-only", MmarEngineStages::GemmOnly}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
@@ -116,7 +121,7 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"solo", kNormFull | kNormSolo}};
 
 // Measurement-only switches: a stage set that leaves stages out (FC_LAMPORT_STAGES,
-// FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES) computes wrong
+// FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES, FC_MMAR_ENGINE_STAGES) computes wrong
 // results on purpose, to time what the rest costs. Only the probe variant (built with
 // FC_PROBES by meson -Dprobes=true, linked by fc-bench and tools/probes) honours them;
 // the shipped library refuses them at init, so that a production process that inherits
@@ -141,6 +146,7 @@ fcResult_t checkMeasurementOnly(const CommParams& p) {
   FC_CHECK(refuseUnlessProbeBuild("FC_ARNORM_STAGES",
                                   p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch))));
   FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_ENGINE_STAGES", p.agmmEngineStages != EngineStages::Full));
+  FC_CHECK(refuseUnlessProbeBuild("FC_MMAR_ENGINE_STAGES", p.mmarEngineStages != MmarEngineStages::Full));
   return refuseUnlessProbeBuild("FC_MMRS_ENGINE_STAGES", p.mmrsEngineStages != MmrsEngineStages::Full &&
                                                              p.mmrsEngineStages != MmrsEngineStages::EpilogueAdd);
 }
@@ -215,6 +221,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_AGMM_AGATHERED", kAgmmAgathered, &p->agmmAgatheredBeside));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_PUSH", kAgmmEnginePush, &p->agmmEnginePushBySm));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
+  FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_STAGES", kMmarEngineStageSets, &p->mmarEngineStages));
   FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)

@@ -103,6 +103,10 @@ struct MatmulReduceScatterArgs {
   // ... in the plain form (no norm) or a norm form: each has its own K limits for the
   // engine (tuning.h, MatmulReduceScatterQuery::allReduce and plainAllReduce).
   bool plainAllReduce = false;
+  // FC_MMAR_ENGINE_STAGES, timing only (wrong results when changed): the gathering
+  // engine's stores into the peer's workspace made into ours (peerStores false), our
+  // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false).
+  bool enginePeerStores = true, engineGatherSums = true, engineOwnWaits = true;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice
   // that rests on this rank's C alignment, which ranks must share.

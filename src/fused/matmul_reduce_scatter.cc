@@ -110,6 +110,15 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
       g.D = ce::slot(dc, producer, channel, 0);
       g.source.C = ce::slot(dc, dc.rank, channel, 0) + size_t(dc.rank) * blockBytes;
       g.source.gather = ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes;
+      // FC_MMAR_ENGINE_STAGES (timing only, wrong results): the same stores into our
+      // own workspace (the peer's block's rows there: nothing reads them), no pushed
+      // sums, no waits.
+      if (!a.enginePeerStores) {
+        g.D = ce::slot(dc, dc.rank, channel, 0);
+        g.source.gather = ce::slot(dc, dc.rank, channel, 0) + size_t(producer) * blockBytes;
+      }
+      if (!a.engineGatherSums) g.source.gather = nullptr;
+      if (!a.engineOwnWaits) g.source.counters = nullptr;
     }
   }
   return g;

@@ -297,6 +297,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_AGMM_ENGINE_KPIECES", "0"}, Case{"FC_AGMM_ENGINE_KPIECES", "17"},
                         Case{"FC_AGMM_ENGINE_PUSH", "dma"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-copy"}, Case{"FC_MMRS_ENGINE_STAGES", "no-wait"},
+                        Case{"FC_MMAR_ENGINE_STAGES", "no-pull"}, Case{"FC_MMAR_ENGINE_STAGES", "epilogue-add"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
                         Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
                         Case{"FC_ENGINE_SMS", "half"}, Case{"FC_ARNORM_WIDE_CTAS", "2"},
@@ -351,7 +352,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_AGMM_PASSES", "pull"}, Case{"FC_AGMM_PASSES", "push-own-first"},
                         Case{"FC_AGMM_AGATHERED", "beside"}, Case{"FC_AGMM_AGATHERED", "front"},
                         Case{"FC_MMRS_ENGINE_STAGES", "epilogue-add"},
-                        Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
+                        Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_MMAR_ENGINE_STAGES", "full"},
+                        Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;
@@ -381,7 +383,10 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
                         Case{"FC_ARNORM_STAGES", "allreduce-only"},
                         Case{"FC_ARNORM_STAGES", "no-norm"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
-                        Case{"FC_MMRS_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"}}) {
+                        Case{"FC_MMRS_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"},
+                        Case{"FC_MMAR_ENGINE_STAGES", "local"}, Case{"FC_MMAR_ENGINE_STAGES", "no-gather"},
+                        Case{"FC_MMAR_ENGINE_STAGES", "no-wait"}, Case{"FC_MMAR_ENGINE_STAGES", "no-copy"},
+                        Case{"FC_MMAR_ENGINE_STAGES", "gemm-only"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcUniqueId id;

@@ -3,6 +3,7 @@
 // (test_api.cc, "the shipped library refuses the measurement-only switches"): what
 // fc-bench's *stages modes and tools/probes rely on.
 #include <cstdlib>
+#include <utility>
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -50,5 +51,16 @@ TEST_CASE("the probe build honours the measurement-only switches", "[probes]") {
     fc::CommParams p;
     REQUIRE(fc::commParamsResolve(nullptr, &p) == fcSuccess);
     CHECK(p.mmrsEngineStages == fc::MmrsEngineStages::GemmOnly);
+  }
+  for (const auto& [name, want] : {std::pair{"local", fc::MmarEngineStages::Local},
+                                   std::pair{"no-gather", fc::MmarEngineStages::NoGather},
+                                   std::pair{"no-wait", fc::MmarEngineStages::NoWait},
+                                   std::pair{"no-copy", fc::MmarEngineStages::NoCopy},
+                                   std::pair{"gemm-only", fc::MmarEngineStages::GemmOnly}}) {
+    INFO(name);
+    ScopedEnv env("FC_MMAR_ENGINE_STAGES", name);
+    fc::CommParams p;
+    REQUIRE(fc::commParamsResolve(nullptr, &p) == fcSuccess);
+    CHECK(p.mmarEngineStages == want);
   }
 }

@@ -247,6 +247,9 @@ struct CommCandidates {
 int benchMmar(Ctx& c, const Options& o, const std::string& shapes, const std::string& tokens,
               const std::string& transB, const std::string& norm);
 
+// fc-bench mmarstages (mmar.cc): fcMatmulAllReduce's engine path with parts left out.
+int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes);
+
 // fc-bench arnorm (arnorm.cc): token counts and hidden sizes, comma-separated.
 int benchArnorm(Ctx& c, const Options& o, const std::string& tokens, const std::string& hiddens);
 

@@ -6,7 +6,8 @@
 // Modes: allreduce, reducescatter, allgather (below); agmm, mmrs, mmar (the fused GEMMs:
 // agmm.cc, mmrs.cc, mmar.cc; agmm and mmrs with --forms / --agathered / --msweep print
 // the caller-form table of issue 45 instead; agmmstages / mmrsstages, the engine paths'
-// stages: agmm.cc / mmrs.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
+// stages: agmm.cc / mmrs.cc; mmarstages, fcMatmulAllReduce's engine path's parts:
+// mmar.cc); arnorm (all-reduce + residual + RMSNorm: arnorm.cc).
 //
 // For every size: check our result (exact integer inputs, poisoned output), then
 // time a CUDA graph of -n back-to-back calls, replayed -r times after -w warm-up
@@ -238,6 +239,8 @@ const ModeSpec kModes[] = {
      Kind::Gemm, nullptr, {}},
     {"mmrsstages", "the GEMM + reduce-scatter engine path with stages left out (timings; wrong results; probe build)",
      Kind::Gemm, nullptr, {}},
+    {"mmarstages", "fcMatmulAllReduce's engine path with parts left out (2 ranks; timings; wrong results; probe build)",
+     Kind::Gemm, nullptr, {}},
 };
 
 std::string joined(const std::vector<std::string>& v) {
@@ -301,10 +304,13 @@ int main(int argc, char** argv) {
   std::string stageTokens = "1,2,4,8,16,32,64";
   std::string stageShapes = "2048,3072,4096;2048,3584,5120;2048,14336,4096;2048,27648,5120;8192,3072,4096";
   std::string mmrsStageShapes = "2048,4096,7168;2048,4096,2048;2048,5120,13824;2048,5120,2560;8192,4096,2048";
+  std::string mmarStageShapes =
+      "2048,4096,2048;4096,4096,2048;8192,4096,2048;2048,5120,2560;4096,5120,2560;8192,5120,2560;8192,4096,7168";
   sub("agmm")->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   sub("mmrs")->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   sub("agmmstages")->add_option("--shapes", stageShapes, "M,N,K;M,N,K;... (M global)");
   sub("mmrsstages")->add_option("--shapes", mmrsStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
+  sub("mmarstages")->add_option("--shapes", mmarStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (const char* m : {"agmm", "mmrs"})
     sub(m)->add_option("--transB", transB, "n | t | both")->check(CLI::IsMember({"n", "t", "both"}));
   // The caller forms (issue 45): any of these prints the caller-form table instead of the
@@ -410,6 +416,7 @@ int main(int argc, char** argv) {
                  : name == "agmm"       ? benchAgmm(c, o, shapes, transB)
                  : name == "agmmstages" ? benchAgmmStages(c, o, stageShapes)
                  : name == "mmrsstages" ? benchMmrsStages(c, o, mmrsStageShapes)
+                 : name == "mmarstages" ? benchMmarStages(c, o, mmarStageShapes)
                  : name == "mmrs"       ? benchMmrs(c, o, mmrsShapes, transB)
                  : name == "mmar"       ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm)
                  : name == "allreduce"  ? bench(c, o, Mode::AllReduce, arGridSizes)

@@ -216,3 +216,78 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
   FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;
 }
+
+// fc-bench mmarstages: where fcMatmulAllReduce's engine path (2 ranks: the GEMM with the
+// reduce-scatter and the all-gather in its epilogue) spends its time, issue 42's large-M
+// target. Per shape (B [N, K], the plain form), every column on its own communicator,
+// timed interleaved:
+//   gemm        cuBLASLt's GEMM alone (a one-rank communicator)
+//   engine_gemm the engine's CUTLASS GEMM alone (a one-rank all-gather + GEMM engine)
+//   ar          fcAllReduce of the [M, N] products alone
+//   full        the engine path (FC_MMAR_ALGO=engine, FC_MMAR_ENGINE_STAGES=full)
+//   local       every store into the peer's workspace made into ours instead: no NVLink
+//               traffic; the waits and signals stay
+//   no-gather   our block's sums not pushed to the peer
+//   no-wait     our block's tiles do not wait for the peer's partials
+//   no-copy     the peer's rows not copied into C after the GEMM
+//   gemm-only   all four: the engine's GEMM, its signals and the barriers
+//   auto        fcMatmulAllReduce's own choice
+// Read: full - local = what the NVLink stores cost beyond their time under the GEMM;
+// full - no-gather = the all-gather half; full - no-wait = the waits the GEMM does not
+// hide; full - no-copy = the copy; gemm-only - engine_gemm = the barriers and signals.
+// Every column but full and auto computes wrong results; those two are checked against
+// GEMM + fcAllReduce (the same bits).
+int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes) {
+  const fcDataType_t type = parseType(o.dtype);
+  const size_t es = fcTypeSize(type);
+  const char* variants[] = {"full", "local", "no-gather", "no-wait", "no-copy", "gemm-only"};
+  std::vector<fcComm_t> comms;
+  {
+    ScopedEnv engine("FC_MMAR_ALGO", "engine");
+    for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_MMAR_ENGINE_STAGES", v));
+  }
+  fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
+  if (c.rank == 0)
+    printf("# fc-bench mmarstages: %s, %s, B [N, K], fcMatmulAllReduce's engine path with parts left out; graph of "
+           "%d calls, %d replays (median), %d warm-up\nM,N,K,gemm_us,engine_gemm_us,ar_us,full_us,local_us,"
+           "no-gather_us,no-wait_us,no-copy_us,gemm-only_us,auto_us,check\n",
+           describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
+  int failures = 0;
+  for (const GemmShape& sh : parseShapes(shapes, size_t(c.nranks) * 128)) {
+    const size_t M = sh.M, N = sh.N, K = sh.K, n = M * N, bytes = n * es;
+    GemmOperands x(c, M, N, K, type, M);
+    void *A = x.A, *B = x.B, *P = x.P, *C = x.C, *D;
+    CUDA_OK(cudaMalloc(&D, bytes));
+    // The check: GEMM + fcAllReduce, then the full engine path and auto, the same bits.
+    bool ok = true;
+    FC_OK(fcMatmulAllReduce(A, B, P, M, N, K, fcOpT, type, solo, c.stream));
+    FC_OK(fcAllReduce(P, D, n, type, fcSum, c.comm, c.stream));
+    const std::vector<char> ref = download(c, D, bytes);
+    for (fcComm_t comm : {comms[0], c.comm}) {
+      CUDA_OK(cudaMemsetAsync(C, 0xff, bytes, c.stream));
+      FC_OK(fcMatmulAllReduce(A, B, C, M, N, K, fcOpT, type, comm, c.stream));
+      ok = ok && maxOverRanks(c, maxDiff(download(c, C, bytes), ref, type, n)) == 0.0;
+    }
+    failures += !ok;
+    std::vector<std::function<void()>> ops = {
+        [&] { FC_OK(fcMatmulAllReduce(A, B, P, M, N, K, fcOpT, type, solo, c.stream)); },
+        [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, fcOpT, type, soloEngine, c.stream)); },
+        [&] { FC_OK(fcAllReduce(P, D, n, type, fcSum, c.comm, c.stream)); }};
+    for (fcComm_t comm : comms)
+      ops.push_back([&, comm] { FC_OK(fcMatmulAllReduce(A, B, C, M, N, K, fcOpT, type, comm, c.stream)); });
+    ops.push_back([&] { FC_OK(fcMatmulAllReduce(A, B, C, M, N, K, fcOpT, type, c.comm, c.stream)); });
+    std::vector<double> us = timeGraphs(c, o, ops);
+    for (double& u : us) u = maxOverRanks(c, u);
+    if (c.rank == 0) {
+      printf("%zu,%zu,%zu", M, N, K);
+      for (double u : us) printf(",%.1f", u);
+      printf(",%s\n", ok ? "OK" : "FAIL");
+      fflush(stdout);
+    }
+    CUDA_OK(cudaFree(D));
+  }
+  for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
+  FC_OK(fcCommDestroy(solo));
+  FC_OK(fcCommDestroy(soloEngine));
+  return failures ? 1 : 0;
+}
