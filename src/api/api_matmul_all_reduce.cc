@@ -79,6 +79,7 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   args.enginePeerStores = st != MmarEngineStages::Local && st != MmarEngineStages::GemmOnly;
   args.engineGatherSums = st != MmarEngineStages::NoGather && st != MmarEngineStages::GemmOnly;
   args.engineOwnWaits = st != MmarEngineStages::NoWait && st != MmarEngineStages::GemmOnly;
+  args.engineTileN = comm->params.mmarEngineTileN;
   return args;
 }
 

@@ -110,6 +110,8 @@ constexpr std::pair<const char*, MmarEngineStages> kMmarEngineStageSets[] = {
     {"full", MmarEngineStages::Full},         {"local", MmarEngineStages::Local},
     {"no-gather", MmarEngineStages::NoGather}, {"no-wait", MmarEngineStages::NoWait},
     {"no-copy", MmarEngineStages::NoCopy},    {"gemm-only", MmarEngineStages::GemmOnly}};
+// FC_MMAR_ENGINE_TILES: fcMatmulAllReduce's engine's tile shape (auto: the rule).
+constexpr std::pair<const char*, int> kMmarEngineTiles[] = {{"auto", 0}, {"128x128", 128}, {"128x256", 256}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
 constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"full", kNormFull},
@@ -222,6 +224,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_PUSH", kAgmmEnginePush, &p->agmmEnginePushBySm));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_STAGES", kMmarEngineStageSets, &p->mmarEngineStages));
+  FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_TILES", kMmarEngineTiles, &p->mmarEngineTileN));
   FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)

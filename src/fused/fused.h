@@ -107,6 +107,9 @@ struct MatmulReduceScatterArgs {
   // engine's stores into the peer's workspace made into ours (peerStores false), our
   // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false).
   bool enginePeerStores = true, engineGatherSums = true, engineOwnWaits = true;
+  // FC_MMAR_ENGINE_TILES: the gathering engine's tile shape (128 or 256 columns; 0: the
+  // rule, tuning::scatterEngineSmallTiles).
+  int engineTileN = 0;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice
   // that rests on this rank's C alignment, which ranks must share.

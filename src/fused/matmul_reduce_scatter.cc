@@ -119,6 +119,9 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
       }
       if (!a.engineGatherSums) g.source.gather = nullptr;
       if (!a.engineOwnWaits) g.source.counters = nullptr;
+      // Its tiles (both ranks alike: the same shape, the same rule or forced shape).
+      g.tileN = a.engineTileN != 0 ? a.engineTileN
+                : tuning::scatterEngineSmallTiles(a.M, a.N, a.K, g.smCount, true) ? 128 : 256;
     }
   }
   return g;

@@ -257,6 +257,13 @@ constexpr size_t kSmallTilesMinBBytes = 128 * MiB;
 // The reduce-scatter engine also where K <= 2048: the ping-pong schedule runs a tile's
 // epilogue under the other warp group's mainloop.          perf-log: engineSmallTiles
 constexpr size_t kScatterSmallTilesMaxK = 2048;
+// ... and fcMatmulAllReduce's gathering engine at every K: each of its tiles stores a
+// tile into the peer's memory (a partial, or a sum beside our own copy), and in the
+// cooperative 128 x 256 kernel the whole CTA waits for those stores before its next
+// mainloop. fc-bench mmarstages (2 H200s, thirty-fourth session): the NVLink stores cost
+// 75 / 99 / 100 us over the same stores made locally at 4096 x 5120 x 2560, 8192 x 5120 x
+// 2560, 8192 x 4096 x 7168 (128 x 256), 20-44 us at K 2048 (128 x 128 by the rule above).
+//                                                          perf-log: engineSmallTiles
 
 // ======================================================================================
 
@@ -539,8 +546,8 @@ bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
   return double(smallWaves) < kSmallTilesWaveRatio * double(bigWaves2);
 }
 
-bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
-  return engineSmallTiles(M, N, K, smCount) || K <= kScatterSmallTilesMaxK;
+bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount, bool gathers) {
+  return gathers || engineSmallTiles(M, N, K, smCount) || K <= kScatterSmallTilesMaxK;
 }
 
 }  // namespace fc::tuning

@@ -206,7 +206,9 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather
 // engine's M x N x K GEMM (2-byte elements) on smCount SMs.
 bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount);
-// The same for the reduce-scatter engine (which also takes them where K is short).
-bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount);
+// The same for the reduce-scatter engine (which also takes them where K is short, and
+// for fcMatmulAllReduce, whose engine stores into the peer's memory from every tile
+// (gathers), always).
+bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount, bool gathers = false);
 
 }  // namespace fc::tuning

@@ -476,6 +476,10 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   CHECK_FALSE(scatterEngineSmallTiles(8192, 4096, 4096, 130));
   CHECK(scatterEngineSmallTiles(8192, 4096, 2048, 130));
   CHECK(scatterEngineSmallTiles(1024, 4096, 4096, 112));
+  // fcMatmulAllReduce's gathering engine: 128 x 128 at every K.
+  CHECK(scatterEngineSmallTiles(8192, 4096, 4096, 130, true));
+  CHECK(scatterEngineSmallTiles(4096, 5120, 2560, 132, true));
+  CHECK_FALSE(scatterEngineSmallTiles(4096, 5120, 2560, 132));
 }
 
 TEST_CASE("engine piece defaults", "[tuning]") {

@@ -65,8 +65,11 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
 
 namespace {
 
-// GEMM + reduce-scatter: tuning::scatterEngineSmallTiles (also where K is short).
-bool scatterSmallTiles(const EngineGemm& g) { return tuning::scatterEngineSmallTiles(g.M, g.N, g.K, g.smCount); }
+// GEMM + reduce-scatter: the caller's tile shape, else tuning::scatterEngineSmallTiles
+// (also where K is short).
+bool scatterSmallTiles(const EngineGemm& g) {
+  return g.tileN != 0 ? g.tileN == 128 : tuning::scatterEngineSmallTiles(g.M, g.N, g.K, g.smCount);
+}
 
 }  // namespace
 

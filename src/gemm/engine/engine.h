@@ -112,6 +112,11 @@ struct EngineGemm {
   // start the kernel before the previous one has put it back to zero):
   // scatter_scheduler.cuh. Required there.
   uint32_t* tileTicket = nullptr;
+  // GEMM + reduce-scatter's tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256
+  // cooperative); 0: tuning::scatterEngineSmallTiles without the gather. The fused op
+  // that schedules the engine decides (fused/matmul_reduce_scatter.cc), and both ranks'
+  // counts of a piece's tiles follow it.
+  int tileN = 0;
   // Launch with programmatic stream serialization: the kernel may start once the
   // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and it
   // does not wait for that kernel's completion (it never calls griddepcontrol.wait):
