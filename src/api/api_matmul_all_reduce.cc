@@ -73,7 +73,6 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
   args.C = sum + size_t(comm->rank) * blockBytes;
   args.gatherToPeer = true;
-  args.plainAllReduce = m.norm == nullptr;
   // FC_MMAR_ENGINE_STAGES (probe build, timing only: wrong results).
   const MmarEngineStages st = comm->params.mmarEngineStages;
   args.enginePeerStores = st != MmarEngineStages::Local && st != MmarEngineStages::GemmOnly;

@@ -100,9 +100,6 @@ struct MatmulReduceScatterArgs {
   // too, at our block's rows (EpilogueSource::gather), behind an entry barrier;
   // matmulReduceScatterGathers says where.
   bool gatherToPeer = false;
-  // ... in the plain form (no norm) or a norm form: each has its own K limits for the
-  // engine (tuning.h, MatmulReduceScatterQuery::allReduce and plainAllReduce).
-  bool plainAllReduce = false;
   // FC_MMAR_ENGINE_STAGES, timing only (wrong results when changed): the gathering
   // engine's stores into the peer's workspace made into ours (peerStores false), our
   // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false).

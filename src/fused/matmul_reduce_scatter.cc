@@ -159,7 +159,6 @@ Plan planOf(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo ch
                  engine::scatterGemmSupports(scatterGemm(dc, 0, a));
   q.epilogueAdd = a.engineEpilogueAdd;
   q.allReduce = a.gatherToPeer;
-  q.plainAllReduce = a.gatherToPeer && a.plainAllReduce;
   // The Lamport path: partials in the input type, where fcReduceScatter would take
   // its Lamport kernel for a block of them, all of them in our workspace.
   q.lamportFits = a.lamportReduceScatter && !a.fp32Partials && a.M * a.N * ps <= dc.workspaceBytes;

@@ -186,24 +186,14 @@ constexpr size_t kMmrsEngineMinBlockRows = 1024;
 // ... and K at most 2048 (beyond, cuBLASLt's GEMM alone is faster than its kernel).
 //                                                          perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsEngineMaxK = 2048;
-// ... and for fcMatmulAllReduce (the sums gathered in the same epilogue, no all-gather
-// after) to K 2560: at 2048 / 8192 x 5120 x 2560 0.86x / 0.84x GEMM + fcAllReduce, where
-// auto ran the latter (2 H200s); the norm forms, since their local norm holds rows in
-// groups, 0.89 / 0.98 / 0.89x at 2048 / 4096 / 8192 rows (thirty-third session).
+// ... but for fcMatmulAllReduce (the sums gathered in the same epilogue, no all-gather
+// after) at every K, both forms, since its engine runs on 128 x 128 ping-pong tiles
+// (scatterEngineSmallTiles): 2 H200s, thirty-fourth session, engine forced against GEMM +
+// fcAllReduce (+ norm) in the same run, 0.64-0.97x at all 24 cells of 2048-8192 x 4096 x
+// 2048 / 7168, 5120 x 2560 / 13824 (2048 x 4096 x 7168 0.95x plain, 0.97x norm, where
+// the 128 x 256 tiles had been 1.07 / 1.10x behind; before, to K 2560 and beyond it from
+// 2048 x 5120 elements (plain) or 8192 x 4096 (norm forms)).
 //                                                          perf-log: chooseMatmulAllReduce
-constexpr size_t kMmarEngineMaxK = 2560;
-// ... and the plain form at any K (measured to 14336) where the product has at least 2048 x
-// 5120 elements: 0.82-0.99x GEMM + fcAllReduce at 2048-8192 x 4096-8192 x 3584-14336 (2
-// H200s, thirty-third session); behind at 2048 x 4096 (K 7168 1.07x, 14336 1.04x: 1.9
-// waves of 128 x 256 tiles).                              perf-log: chooseMatmulAllReduce
-constexpr size_t kMmarPlainEngineMinElemsLongK = size_t(2048) * 5120;
-// ... the norm forms (their norm after the engine, in place of the unfused pair's, which
-// rides in its all-reduce) from 8192 x 4096 elements at any K (0.94-0.98x at 8192 x
-// 4096-8192 x 3584-7168), or from K 12288 at 2048 x 5120 (0.87-0.94x at 5120 x 13824 and
-// 7168 x 14336); behind at 2048 x 4096 x 7168 (1.10x), 4096 x 4096 x 7168 (1.02x), 2048 x
-// 8192 x 3584 (1.08x).                                    perf-log: chooseMatmulAllReduce
-constexpr size_t kMmarNormEngineMinElemsLongK = size_t(8192) * 4096;
-constexpr size_t kMmarNormEngineLongK = 12288;
 // The pipeline when each chunk's GEMM fills 1.25 waves of 128 x 128 tiles (165 at
 // 132 SMs): level at 160 tiles, ahead from 192.             perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsPipelineMinWavesX4 = 5;  // in quarter waves: 1.25 waves
@@ -483,11 +473,7 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Unfused: return fallback;
     case FusedAlgo::Auto: break;
   }
-  const size_t elems = q.M * q.N;
-  const bool longK = q.plainAllReduce ? elems >= kMmarPlainEngineMinElemsLongK
-                                      : elems >= kMmarNormEngineMinElemsLongK ||
-                                            (q.K >= kMmarNormEngineLongK && elems >= kMmarPlainEngineMinElemsLongK);
-  const bool kFits = q.K <= kMmrsEngineMaxK || (q.allReduce && (q.K <= kMmarEngineMaxK || longK));
+  const bool kFits = q.K <= kMmrsEngineMaxK || q.allReduce;
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
       q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && kFits)
     return MmrsPath::Engine;

@@ -164,11 +164,9 @@ struct MatmulReduceScatterQuery {
   bool engineFits = false;  // the engine takes the shape (and the partials' type)
   bool epilogueAdd = false;  // the engine would add the peer's partial in its epilogue
   bool lamportFits = false;  // fcReduceScatter would take its Lamport kernel for a block
-  // fcMatmulAllReduce asks (its products gather in the engine's epilogue, which pays at a
-  // longer K than fcMatmulReduceScatter's engine does alone), in its plain form (no norm)
-  // or a norm form; the K limits differ.
+  // fcMatmulAllReduce asks (its products gather in the engine's epilogue, which pays at
+  // any K, where fcMatmulReduceScatter's engine alone stops at a K limit).
   bool allReduce = false;
-  bool plainAllReduce = false;
 };
 MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q);
 // The staged path's reduce-scatter of `partialBytes` of partials: Sm or CopyEngine.

@@ -413,8 +413,9 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     CHECK(pick(2, sms, {2048, 4096, 2048, 0}, FusedAlgo::Pipeline, true, true, true) == MmrsPath::Lamport);
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Unfused) == MmrsPath::Scatter);
   }
-  // fcMatmulAllReduce's plain form: the engine (gathering in its epilogue) to K 2560.
-  auto plain = [](Shape s, bool plainAllReduce, bool allReduce = true) {
+  // fcMatmulAllReduce (either form): the engine (gathering in its epilogue) at every K
+  // from 1024 rows per rank; fcMatmulReduceScatter's to K 2048.
+  auto gathering = [](Shape s, bool allReduce = true) {
     MatmulReduceScatterQuery q;
     q.nranks = 2;
     q.gpuSms = 132;
@@ -424,27 +425,17 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     q.workspaceBytes = 130 * MiB;
     q.engineFits = q.epilogueAdd = true;
     q.allReduce = allReduce;
-    q.plainAllReduce = plainAllReduce;
     return chooseMatmulReduceScatter(q);
   };
-  CHECK(plain({2048, 5120, 2560, 1024}, true) == MmrsPath::Engine);
-  CHECK(plain({8192, 5120, 2560, 2048}, true) == MmrsPath::Engine);
-  CHECK(plain({2048, 5120, 2560, 1024}, false, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter
-  CHECK(plain({2048, 5120, 2560, 1024}, false) == MmrsPath::Engine);            // a norm form
-  CHECK(plain({2048, 4096, 2568, 1024}, true) == MmrsPath::Pipeline);
-  CHECK(plain({2048, 4096, 7168, 1024}, true) == MmrsPath::Pipeline);
-  CHECK(plain({2048, 4096, 14336, 1024}, true) == MmrsPath::Pipeline);
-  // ... and at any K from 2048 x 5120 elements.
-  CHECK(plain({2048, 5120, 13824, 1024}, true) == MmrsPath::Engine);
-  CHECK(plain({8192, 4096, 7168, 2048}, true) == MmrsPath::Engine);
-  CHECK(plain({2048, 8192, 3584, 1024}, true) == MmrsPath::Engine);
-  // The norm forms from 8192 x 4096 elements, or from K 12288 at 2048 x 5120.
-  CHECK(plain({8192, 4096, 7168, 2048}, false) == MmrsPath::Engine);
-  CHECK(plain({4096, 4096, 7168, 2048}, false) == MmrsPath::Pipeline);
-  CHECK(plain({2048, 8192, 3584, 1024}, false) == MmrsPath::Pipeline);
-  CHECK(plain({2048, 5120, 13824, 1024}, false) == MmrsPath::Engine);
-  CHECK(plain({2048, 4096, 14336, 1024}, false) == MmrsPath::Pipeline);
-  CHECK(plain({8192, 5120, 13824, 2048}, false, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter
+  for (Shape s : {Shape{2048, 5120, 2560, 1024}, Shape{8192, 5120, 2560, 2048}, Shape{2048, 4096, 2568, 1024},
+                  Shape{2048, 4096, 7168, 1024}, Shape{2048, 4096, 14336, 1024}, Shape{4096, 4096, 7168, 2048},
+                  Shape{2048, 8192, 3584, 1024}, Shape{2048, 5120, 13824, 1024}, Shape{8192, 5120, 13824, 2048}}) {
+    INFO(s.M << " x " << s.N << " x " << s.K);
+    CHECK(gathering(s) == MmrsPath::Engine);
+    CHECK(gathering(s, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter: K beyond 2048
+  }
+  CHECK(gathering({1024, 4096, 7168, 512}) != MmrsPath::Engine);  // 512 rows per rank
+  CHECK(gathering({2048, 4096, 2048, 1024}, false) == MmrsPath::Engine);
   // Where the SM count decides: 1.25 waves of 128 x 128 tiles per chunk (144 tiles).
   CHECK(pick(2, 132, {2048, 2304, 4096, 1024}) == MmrsPath::Scatter);
   CHECK(pick(2, 114, {2048, 2304, 4096, 1024}) == MmrsPath::Pipeline);
