@@ -189,7 +189,7 @@ constexpr size_t kMmrsEngineMaxK = 2048;
 // ... but for fcMatmulAllReduce (the sums gathered in the same epilogue, no all-gather
 // after) at every K, both forms, since its engine runs on 128 x 128 ping-pong tiles
 // (scatterEngineSmallTiles): 2 H200s, thirty-fourth session, engine forced against GEMM +
-// fcAllReduce (+ norm) in the same run, 0.64-0.97x at all 24 cells of 2048-8192 x 4096 x
+// fcAllReduce (+ norm) in the same run, 0.65-0.97x at all 24 cells of 2048-8192 x 4096 x
 // 2048 / 7168, 5120 x 2560 / 13824 (2048 x 4096 x 7168 0.95x plain, 0.97x norm, where
 // the 128 x 256 tiles had been 1.07 / 1.10x behind; before, to K 2560 and beyond it from
 // 2048 x 5120 elements (plain) or 8192 x 4096 (norm forms)).
