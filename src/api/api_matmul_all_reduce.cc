@@ -217,8 +217,12 @@ fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   // ours cannot, a barrier with our signature goes first: it meets the peer's entry
   // barrier (gathering, its engine pushes behind one) and both ranks report the
   // mismatch at once, instead of waiting for tiles the other form never signals.
+  // Its tile shape too (FC_MMAR_ENGINE_TILES may force one): ranks with different shapes
+  // would count a piece's tiles differently and wait for each other until the deadline.
+  const uint32_t tiles = gathered && matmulReduceScatterGatherTileN(comm->dev, args) == 256 ? 32u : 0u;
   args.sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
-                         shapeKey(m.M, m.N, m.K, pathFlags(m, MarPath::ReduceScatterAllGather) | (gathered ? 16u : 0u)));
+                         shapeKey(m.M, m.N, m.K,
+                                  pathFlags(m, MarPath::ReduceScatterAllGather) | (gathered ? 16u : 0u) | tiles));
   if (!gathered && matmulReduceScatterGathers(comm->dev, args, choice, true))
     FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulReduceScatter, args.sig, stream));
   const size_t scratchBytes = matmulReduceScatterScratch(comm->dev, args, choice);

@@ -124,6 +124,10 @@ size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatte
 // by TMA): the shape's answer, for choices that must not rest on one rank's buffers.
 bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice,
                                 bool anyAlignment = false);
+// The tile shape (128 or 256 columns) of the gathering engine (where it gathers): the
+// rule's, or FC_MMAR_ENGINE_TILES's. In the op's signature, since ranks with different
+// shapes would count a piece's tiles differently.
+int matmulReduceScatterGatherTileN(const DeviceComm& dc, const MatmulReduceScatterArgs& a);
 
 // C = rows [rank*M/W, (rank+1)*M/W) of the sum over ranks of A x op(B); see
 // fcMatmulReduceScatter.

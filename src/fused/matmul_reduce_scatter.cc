@@ -326,6 +326,10 @@ bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterA
   return enginePushes(dc, b) && planOf(dc, b, choice).path == Path::Engine;
 }
 
+int matmulReduceScatterGatherTileN(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
+  return scatterGemm(dc, 0, a).tileN;
+}
+
 fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                                      const MatmulReduceScatterArgs& a, FusedAlgo choice, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
