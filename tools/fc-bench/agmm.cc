@@ -161,8 +161,7 @@ int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::st
       };
       std::vector<std::function<void()>> timed = {gemmOp, fcOp, fusedOp, engineOp, cutlassOp, pipelineOp};
       if (haveNccl) timed.push_back(ncclOp);
-      std::vector<double> us = timeGraphs(c, o, timed);
-      for (double& u : us) u = maxOverRanks(c, u);
+      std::vector<double> us = timeGraphsMax(c, o, timed);
       const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], engineUs = us[3], cutlassUs = us[4];
       const double pipelineUs = us[5], ncclUs = haveNccl ? us[6] : 0;
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
@@ -333,15 +332,11 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
         FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, comm, c.stream));
       });
     ops.push_back([&] { FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, c.comm, c.stream)); });
-    std::vector<double> us = timeGraphs(c, o, ops);
-    for (double& u : us) u = maxOverRanks(c, u);
+    std::vector<double> us = timeGraphsMax(c, o, ops);
     failures += relerr != 0.0;
-    if (c.rank == 0) {
-      printf("%zu,%zu,%zu", sh.M, sh.N, sh.K);
-      for (double u : us) printf(",%.1f", u);
-      printf(",%g\n", relerr);
-      fflush(stdout);
-    }
+    char err[32];
+    snprintf(err, sizeof err, "%g", relerr);
+    printStagesRow(c, sh.M, sh.N, sh.K, us, 1, err);
   }
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
   FC_OK(fcCommDestroy(soloEngine));

@@ -109,6 +109,11 @@ class ScopedEnv {
 // algorithm beside the default one in the same run.
 fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value);
 
+// One communicator of the same ranks per value of `stageVar` (a *stages mode's
+// columns), each with `algoVar` set to "engine".
+std::vector<fcComm_t> engineStageComms(const Ctx& c, const char* algoVar, const char* stageVar,
+                                       const std::vector<const char*>& values);
+
 // A one-rank communicator of this process (the GEMM-alone columns: the fused GEMM ops
 // at one rank are their GEMM), created with FC_AGMM_ALGO set to `agmmAlgo` (NULL: as
 // the environment has it).
@@ -120,6 +125,12 @@ double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op
 // the median per op (us per call). For the GEMM modes, where a GPU at its power limit
 // clocks down within a run and whatever is timed first would gain.
 std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector<std::function<void()>>& ops);
+// timeGraphs, each op's time the max over ranks (what every table reports).
+std::vector<double> timeGraphsMax(const Ctx& c, const Options& o, const std::vector<std::function<void()>>& ops);
+// A *stages table's row, printed by rank 0: its three leading sizes, each time with
+// `decimals` decimals, then `last` (the row's check).
+void printStagesRow(const Ctx& c, size_t a, size_t b, size_t d, const std::vector<double>& us, int decimals,
+                    const std::string& last);
 
 // Eager calls, as a serving loop makes them (us per call, max over ranks):
 //   syncUs  one call then cudaStreamSynchronize, wall time, median of `iters`;

@@ -201,6 +201,29 @@ std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector
   return us;
 }
 
+std::vector<fcComm_t> engineStageComms(const Ctx& c, const char* algoVar, const char* stageVar,
+                                       const std::vector<const char*>& values) {
+  ScopedEnv engine(algoVar, "engine");
+  std::vector<fcComm_t> comms;
+  for (const char* v : values) comms.push_back(commWithEnv(c, stageVar, v));
+  return comms;
+}
+
+std::vector<double> timeGraphsMax(const Ctx& c, const Options& o, const std::vector<std::function<void()>>& ops) {
+  std::vector<double> us = timeGraphs(c, o, ops);
+  maxOverRanks(c, us);
+  return us;
+}
+
+void printStagesRow(const Ctx& c, size_t a, size_t b, size_t d, const std::vector<double>& us, int decimals,
+                    const std::string& last) {
+  if (c.rank != 0) return;
+  printf("%zu,%zu,%zu", a, b, d);
+  for (double u : us) printf(",%.*f", decimals, u);
+  printf(",%s\n", last.c_str());
+  fflush(stdout);
+}
+
 EagerTimes timeEager(const Ctx& c, const Options& o, const std::function<void()>& op) {
   using Clock = std::chrono::steady_clock;
   auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };

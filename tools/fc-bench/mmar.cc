@@ -192,8 +192,7 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
         };
         std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp, arOp};
         if (haveNccl) timed.push_back(ncclOp);
-        std::vector<double> us = timeGraphs(c, o, timed);
-        for (double& u : us) u = maxOverRanks(c, u);
+        std::vector<double> us = timeGraphsMax(c, o, timed);
         const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], arUs = us[3], ncclUs = haveNccl ? us[4] : 0;
         EagerTimes eager[5];  // in timed's order: gemm, fc, fused, ar, nccl
         if (o.eager)
@@ -240,12 +239,8 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
 int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
-  const char* variants[] = {"full", "local", "no-gather", "no-wait", "no-copy", "gemm-only"};
-  std::vector<fcComm_t> comms;
-  {
-    ScopedEnv engine("FC_MMAR_ALGO", "engine");
-    for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_MMAR_ENGINE_STAGES", v));
-  }
+  const std::vector<fcComm_t> comms = engineStageComms(
+      c, "FC_MMAR_ALGO", "FC_MMAR_ENGINE_STAGES", {"full", "local", "no-gather", "no-wait", "no-copy", "gemm-only"});
   fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
   if (c.rank == 0)
     printf("# fc-bench mmarstages: %s, %s, B [N, K], fcMatmulAllReduce's engine path with parts left out; graph of "
@@ -276,14 +271,8 @@ int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes) {
     for (fcComm_t comm : comms)
       ops.push_back([&, comm] { FC_OK(fcMatmulAllReduce(A, B, C, M, N, K, fcOpT, type, comm, c.stream)); });
     ops.push_back([&] { FC_OK(fcMatmulAllReduce(A, B, C, M, N, K, fcOpT, type, c.comm, c.stream)); });
-    std::vector<double> us = timeGraphs(c, o, ops);
-    for (double& u : us) u = maxOverRanks(c, u);
-    if (c.rank == 0) {
-      printf("%zu,%zu,%zu", M, N, K);
-      for (double u : us) printf(",%.1f", u);
-      printf(",%s\n", ok ? "OK" : "FAIL");
-      fflush(stdout);
-    }
+    std::vector<double> us = timeGraphsMax(c, o, ops);
+    printStagesRow(c, M, N, K, us, 1, ok ? "OK" : "FAIL");
     CUDA_OK(cudaFree(D));
   }
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));

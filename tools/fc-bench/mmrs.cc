@@ -98,8 +98,7 @@ int benchMmrs(Ctx& c, const Options& o, const std::string& shapes, const std::st
       auto engineOp = [&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, op, type, engineComm, c.stream)); };
       std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp, engineOp};
       if (haveNccl) timed.push_back(ncclOp);
-      std::vector<double> us = timeGraphs(c, o, timed);
-      for (double& u : us) u = maxOverRanks(c, u);
+      std::vector<double> us = timeGraphsMax(c, o, timed);
       const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], engineUs = us[3], ncclUs = haveNccl ? us[4] : 0;
       const FusedEager eager = haveNccl ? timeFusedEager(c, o, fusedOp, ncclOp) : timeFusedEager(c, o, fusedOp, fcOp);
       const bool ok = relerr == 0.0 && engineRelerr == 0.0;
@@ -212,12 +211,8 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t W = size_t(c.nranks);
-  const char* variants[] = {"full", "no-gate", "no-pull", "gemm-only", "epilogue-add"};
-  std::vector<fcComm_t> comms;
-  {
-    ScopedEnv engine("FC_MMRS_ALGO", "engine");
-    for (const char* v : variants) comms.push_back(commWithEnv(c, "FC_MMRS_ENGINE_STAGES", v));
-  }
+  const std::vector<fcComm_t> comms = engineStageComms(c, "FC_MMRS_ALGO", "FC_MMRS_ENGINE_STAGES",
+                                                       {"full", "no-gate", "no-pull", "gemm-only", "epilogue-add"});
   fcComm_t solo = soloComm();
   if (c.rank == 0)
     printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
@@ -237,15 +232,11 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
     for (fcComm_t comm : comms)
       ops.push_back([&, comm] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, fcOpT, type, comm, c.stream)); });
     ops.push_back([&] { FC_OK(fcMatmulReduceScatter(A, B, C, M, N, K, fcOpT, type, c.comm, c.stream)); });
-    std::vector<double> us = timeGraphs(c, o, ops);
-    for (double& u : us) u = maxOverRanks(c, u);
+    std::vector<double> us = timeGraphsMax(c, o, ops);
     failures += relerr != 0.0;
-    if (c.rank == 0) {
-      printf("%zu,%zu,%zu", M, N, K);
-      for (double u : us) printf(",%.1f", u);
-      printf(",%g\n", relerr);
-      fflush(stdout);
-    }
+    char err[32];
+    snprintf(err, sizeof err, "%g", relerr);
+    printStagesRow(c, M, N, K, us, 1, err);
   }
   for (fcComm_t comm : comms) FC_OK(fcCommDestroy(comm));
   FC_OK(fcCommDestroy(solo));

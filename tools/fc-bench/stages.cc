@@ -113,8 +113,7 @@ int benchStages(Ctx& c, const Options& o) {
     for (fcComm_t comm : comms)
       ops.push_back([=, &c] { FC_OK(fcAllReduceOneShot(in, out, count, type, fcSum, comm, c.stream)); });
     ops.push_back([=, &c] { FC_OK(fcAllReduce(in, out, count, type, fcSum, c.comm, c.stream)); });
-    std::vector<double> us = timeGraphs(c, o, ops);
-    for (double& u : us) u = maxOverRanks(c, u);
+    std::vector<double> us = timeGraphsMax(c, o, ops);
     // The exact variants once more, each from a poisoned output (0xff: NaN in every dtype).
     double worst = 0;
     std::vector<char> got(count * es);
@@ -228,14 +227,8 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
       std::vector<std::function<void()>> ops;
       for (fcComm_t comm : comms) ops.push_back(call(comm));
       ops.push_back([&] { FC_OK(fcAllReduceOneShot(in, arOut, n, type, fcSum, c.comm, c.stream)); });
-      std::vector<double> us = timeGraphs(c, o, ops);
-      for (double& u : us) u = maxOverRanks(c, u);
-      if (c.rank == 0) {
-        printf("%zu,%zu,%zu", tokens, hidden, bytes);
-        for (double u : us) printf(",%.2f", u);
-        printf(",%s\n", same ? "yes" : "NO");
-        fflush(stdout);
-      }
+      std::vector<double> us = timeGraphsMax(c, o, ops);
+      printStagesRow(c, tokens, hidden, bytes, us, 2, same ? "yes" : "NO");
     }
   }
   for (void* p : {in, res, w, resOut, out, arOut}) CUDA_OK(cudaFree(p));
