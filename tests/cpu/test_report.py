@@ -180,6 +180,14 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 2048 x 4096 x 2048 | 48.0 | 4527.0 | +2228.2 | +4.3 | +2249.6 | - | 4542.3 | 94.312 | 0 |" in text,
            "mmrsstages row from the sample")
 
+    # mmarstages (a real 2-H200 run): full / bound = 94.0 / max(46.0, 58.3); waits = full -
+    # no-wait, copy = full - no-copy, NVLink = full - local, gather = full - no-gather, fixed =
+    # gemm-only - engine GEMM alone.
+    expect("## Where fcMatmulAllReduce's engine spends its time (fc-bench mmarstages, bf16, 2 ranks)" in text,
+           "section mmarstages")
+    expect("| 2048 x 4096 x 2048 | 46.0 | 47.6 | 58.3 | 94.0 | 1.61 | -0.4 | +6.4 | +19.8 | +8.6 | +18.1 | 93.9 | OK |"
+           in text, "mmarstages row from the sample")
+
     # stages (a real 2-H200 run with full-measured): the stage costs against full-measured
     # (+1 push 2.99 - 2.89, wait + sum 2.89 - 2.10, headers 2.89 - 2.88), the production
     # kernel's full beside it, the reset's other places as measured.
