@@ -194,6 +194,10 @@ constexpr size_t kMmrsEngineMaxK = 2048;
 // the 128 x 256 tiles had been 1.07 / 1.10x behind; before, to K 2560 and beyond it from
 // 2048 x 5120 elements (plain) or 8192 x 4096 (norm forms)).
 //                                                          perf-log: chooseMatmulAllReduce
+// ... where the product fills at least 2 waves of 128 x 128 tiles beyond K 2048: the least
+// measured there was 3.9 (2048 x 4096 on 132 SMs); a product of fewer tiles (a narrow N)
+// leaves the engine's SMs idle where cuBLAS would split K.  perf-log: chooseMatmulAllReduce
+constexpr size_t kMmarEngineLongKMinWavesX4 = 8;  // in quarter waves: 2 waves
 // The pipeline when each chunk's GEMM fills 1.25 waves of 128 x 128 tiles (165 at
 // 132 SMs): level at 160 tiles, ahead from 192.             perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsPipelineMinWavesX4 = 5;  // in quarter waves: 1.25 waves
@@ -473,7 +477,8 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Unfused: return fallback;
     case FusedAlgo::Auto: break;
   }
-  const bool kFits = q.K <= kMmrsEngineMaxK || q.allReduce;
+  const bool kFits = q.K <= kMmrsEngineMaxK ||
+                     (q.allReduce && fillsWaves(tiles(q.M, q.N), kMmarEngineLongKMinWavesX4, q.gpuSms));
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
       q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && kFits)
     return MmrsPath::Engine;

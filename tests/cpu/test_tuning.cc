@@ -435,6 +435,11 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     CHECK(gathering(s, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter: K beyond 2048
   }
   CHECK(gathering({1024, 4096, 7168, 512}) != MmrsPath::Engine);  // 512 rows per rank
+  // Beyond K 2048 only where the product fills 2 waves of 128 x 128 tiles (264 on 132 SMs).
+  CHECK(gathering({2048, 2176, 7168, 1024}) == MmrsPath::Engine);   // 272 tiles: 2.06 waves
+  CHECK(gathering({2048, 2048, 7168, 1024}) != MmrsPath::Engine);   // 256 tiles: 1.94 waves
+  CHECK(gathering({2048, 1024, 8192, 1024}) != MmrsPath::Engine);   // 128 tiles
+  CHECK(gathering({2048, 1024, 2048, 1024}) == MmrsPath::Engine);   // K 2048: no wave limit
   CHECK(gathering({2048, 4096, 2048, 1024}, false) == MmrsPath::Engine);
   // Where the SM count decides: 1.25 waves of 128 x 128 tiles per chunk (144 tiles).
   CHECK(pick(2, 132, {2048, 2304, 4096, 1024}) == MmrsPath::Scatter);
