@@ -75,9 +75,11 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   args.gatherToPeer = true;
   // FC_MMAR_ENGINE_STAGES (probe build, timing only: wrong results).
   const MmarEngineStages st = comm->params.mmarEngineStages;
-  args.enginePeerStores = st != MmarEngineStages::Local && st != MmarEngineStages::GemmOnly;
-  args.engineGatherSums = st != MmarEngineStages::NoGather && st != MmarEngineStages::GemmOnly;
-  args.engineOwnWaits = st != MmarEngineStages::NoWait && st != MmarEngineStages::GemmOnly;
+  const bool gemmOnly = st == MmarEngineStages::GemmOnly || st == MmarEngineStages::Bare;
+  args.enginePeerStores = st != MmarEngineStages::Local && !gemmOnly;
+  args.engineGatherSums = st != MmarEngineStages::NoGather && !gemmOnly;
+  args.engineOwnWaits = st != MmarEngineStages::NoWait && !gemmOnly;
+  args.engineBarriers = st != MmarEngineStages::Bare;
   args.engineTileN = comm->params.mmarEngineTileN;
   return args;
 }
@@ -181,7 +183,8 @@ fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t
   const char* peerSums = ce::slot(comm->dev, comm->rank, c.lane.channel, 0) + peer * blockBytes;
   if (m.norm == nullptr) {
     const MmarEngineStages st = comm->params.mmarEngineStages;  // probe build, timing only
-    if (st == MmarEngineStages::NoCopy || st == MmarEngineStages::GemmOnly) return fcSuccess;
+    if (st == MmarEngineStages::NoCopy || st == MmarEngineStages::GemmOnly || st == MmarEngineStages::Bare)
+      return fcSuccess;
     FC_CUDA_CHECK(cudaMemcpyAsync(sum + peer * blockBytes, peerSums, blockBytes, cudaMemcpyDeviceToDevice, stream));
     return fcSuccess;
   }

@@ -14,11 +14,16 @@ namespace fc {
 namespace {
 
 // letNextStart: the next kernel on the stream, if launched with programmatic stream
-// serialization, may start at once (the all-gather + GEMM engine's GEMM, whose first
-// tiles need nothing from the peers; it never waits for this grid, so nothing it reads
-// may come from here).
-__global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig, bool letNextStart) {
+// serialization, may start at once (the GEMM engines', whose first tiles need nothing
+// from the peers: the all-gather engine never waits for this grid, so nothing it reads
+// may come from here; fcMatmulAllReduce's waits for it before its first store into the
+// peer). clear: words zeroed before this rank arrives (the GEMM + reduce-scatter
+// engine's tile counters, which the peers count on again only after the next call's
+// entry barrier, i.e. after this grid has ended): one launch less than a memset.
+__global__ void barrierKernel(DeviceComm dc, int channel, Op op, uint32_t sig, bool letNextStart, uint32_t* clear,
+                              int clearWords) {
   if (letNextStart) dev::allowDependentLaunch();
+  for (int i = int(threadIdx.x); i < clearWords; i += int(blockDim.x)) clear[i] = 0;
   // CTA 0's epoch of the channel: shared with CTA 0 of the other collectives,
   // which is fine because every rank issues the same sequence on a channel.
   uint32_t* epochPtr = dev::epochAddr(dc, channel, 0);
@@ -37,9 +42,10 @@ fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream)
 }
 
 fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream,
-                           bool letNextStart) {
+                           bool letNextStart, uint32_t* clear, int clearWords) {
   // 32 threads >= kMaxRanks signalling threads.
-  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel, op, sig, letNextStart);
+  return launchKernel(barrierKernel, dim3(1), dim3(32), stream, dc, channel, op, sig, letNextStart, clear,
+                      clearWords);
 }
 
 }  // namespace fc

@@ -145,9 +145,11 @@ fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream)
 
 // The same barrier on behalf of `op` (its signature is checked against the peers').
 // letNextStart: a next kernel launched with programmatic stream serialization may start
-// while this one waits for the peers (it must not read anything the barrier orders).
+// while this one waits for the peers (it must not read anything the barrier orders, and
+// waits for this grid (griddepcontrol.wait) before it writes into a peer). clear: words
+// (this rank's memory) zeroed before this rank arrives.
 fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream,
-                           bool letNextStart = false);
+                           bool letNextStart = false, uint32_t* clear = nullptr, int clearWords = 0);
 
 // Bytes of workspace the one-shot all-reduce needs for `bytes` of input.
 size_t allReduceOneShotWorkspace(size_t bytes);

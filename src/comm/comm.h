@@ -59,7 +59,9 @@ enum class MmarEngineStages {
   NoGather,  // our block's sums not pushed to the peer (the all-gather half gone)
   NoWait,    // our block's tiles do not wait for the peer's partials
   NoCopy,    // the peer's rows not copied into C after the GEMM (plain form)
-  GemmOnly   // Local + NoGather + NoWait + NoCopy: the engine's GEMM, the barriers
+  GemmOnly,  // Local + NoGather + NoWait + NoCopy: the engine's GEMM, the barriers
+  Bare       // GemmOnly without the entry and final barriers and the counters' reset:
+             // the engine's GEMM kernel alone, as the op launches it
 };
 
 // Resolved options: config fields, else env vars, else defaults.

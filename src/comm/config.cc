@@ -109,7 +109,8 @@ constexpr std::pair<const char*, MmrsEngineStages> kMmrsEngineStageSets[] = {{"f
 constexpr std::pair<const char*, MmarEngineStages> kMmarEngineStageSets[] = {
     {"full", MmarEngineStages::Full},         {"local", MmarEngineStages::Local},
     {"no-gather", MmarEngineStages::NoGather}, {"no-wait", MmarEngineStages::NoWait},
-    {"no-copy", MmarEngineStages::NoCopy},    {"gemm-only", MmarEngineStages::GemmOnly}};
+    {"no-copy", MmarEngineStages::NoCopy},    {"gemm-only", MmarEngineStages::GemmOnly},
+    {"bare", MmarEngineStages::Bare}};
 // FC_MMAR_ENGINE_TILES: fcMatmulAllReduce's engine's tile shape (auto: the rule).
 constexpr std::pair<const char*, int> kMmarEngineTiles[] = {{"auto", 0}, {"128x128", 128}, {"128x256", 256}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).

@@ -102,8 +102,9 @@ struct MatmulReduceScatterArgs {
   bool gatherToPeer = false;
   // FC_MMAR_ENGINE_STAGES, timing only (wrong results when changed): the gathering
   // engine's stores into the peer's workspace made into ours (peerStores false), our
-  // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false).
-  bool enginePeerStores = true, engineGatherSums = true, engineOwnWaits = true;
+  // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false),
+  // neither the barriers nor the counters' reset around the GEMM (barriers false).
+  bool enginePeerStores = true, engineGatherSums = true, engineOwnWaits = true, engineBarriers = true;
   // FC_MMAR_ENGINE_TILES: the gathering engine's tile shape (128 or 256 columns; 0: the
   // rule, tuning::scatterEngineSmallTiles).
   int engineTileN = 0;

@@ -268,15 +268,24 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   const int W = dc.nranks, rank = dc.rank;
   const size_t blockElems = a.M / size_t(W) * a.N, rowBytes = a.N * dataTypeSize(a.datatype);
   const size_t blockBytes = blockElems * dataTypeSize(a.datatype);
-  const engine::EngineGemm g = scatterGemm(dc, channel, a);
+  engine::EngineGemm g = scatterGemm(dc, channel, a);
   const bool addInEpilogue = g.source.C != nullptr;
   const int64_t ms = g.signal.blockRows, pieceRows = g.signal.pieceRows, pieces = (ms + pieceRows - 1) / pieceRows;
   uint32_t* counters = tileCountersOf(dc, rank, channel);  // ours: entry [r][p], rank r's tiles of our piece p
   char* pulled = static_cast<char*>(a.scratch);  // rank-t's partial of our block at (t-1) * blockBytes
   // The copy queue after everything before on S (the scratch and the previous op).
   if (!addInEpilogue) FC_CHECK(copies.after(stream, 0));
-  // Pushing into the peer's workspace: once the peer has reached this call.
-  if (enginePushes(dc, a)) FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream));
+  // Pushing into the peer's workspace: once the peer has reached this call. With PDL the
+  // GEMM starts under this barrier - its first mainloops need nothing from the peer - and
+  // its epilogue waits for the barrier's grid before its first store into the peer
+  // (TileSignal::afterPreviousGrid). The barrier itself starts only after everything
+  // before it on the stream has ended (a plain launch), the previous call's GEMM
+  // included, so the tile ticket and the counters are back to zero when the GEMM starts.
+  // (a.engineBarriers false: FC_MMAR_ENGINE_STAGES=bare, timing the GEMM kernel alone.)
+  if (enginePushes(dc, a) && a.engineBarriers) {
+    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream, /*letNextStart=*/a.pdl));
+    g.pdl = a.pdl;
+  }
   const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);
   if (!addInEpilogue) {
     for (int t = 1; t < W; ++t) {
@@ -295,16 +304,17 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
     FC_CHECK(copies.mark(size_t(W)));
     FC_CHECK(copies.waitMark(stream, size_t(W)));
   }
-  // The counters back to zero (our own counters stay zero: our tiles count nothing),
-  // after the GEMM and the gates, before the final barrier after which peers count
-  // again.
-  FC_CUDA_CHECK(cudaMemsetAsync(counters, 0, size_t(W) * kMaxPieces * sizeof(uint32_t), stream));
+  if (!a.engineBarriers && addInEpilogue) return gemm;
   if (!addInEpilogue) {
     const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
     FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));
   }
   // Final barrier: nobody reads our workspace any more (pulls, or the peer's epilogue).
-  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream);
+  // It first puts our counters back to zero (our own counters stay zero: our tiles count
+  // nothing), after the GEMM and the gates, before the peers count again (after the next
+  // entry barrier).
+  const fcResult_t barrier = launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream, false, counters,
+                                             W * kMaxPieces);
   return gemm != fcSuccess ? gemm : barrier;
 }
 

@@ -213,12 +213,15 @@ constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 // The one decode kernel (GEMV + Lamport pushes per tile): its FMA form for one row (from
 // 2 rows CUDA-core FMAs fall behind cuBLAS's tensor cores), its MMA form (tensor cores)
 // from 2 rows where N / 32 tiles are at most its CTAs (one tile each: at N = 5120 and
-// 8192 the SMs that take two fell behind the GEMM + all-reduce).
+// 8192 the SMs that take two fell behind the GEMM + all-reduce), up to 8 rows: its
+// instantiation for 9-16 rows (both halves of the MMA's 16) fell 0.05-0.13 us behind the
+// GEMM + fcAllReduce at 10-16 x 4096 x 2048 where 2-8 rows were 0.9-1.1 us ahead (2 H200s,
+// thirty-fifth session; the norm forms level at 10-16).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kGemvFmaMaxRows = 1;
-constexpr size_t kMmarOneKernelMaxRows = 16;
-// ... the MMA form where M x K x W is at most this (2 ranks: 16 rows at K = 2048, 8 at
-// 4096, 4 at 7168; 4 ranks: half that). Past it the kernel's MMAs per tile and its
+constexpr size_t kMmarOneKernelMaxRows = 8;
+// ... the MMA form where M x K x W is at most this (2 ranks: 8 rows at K = 4096, 4 at
+// 7168; 4 ranks: half that). Past it the kernel's MMAs per tile and its
 // (W - 1) pushes per pack cost more than the fusion saves (on 4 H200s, at 16 x 4096 x
 // 7168: 1.03x the GEMM + all-reduce at 2 ranks; 8 x 4096 x 4096 1.01x at 4 ranks).
 //                                                          perf-log: chooseMatmulAllReduce

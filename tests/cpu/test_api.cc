@@ -389,7 +389,7 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
                         Case{"FC_MMRS_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"},
                         Case{"FC_MMAR_ENGINE_STAGES", "local"}, Case{"FC_MMAR_ENGINE_STAGES", "no-gather"},
                         Case{"FC_MMAR_ENGINE_STAGES", "no-wait"}, Case{"FC_MMAR_ENGINE_STAGES", "no-copy"},
-                        Case{"FC_MMAR_ENGINE_STAGES", "gemm-only"}}) {
+                        Case{"FC_MMAR_ENGINE_STAGES", "gemm-only"}, Case{"FC_MMAR_ENGINE_STAGES", "bare"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcUniqueId id;

@@ -56,7 +56,8 @@ TEST_CASE("the probe build honours the measurement-only switches", "[probes]") {
                                    std::pair{"no-gather", fc::MmarEngineStages::NoGather},
                                    std::pair{"no-wait", fc::MmarEngineStages::NoWait},
                                    std::pair{"no-copy", fc::MmarEngineStages::NoCopy},
-                                   std::pair{"gemm-only", fc::MmarEngineStages::GemmOnly}}) {
+                                   std::pair{"gemm-only", fc::MmarEngineStages::GemmOnly},
+                                   std::pair{"bare", fc::MmarEngineStages::Bare}}) {
     INFO(name);
     ScopedEnv env("FC_MMAR_ENGINE_STAGES", name);
     fc::CommParams p;

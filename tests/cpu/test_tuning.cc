@@ -506,10 +506,12 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 1, 5120, 13824, true) == P::AllReduce);
   CHECK(pick(2, 1, 4096, 2048, false) == P::AllReduce);  // the kernel does not take the shape
   CHECK(pick(8, 1, 4096, 2048, true) == P::OneKernel);
-  // 2-16 rows (its tensor-core form) with one tile of 32 columns per CTA (128) and
+  // 2-8 rows (its tensor-core form) with one tile of 32 columns per CTA (128) and
   // M x K x W <= 65536.
   CHECK(pick(2, 2, 4096, 2048, true) == P::OneKernel);    // 128 tiles
-  CHECK(pick(2, 16, 4096, 2048, true, true) == P::OneKernel);
+  CHECK(pick(2, 8, 4096, 2048, true, true) == P::OneKernel);
+  CHECK(pick(2, 9, 4096, 2048, true) == P::AllReduce);    // past 8 rows
+  CHECK(pick(2, 16, 4096, 2048, true, true) == P::AllReduce);
   CHECK(pick(2, 8, 4096, 4096, true) == P::OneKernel);
   CHECK(pick(2, 4, 4096, 7168, true, true) == P::OneKernel);
   CHECK(pick(2, 8, 4096, 7168, true) == P::AllReduce);    // 8 x 7168 x 2
@@ -518,7 +520,7 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 4, 3584, 2048, true) == P::OneKernel);    // 112 tiles
   CHECK(pick(2, 4, 8192, 2048, true) == P::AllReduce);    // 256 tiles: two per CTA
   CHECK(pick(2, 4, 5120, 2560, true) == P::AllReduce);    // 160 tiles: the busiest SMs take two
-  CHECK(pick(2, 17, 4096, 256, true) == P::AllReduce);    // past 16 rows
+  CHECK(pick(2, 17, 4096, 256, true) == P::AllReduce);
   CHECK(pick(4, 8, 4096, 2048, true) == P::OneKernel);    // 4 ranks: 8 x 2048 x 4
   CHECK(pick(4, 4, 4096, 4096, true) == P::OneKernel);
   CHECK(pick(4, 16, 4096, 2048, true) == P::AllReduce);

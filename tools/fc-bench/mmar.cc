@@ -230,22 +230,27 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
 //   no-wait     our block's tiles do not wait for the peer's partials
 //   no-copy     the peer's rows not copied into C after the GEMM
 //   gemm-only   all four: the engine's GEMM, its signals and the barriers
+//   bare        gemm-only without the barriers and the counters' reset: the GEMM kernel
+//               alone, as the op launches it (its tiles, scheduler and epilogue)
 //   auto        fcMatmulAllReduce's own choice
 // Read: full - local = what the NVLink stores cost beyond their time under the GEMM;
 // full - no-gather = the all-gather half; full - no-wait = the waits the GEMM does not
-// hide; full - no-copy = the copy; gemm-only - engine_gemm = the barriers and signals.
+// hide; full - no-copy = the copy; gemm-only - bare = the barriers and the reset; bare -
+// engine_gemm = the kernel's own cost over the GEMM (tile shape, scheduler, signals, our
+// tiles' reads of the peer's partial).
 // Every column but full and auto computes wrong results; those two are checked against
 // GEMM + fcAllReduce (the same bits).
 int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
-  const std::vector<fcComm_t> comms = engineStageComms(
-      c, "FC_MMAR_ALGO", "FC_MMAR_ENGINE_STAGES", {"full", "local", "no-gather", "no-wait", "no-copy", "gemm-only"});
+  const std::vector<fcComm_t> comms =
+      engineStageComms(c, "FC_MMAR_ALGO", "FC_MMAR_ENGINE_STAGES",
+                       {"full", "local", "no-gather", "no-wait", "no-copy", "gemm-only", "bare"});
   fcComm_t solo = soloComm(), soloEngine = soloComm("engine");
   if (c.rank == 0)
     printf("# fc-bench mmarstages: %s, %s, B [N, K], fcMatmulAllReduce's engine path with parts left out; graph of "
            "%d calls, %d replays (median), %d warm-up\nM,N,K,gemm_us,engine_gemm_us,ar_us,full_us,local_us,"
-           "no-gather_us,no-wait_us,no-copy_us,gemm-only_us,auto_us,check\n",
+           "no-gather_us,no-wait_us,no-copy_us,gemm-only_us,bare_us,auto_us,check\n",
            describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
   int failures = 0;
   for (const GemmShape& sh : parseShapes(shapes, size_t(c.nranks) * 128)) {

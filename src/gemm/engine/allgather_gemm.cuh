@@ -138,8 +138,7 @@ struct EngineGemmKernel {
     typename Kernel::TileSchedulerArguments sched;
     if constexpr (kOurScheduler) sched.ready = g.ready;
     if constexpr (kDynamic) {
-      if (g.tileTicket == nullptr || g.pdl)
-        return setError(fcInternalError, "the GEMM engine's tile ticket is missing, or a PDL launch asked for");
+      if (g.tileTicket == nullptr) return setError(fcInternalError, "the GEMM engine's tile ticket is missing");
       sched.ticket = g.tileTicket;
     }
     // When B is well beyond L2 (50 MiB), raster along N in bands of 2, 4 or 8 clusters
@@ -188,6 +187,7 @@ struct EngineGemmKernel {
                                                                    static_cast<Element*>(g.D), strideD};
       epilogue.signal = g.signal;
       epilogue.signal.eachTile = g.source.C != nullptr;  // see tile_signal_epilogue.cuh
+      epilogue.signal.afterPreviousGrid = g.pdl;
       epilogue.dc = g.ready.dc;
       epilogue.channel = g.ready.channel;
       epilogue.source = g.source;

@@ -58,6 +58,10 @@ struct TileSignal {
   // by the engine when our own tiles' epilogue waits for a peer (EpilogueSource), which
   // a batch left pending could wait behind (tile_signal_epilogue.cuh).
   bool eachTile = false;
+  // Every epilogue thread waits for the grid before the kernel (griddepcontrol.wait)
+  // before its first store: set by the engine for a PDL launch (EngineGemm::pdl), whose
+  // grid before is the entry barrier that says the peers have reached the call.
+  bool afterPreviousGrid = false;
 };
 
 // GEMM + reduce-scatter at 2 ranks: the tiles of our own block (computed last) add the
@@ -108,9 +112,9 @@ struct EngineGemm {
   EpilogueSource source{};
   // GEMM + reduce-scatter: the word its tiles are handed out by, in order, to the
   // clusters that ask (device memory, zero before the launch, zero again when the
-  // kernel ends; one per stream of calls that may overlap; never with pdl, which would
-  // start the kernel before the previous one has put it back to zero):
-  // scatter_scheduler.cuh. Required there.
+  // kernel ends; one per stream of calls that may overlap; with pdl only behind a
+  // kernel launched without it - the entry barrier - which starts after the previous
+  // GEMM has ended and put the word back to zero): scatter_scheduler.cuh. Required there.
   uint32_t* tileTicket = nullptr;
   // GEMM + reduce-scatter's tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256
   // cooperative); 0: tuning::scatterEngineSmallTiles without the gather. The fused op
@@ -118,10 +122,11 @@ struct EngineGemm {
   // counts of a piece's tiles follow it.
   int tileN = 0;
   // Launch with programmatic stream serialization: the kernel may start once the
-  // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and it
-  // does not wait for that kernel's completion (it never calls griddepcontrol.wait):
-  // only for a predecessor whose results it does not read (the all-gather engine's
-  // entry barrier).
+  // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and its
+  // mainloop does not wait for that kernel's completion: only for a predecessor whose
+  // results it does not read (the engines' entry barriers). The GEMM + reduce-scatter
+  // kernels' epilogue waits for it (griddepcontrol.wait) before its first store
+  // (TileSignal::afterPreviousGrid): fcMatmulAllReduce's stores go into the peer.
   bool pdl = false;
 };
 

@@ -44,6 +44,7 @@
 
 #include <utility>
 
+#include "device/pdl.cuh"
 #include "gemm/engine/engine.h"
 
 namespace fc::engine {
@@ -90,6 +91,13 @@ class TileSignalEpilogue : public Base {
     const bool stored = row < int64_t(cute::get<0>(problem)) &&
                         int64_t(cute::get<1>(tileCoord)) * int64_t(cute::size<1>(tileShape)) <
                             int64_t(cute::get<1>(problem));
+    // PDL behind the entry barrier: nothing reaches a peer before the barrier's grid has
+    // ended, i.e. before every peer has reached the call (its workspace free to write).
+    // Once per thread; the mainloops before it ran under the barrier.
+    if (signal_.afterPreviousGrid && !waited_) {
+      fc::dev::waitForPreviousGrid();
+      waited_ = true;
+    }
     const int owner = stored && signal_.blockRows > 0 ? int(row / signal_.blockRows) : -1;
     const int piece = owner >= 0 ? int((row - owner * signal_.blockRows) / signal_.pieceRows) : -1;
     if (owner != pendingOwner_ || piece != pendingPiece_) signalPending();
@@ -128,6 +136,7 @@ class TileSignalEpilogue : public Base {
   int pendingPiece_ = -1;      // and the piece of its block they lie in
   uint32_t pendingTiles_ = 0;  // how many
   int thread_ = 0;             // this thread's index among the epilogue threads
+  bool waited_ = false;        // for the grid before (afterPreviousGrid)
 };
 
 }  // namespace fc::engine
