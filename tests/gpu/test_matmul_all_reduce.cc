@@ -135,9 +135,9 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   const GpuEnv& env = gpuEnv();
   // Decode rows (1, 3, 5, 8: the one-kernel path with B^T where N and K are multiples
   // of 8, FMAs or tensor cores by M; 12, 16: its 16-row form where FC_MMAR_ALGO=fused,
-  // else cuBLAS + the all-reduce; 70 x 40 is not: cuBLAS + the Lamport one-shot), mid-size, and products past
-  // the Lamport one-shot's slot (the two-shot) with M a multiple of every world size
-  // (the forced reduce-scatter + all-gather path runs there).
+  // else cuBLAS + the all-reduce; 70 x 40 is not: cuBLAS + the Lamport one-shot),
+  // mid-size, and products past the Lamport one-shot's slot (the two-shot) with M a
+  // multiple of every world size (the forced reduce-scatter + all-gather path runs there).
   // 3 x 33032 gives the tensor-core form 1033 tiles of 32 columns (two per slot, the last
   // partial; auto: cuBLAS + the all-reduce, more tiles than CTAs, so the one kernel runs
   // where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile.
