@@ -63,6 +63,10 @@ bool gemvFits(const MarCall& m, int channel) {
          gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
 }
 
+// FC_MMAR_ENGINE_STAGES (probe build, timing only): the stages that leave out every part
+// but the engine's GEMM (gemm-only, and bare, which also drops the barriers).
+bool gemmOnly(MmarEngineStages st) { return st == MmarEngineStages::GemmOnly || st == MmarEngineStages::Bare; }
+
 // fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
 // our block of the sum buffer (C, or normOut), the engine's gather asked for.
 MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
@@ -75,10 +79,9 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   args.gatherToPeer = true;
   // FC_MMAR_ENGINE_STAGES (probe build, timing only: wrong results).
   const MmarEngineStages st = comm->params.mmarEngineStages;
-  const bool gemmOnly = st == MmarEngineStages::GemmOnly || st == MmarEngineStages::Bare;
-  args.enginePeerStores = st != MmarEngineStages::Local && !gemmOnly;
-  args.engineGatherSums = st != MmarEngineStages::NoGather && !gemmOnly;
-  args.engineOwnWaits = st != MmarEngineStages::NoWait && !gemmOnly;
+  args.enginePeerStores = st != MmarEngineStages::Local && !gemmOnly(st);
+  args.engineGatherSums = st != MmarEngineStages::NoGather && !gemmOnly(st);
+  args.engineOwnWaits = st != MmarEngineStages::NoWait && !gemmOnly(st);
   args.engineBarriers = st != MmarEngineStages::Bare;
   args.engineTileN = comm->params.mmarEngineTileN;
   return args;
@@ -183,8 +186,7 @@ fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t
   const char* peerSums = ce::slot(comm->dev, comm->rank, c.lane.channel, 0) + peer * blockBytes;
   if (m.norm == nullptr) {
     const MmarEngineStages st = comm->params.mmarEngineStages;  // probe build, timing only
-    if (st == MmarEngineStages::NoCopy || st == MmarEngineStages::GemmOnly || st == MmarEngineStages::Bare)
-      return fcSuccess;
+    if (st == MmarEngineStages::NoCopy || gemmOnly(st)) return fcSuccess;
     FC_CUDA_CHECK(cudaMemcpyAsync(sum + peer * blockBytes, peerSums, blockBytes, cudaMemcpyDeviceToDevice, stream));
     return fcSuccess;
   }
