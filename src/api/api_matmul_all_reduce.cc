@@ -9,7 +9,8 @@
 //     it - C itself or normOut (then the all-reduce runs in place), or our own
 //     workspace for the Lamport kernels, which read their input locally only - and
 //     fcAllReduce's or fcAllReduceResidualRMSNorm's algorithm runs on it: no copy, no
-//     scratch, the collective's kernel launched with PDL behind the GEMM;
+//     scratch, the collective's kernel launched with PDL behind the GEMM (captured, with
+//     an edge from the op's start too: comm/ops.cc, commDependOnStart);
 //   reduce-scatter + all-gather: fcMatmulReduceScatter's path (its persistent engine at
 //     2 ranks, where the reduce-scatter rides in the GEMM) sums this rank's block of
 //     rows into the output, an in-place all-gather gives every rank every row, and the
@@ -152,7 +153,9 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
     FC_CHECK(chooseAllReduce(c, &algo));
     // Ranks with another K (the same M x N) meet a different signature in the
     // all-reduce (c.sig: its Lamport call headers or its barriers).
+    FC_CHECK(commMarkStart(comm, c.lane, stream));
     FC_CHECK(gemm.matmul(m.A, m.M, m.B, m.C, m.N, m.K, m.transB, m.datatype, stream));
+    FC_CHECK(commDependOnStart(comm, c.lane, stream));  // the collective's PDL edge (comm/ops.cc)
     return launchAllReduce(c, algo, stream);
   }
   NormCall& n = *m.norm;
@@ -165,7 +168,9 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
     product = ce::slot(comm->dev, comm->rank, c.lane.channel, 0);
   else
     FC_CHECK(commScratch(comm, m.fn, c.lane, bytes, &product));
+  FC_CHECK(commMarkStart(comm, c.lane, stream));
   FC_CHECK(gemm.matmul(m.A, m.M, m.B, product, m.N, m.K, m.transB, m.datatype, stream));
+  FC_CHECK(commDependOnStart(comm, c.lane, stream));
   n.in = product;
   c.send = c.inPlaceSend = product;
   return launchNorm(c, n, plan, product, stream);

@@ -178,7 +178,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     if (params.scratchBytes > 0) FC_CHECK(comm->scratch.back()->grow(params.scratchBytes));
   }
   for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
-    FC_CUDA_CHECK(cudaEventCreateWithFlags(&last->done, cudaEventDisableTiming));
+    for (cudaEvent_t* e : {&last->done, &last->started}) FC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
@@ -267,7 +267,8 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
     for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
-      if (last->done) cudaEventDestroy(last->done);
+      for (cudaEvent_t e : {last->done, last->started})
+        if (e) cudaEventDestroy(e);
     comm->copies.clear();
     comm->gemms.clear();
     comm->scratch.clear();

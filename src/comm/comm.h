@@ -208,6 +208,7 @@ struct fcComm {
     unsigned long long captureId = 0;
     bool issued = false;
     cudaEvent_t done = nullptr;
+    cudaEvent_t started = nullptr;  // commMarkStart: where the current op's work began
   };
   LastOp lastEager, lastCaptured;
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
@@ -244,6 +245,12 @@ fcResult_t commOpBegin(fcComm* comm, const char* fn, cudaStream_t stream, OpLane
 // After the op's work is enqueued on `stream` (`res`: how that went, returned
 // unless it was fcSuccess): mark its end for the next op of its sequence.
 fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcResult_t res);
+
+// For a captured op whose kernel launched with PDL follows a cuBLASLt GEMM of the same
+// op: commMarkStart before the GEMM, commDependOnStart between the GEMM and that kernel
+// (ops.cc says why). Both do nothing outside capture.
+fcResult_t commMarkStart(fcComm* comm, const OpLane& lane, cudaStream_t stream);
+fcResult_t commDependOnStart(fcComm* comm, const OpLane& lane, cudaStream_t stream);
 
 // *p = scratch of at least `bytes` for an op of `lane` (fcInvalidUsage naming the
 // setting when it would have to grow during capture).

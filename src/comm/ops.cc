@@ -88,6 +88,28 @@ fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcRe
   return fcSuccess;
 }
 
+// Why a captured op's PDL kernel behind its own cuBLASLt GEMM also depends on the op's
+// start. Captured, a kernel launched with PDL right behind another kernel gets one
+// programmatic edge from it. Measured on 2 H200s (CUDA 13.0, cuBLASLt's nvjet kernels;
+// perf-log.md, thirty-sixth session): behind the GEMM that edge alone bought nothing - the
+// all-reduce ran as late as launched without PDL - while the same kernels issued as two
+// calls (the GEMM, then fcAllReduce, whose commOpBegin adds an edge from the previous op)
+// ran 0.2-0.45 us sooner. Giving the kernel the same second edge, from what preceded the
+// op (already complete by the time the GEMM is: the GEMM depends on it too, so no order
+// changes), closed the whole difference at 12-512 rows. The event is recorded during
+// capture only, where it costs no graph node; eager calls are left as they are.
+fcResult_t commMarkStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
+  if (!lane.capturing) return fcSuccess;
+  FC_CUDA_CHECK(cudaEventRecord(comm->lastCaptured.started, stream));
+  return fcSuccess;
+}
+
+fcResult_t commDependOnStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
+  if (!lane.capturing) return fcSuccess;
+  FC_CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastCaptured.started, 0));
+  return fcSuccess;
+}
+
 fcResult_t commScratch(fcComm* comm, const char* fn, const OpLane& lane, size_t bytes, void** p) {
   Scratch& mine = *comm->scratch[size_t(lane.channel)];
   if (bytes > mine.bytes()) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <sstream>
 
 #include "fc_data.h"
@@ -146,6 +148,26 @@ fcComm_t soloComm(const char* agmmAlgo) {
   return solo;
 }
 
+// The edges of `graph` with their types (the dot print leaves them out), one a line:
+// "from -> to type T from_port P", nodes numbered as cudaGraphGetNodes lists them.
+static void dumpEdges(cudaGraph_t graph, const std::string& path) {
+  size_t nodes = 0, edges = 0;
+  CUDA_OK(cudaGraphGetNodes(graph, nullptr, &nodes));
+  std::vector<cudaGraphNode_t> node(nodes);
+  CUDA_OK(cudaGraphGetNodes(graph, node.data(), &nodes));
+  CUDA_OK(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &edges));
+  std::vector<cudaGraphNode_t> from(edges), to(edges);
+  std::vector<cudaGraphEdgeData> data(edges);
+  CUDA_OK(cudaGraphGetEdges(graph, from.data(), to.data(), data.data(), &edges));
+  auto index = [&](cudaGraphNode_t n) { return size_t(std::find(node.begin(), node.end(), n) - node.begin()); };
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) return;
+  for (size_t e = 0; e < edges; ++e)
+    fprintf(f, "%zu -> %zu type %d from_port %d\n", index(from[e]), index(to[e]), int(data[e].type),
+            int(data[e].from_port));
+  fclose(f);
+}
+
 // Median time of one call (us): graph replays of `iters` calls of `op`.
 double timeGraph(const Ctx& c, const Options& o, const std::function<void()>& op) { return timeGraphs(c, o, {op})[0]; }
 
@@ -161,6 +183,14 @@ std::vector<double> timeGraphs(const Ctx& c, const Options& o, const std::vector
     CUDA_OK(cudaStreamBeginCapture(c.stream, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < o.iters; ++i) ops[k]();
     CUDA_OK(cudaStreamEndCapture(c.stream, &graph));
+    // FC_BENCH_DOT=DIR: each timed graph as Graphviz (rank 0; edge types included), to
+    // see what a capture made of an op's launches.
+    if (const char* dir = getenv("FC_BENCH_DOT"); dir != nullptr && c.rank == 0) {
+      static int dumped = 0;
+      const std::string path = std::string(dir) + "/graph-" + std::to_string(dumped++) + ".dot";
+      CUDA_OK(cudaGraphDebugDotPrint(graph, path.c_str(), cudaGraphDebugDotFlagsVerbose));
+      dumpEdges(graph, path + ".edges");
+    }
     CUDA_OK(cudaGraphInstantiate(&exec[k], graph, 0));
     CUDA_OK(cudaGraphDestroy(graph));
   }

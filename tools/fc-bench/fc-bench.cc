@@ -20,6 +20,9 @@
 // is the all-reduce buffer, the reduce-scatter input or the all-gather output;
 // busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n (reduce-scatter, all-gather).
 // Rank 0 prints the table (or --csv / --json); exit status non-zero if a check fails.
+// FC_BENCH_DOT=DIR writes every timed graph as it was captured (rank 0): DIR/graph-N.dot
+// (cudaGraphDebugDotPrint) and graph-N.dot.edges (each edge's type and port, which the
+// dot print leaves out).
 //
 // allreduce --grid short|full (or --tokens / --hidden lists): instead of -b/-e/-f, the
 // decode grid of tools/common/decode_grid.h, hidden-major: size = tokens x hidden
