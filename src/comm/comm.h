@@ -133,6 +133,9 @@ struct CommParams {
   // fcAllReduceResidualRMSNorm's, device/pdl.cuh; the all-gather + GEMM engine's GEMM)
   // with programmatic dependent launch.
   bool pdl = true;
+  // FC_PDL_START_EDGE: a captured op's PDL kernel behind its own cuBLASLt GEMM also
+  // depends on the op's start (comm/ops.cc, commDependOnStart); 0 leaves that edge out.
+  bool pdlStartEdge = true;
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
   // anything but full only for timing them (fc-bench stages): wrong results, the
   // probe build only.

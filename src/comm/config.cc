@@ -72,7 +72,8 @@ constexpr std::pair<const char*, GemvForm> kGemvForms[] = {
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
 // FC_SHARE_GPU: 1 lets several ranks use one GPU (functional tests only). FC_PDL: 0
-// launches without programmatic dependent launch. FC_ARNORM_WIDE_CTAS, _GATHER_SET,
+// launches without programmatic dependent launch (FC_PDL_START_EDGE: 0 without the edge
+// from a captured op's start, comm/ops.cc). FC_ARNORM_WIDE_CTAS, _GATHER_SET,
 // _PASS_ALIGN: the all-reduce + RMSNorm kernels' forms (comm.h).
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
 // FC_NORM_LOCAL_ROWS: the local residual + RMSNorm's rows per CTA (comm.h).
@@ -217,6 +218,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
   FC_CHECK(choiceFromEnv("FC_PDL", kOnOff, &p->pdl));
+  FC_CHECK(choiceFromEnv("FC_PDL_START_EDGE", kOnOff, &p->pdlStartEdge));
   FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));

@@ -99,13 +99,13 @@ fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcRe
 // changes), closed the whole difference at 12-512 rows. The event is recorded during
 // capture only, where it costs no graph node; eager calls are left as they are.
 fcResult_t commMarkStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
-  if (!lane.capturing) return fcSuccess;
+  if (!lane.capturing || !comm->params.pdl || !comm->params.pdlStartEdge) return fcSuccess;
   FC_CUDA_CHECK(cudaEventRecord(comm->lastCaptured.started, stream));
   return fcSuccess;
 }
 
 fcResult_t commDependOnStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
-  if (!lane.capturing) return fcSuccess;
+  if (!lane.capturing || !comm->params.pdl || !comm->params.pdlStartEdge) return fcSuccess;
   FC_CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastCaptured.started, 0));
   return fcSuccess;
 }
