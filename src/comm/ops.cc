@@ -89,15 +89,16 @@ fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcRe
 }
 
 // Why a captured op's PDL kernel behind its own cuBLASLt GEMM also depends on the op's
-// start. Captured, a kernel launched with PDL right behind another kernel gets one
-// programmatic edge from it. Measured on 2 H200s (CUDA 13.0, cuBLASLt's nvjet kernels;
-// perf-log.md, thirty-sixth session): behind the GEMM that edge alone bought nothing - the
-// all-reduce ran as late as launched without PDL - while the same kernels issued as two
-// calls (the GEMM, then fcAllReduce, whose commOpBegin adds an edge from the previous op)
-// ran 0.2-0.45 us sooner. Giving the kernel the same second edge, from what preceded the
-// op (already complete by the time the GEMM is: the GEMM depends on it too, so no order
-// changes), closed the whole difference at 12-512 rows. The event is recorded during
-// capture only, where it costs no graph node; eager calls are left as they are.
+// start. Captured, a kernel launched with PDL gets a programmatic edge from each kernel
+// node it depends on (cudaGraphGetEdges). Behind the op's GEMM alone it has one, and
+// measured on 2 H200s (CUDA 13.0, cuBLASLt's nvjet kernels; perf-log.md, thirty-sixth
+// session) it then started no sooner than launched without PDL; the same kernels issued as
+// two calls (the GEMM, then fcAllReduce, whose commOpBegin adds an edge from the previous
+// op) ran 0.2-0.45 us sooner. With the same second edge, from what preceded the op
+// (complete before the GEMM starts: the GEMM depends on it too, so no order changes), the
+// op ran as fast as the two calls at every cell of 12-512 rows. Why one programmatic edge
+// behaves so and two do not is not documented; the measurement is the reason. The event is
+// recorded during capture only, where it costs no graph node; eager calls are unchanged.
 fcResult_t commMarkStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
   if (!lane.capturing || !comm->params.pdl || !comm->params.pdlStartEdge) return fcSuccess;
   FC_CUDA_CHECK(cudaEventRecord(comm->lastCaptured.started, stream));
