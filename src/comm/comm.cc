@@ -178,7 +178,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     if (params.scratchBytes > 0) FC_CHECK(comm->scratch.back()->grow(params.scratchBytes));
   }
   for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
-    for (cudaEvent_t* e : {&last->done, &last->started}) FC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    for (cudaEvent_t* e : {&last->done, &last->started})
+      FC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();

@@ -125,7 +125,8 @@ int main() {
                          },
                          M * N});
   for (int early : {1, 0})
-    producers.push_back({std::string("spin kernel, 5 us, ") + (early ? "lets dependents launch at its start" : "never lets them"),
+    producers.push_back({std::string("spin kernel, 5 us, ") +
+                             (early ? "lets dependents launch at its start" : "never lets them"),
                          [&, early](cudaStream_t st) { spinProducer<<<sms, 128, 0, st>>>(5000, early); }, 16 * N});
 
   const Form forms[] = {{true, false}, {true, true}, {false, false}, {false, true}};
@@ -176,8 +177,9 @@ int main() {
     std::printf("%s:\n", p.name.c_str());
     for (size_t k = 0; k < exec.size(); ++k) {
       std::sort(ms[k].begin(), ms[k].end());
-      std::printf("  consumer %-11s %-27s %7.2f us an iteration (programmatic edges into it: %d)\n",
-                  forms[k].pdl ? "with PDL," : "without PDL,", forms[k].edge ? "also depending on prev:" : "behind the producer only:",
+      std::printf("  consumer %-12s %-27s %7.2f us an iteration (programmatic edges into it: %d)\n",
+                  forms[k].pdl ? "with PDL," : "without PDL,",
+                  forms[k].edge ? "also depending on prev:" : "behind the producer only:",
                   1000.0 * ms[k][ms[k].size() / 2] / kIters, edgesIn[k]);
       CK(cudaGraphExecDestroy(exec[k]));
     }
