@@ -331,6 +331,51 @@ TEST_CASE("fcMatmulAllReduce: both forms back to back in a CUDA graph, replayed 
   CUDA_REQUIRE(cudaGraphDestroy(graph));
 }
 
+TEST_CASE("fcMatmulAllReduce: the GEMM + all-reduce path first in a CUDA graph and again behind another op") {
+  // Captured, the path's collective also depends on what preceded the op (an event
+  // recorded before its GEMM: comm/ops.cc, commDependOnStart). First in the capture that
+  // event holds no node; the second call's holds the all-reduce issued between them.
+  // 96 x 520 x 136 takes cuBLASLt + the Lamport one-shot under auto (the forced paths
+  // run their own forms of it); replayed with fresh inputs, the outputs poisoned.
+  const GpuEnv& env = gpuEnv();
+  const Shape sh{96, 520, 136};
+  const fcDataType_t t = fcBfloat16;
+  const size_t n = 4096;
+  cudaStream_t s = env.streams[1];
+  DeviceBuffer A(sh.M * sh.K * 2), B(sh.K * sh.N * 2), C1(sh.M * sh.N * 2), C2(sh.M * sh.N * 2);
+  DeviceBuffer x(n * 2), y(n * 2);
+  upload(x.p, fcPatternInput(t, n, 7, env.rank));
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const fcResult_t r1 = fcMatmulAllReduce(A.p, B.p, C1.p, sh.M, sh.N, sh.K, fcOpT, t, env.comm, s);
+  const fcResult_t r2 = fcAllReduce(x.p, y.p, n, t, fcSum, env.comm, s);
+  const fcResult_t r3 = fcMatmulAllReduce(A.p, B.p, C2.p, sh.M, sh.N, sh.K, fcOpT, t, env.comm, s);
+  cudaGraph_t graph;
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  INFO(fcGetLastError(nullptr));
+  REQUIRE((r1 == fcSuccess && r2 == fcSuccess && r3 == fcSuccess));
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    const Problem p{sh.M, sh.N, sh.K, fcOpT, t};
+    p.uploadInputs(A.p, B.p, env.rank);
+    for (const DeviceBuffer* c : {&C1, &C2}) CUDA_REQUIRE(cudaMemset(c->p, 0xff, c->bytes()));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    INFO("replay " << replay);
+    for (const DeviceBuffer* c : {&C1, &C2}) {
+      const std::vector<char> got = download(c->p, c->bytes());
+      CHECK(checkC(p, got) == 0);
+      CHECK(ranksDiffering(got) == 0);
+    }
+  }
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(env.comm, &async));
+  CHECK(async == fcSuccess);
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+}
+
 TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other ops on the channel, exact") {
   // FC_MMAR_ALGO=engine, set while a second communicator initialises: at 2 ranks (the
   // epilogue add on) its GEMM pushes into the peer's workspace behind an entry barrier
