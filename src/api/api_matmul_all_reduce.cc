@@ -137,6 +137,14 @@ fcResult_t checkNorm(const MarCall& m, const Call& c, const NormCall& n) {
   return fcSuccess;
 }
 
+// The GEMM of the all-reduce path into `out`, captured with the start edge that lets the
+// collective launched behind it with PDL start early (comm/ops.cc, commDependOnStart).
+fcResult_t productBeforeCollective(const MarCall& m, const Call& c, void* out, cudaStream_t stream) {
+  FC_CHECK(commMarkStart(m.comm, c.lane, stream));
+  FC_CHECK(m.comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, out, m.N, m.K, m.transB, m.datatype, stream));
+  return commDependOnStart(m.comm, c.lane, stream);
+}
+
 // The all-reduce path. The product goes where the collective reads it: C (in place);
 // for the norm forms normOut (the unfused norm path, in place), or our own workspace
 // for the Lamport all-reduce + RMSNorm kernel and its two-shot (they read their input
@@ -146,16 +154,13 @@ fcResult_t checkNorm(const MarCall& m, const Call& c, const NormCall& n) {
 fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const size_t bytes = m.M * m.N * dataTypeSize(m.datatype);
-  Gemm& gemm = *comm->gemms[size_t(c.lane.channel)];
   c.sig = sig;
   if (m.norm == nullptr) {
     AllReduceAlgo algo;
     FC_CHECK(chooseAllReduce(c, &algo));
     // Ranks with another K (the same M x N) meet a different signature in the
     // all-reduce (c.sig: its Lamport call headers or its barriers).
-    FC_CHECK(commMarkStart(comm, c.lane, stream));
-    FC_CHECK(gemm.matmul(m.A, m.M, m.B, m.C, m.N, m.K, m.transB, m.datatype, stream));
-    FC_CHECK(commDependOnStart(comm, c.lane, stream));  // the collective's PDL edge (comm/ops.cc)
+    FC_CHECK(productBeforeCollective(m, c, m.C, stream));
     return launchAllReduce(c, algo, stream);
   }
   NormCall& n = *m.norm;
@@ -168,9 +173,7 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
     product = ce::slot(comm->dev, comm->rank, c.lane.channel, 0);
   else
     FC_CHECK(commScratch(comm, m.fn, c.lane, bytes, &product));
-  FC_CHECK(commMarkStart(comm, c.lane, stream));
-  FC_CHECK(gemm.matmul(m.A, m.M, m.B, product, m.N, m.K, m.transB, m.datatype, stream));
-  FC_CHECK(commDependOnStart(comm, c.lane, stream));
+  FC_CHECK(productBeforeCollective(m, c, product, stream));
   n.in = product;
   c.send = c.inPlaceSend = product;
   return launchNorm(c, n, plan, product, stream);

@@ -177,9 +177,8 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     comm->scratch.push_back(std::make_unique<Scratch>());
     if (params.scratchBytes > 0) FC_CHECK(comm->scratch.back()->grow(params.scratchBytes));
   }
-  for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
-    for (cudaEvent_t* e : {&last->done, &last->started})
-      FC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  for (cudaEvent_t* e : {&comm->lastEager.done, &comm->lastCaptured.done, &comm->captureStart})
+    FC_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
 
   comm->dev.base = comm->heap->base();
   comm->dev.stride = comm->heap->stride();
@@ -267,9 +266,8 @@ fcResult_t commDestroy(fcComm* comm, bool abort) {
       res = setError(fcUnhandledCudaError, "fcCommDestroy: cudaDeviceSynchronize: %s",
                      cudaGetErrorString(err));
     if (comm->control) cudaStreamDestroy(comm->control);
-    for (fcComm::LastOp* last : {&comm->lastEager, &comm->lastCaptured})
-      for (cudaEvent_t e : {last->done, last->started})
-        if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : {comm->lastEager.done, comm->lastCaptured.done, comm->captureStart})
+      if (e) cudaEventDestroy(e);
     comm->copies.clear();
     comm->gemms.clear();
     comm->scratch.clear();

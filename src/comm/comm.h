@@ -211,9 +211,9 @@ struct fcComm {
     unsigned long long captureId = 0;
     bool issued = false;
     cudaEvent_t done = nullptr;
-    cudaEvent_t started = nullptr;  // commMarkStart: where the current op's work began
   };
   LastOp lastEager, lastCaptured;
+  cudaEvent_t captureStart = nullptr;  // commMarkStart: where the captured op's work began
   std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
   cudaStream_t control = nullptr;        // for abort notices to peers
 

@@ -99,15 +99,17 @@ fcResult_t commOpEnd(fcComm* comm, const OpLane& lane, cudaStream_t stream, fcRe
 // op ran as fast as the two calls at every cell of 12-512 rows. Why one programmatic edge
 // behaves so and two do not is not documented; the measurement is the reason. The event is
 // recorded during capture only, where it costs no graph node; eager calls are unchanged.
+static bool startEdge(const fcComm* comm, const OpLane& lane) {
+  return lane.capturing && comm->params.pdl && comm->params.pdlStartEdge;
+}
+
 fcResult_t commMarkStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
-  if (!lane.capturing || !comm->params.pdl || !comm->params.pdlStartEdge) return fcSuccess;
-  FC_CUDA_CHECK(cudaEventRecord(comm->lastCaptured.started, stream));
+  if (startEdge(comm, lane)) FC_CUDA_CHECK(cudaEventRecord(comm->captureStart, stream));
   return fcSuccess;
 }
 
 fcResult_t commDependOnStart(fcComm* comm, const OpLane& lane, cudaStream_t stream) {
-  if (!lane.capturing || !comm->params.pdl || !comm->params.pdlStartEdge) return fcSuccess;
-  FC_CUDA_CHECK(cudaStreamWaitEvent(stream, comm->lastCaptured.started, 0));
+  if (startEdge(comm, lane)) FC_CUDA_CHECK(cudaStreamWaitEvent(stream, comm->captureStart, 0));
   return fcSuccess;
 }
 
