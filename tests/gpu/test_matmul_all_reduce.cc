@@ -6,10 +6,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -292,6 +294,39 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
       }
 }
 
+namespace {
+
+// Captures `issue` (three calls of the ops, their results) on s into one graph, then
+// replays it three times, each after `prepare` (fresh inputs, poisoned outputs) and
+// followed by `check`; the communicator has no asynchronous error at the end.
+void replayCaptured(cudaStream_t s, const std::function<std::array<fcResult_t, 3>()>& issue,
+                    const std::function<void()>& prepare, const std::function<void()>& check) {
+  const GpuEnv& env = gpuEnv();
+  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  const std::array<fcResult_t, 3> r = issue();
+  cudaGraph_t graph;
+  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
+  INFO(fcGetLastError(nullptr));
+  REQUIRE((r[0] == fcSuccess && r[1] == fcSuccess && r[2] == fcSuccess));
+  cudaGraphExec_t exec;
+  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    prepare();
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    INFO("replay " << replay);
+    check();
+  }
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(env.comm, &async));
+  CHECK(async == fcSuccess);
+  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
+  CUDA_REQUIRE(cudaGraphDestroy(graph));
+}
+
+}  // namespace
+
 TEST_CASE("fcMatmulAllReduce: both forms back to back in a CUDA graph, replayed with fresh inputs") {
   const GpuEnv& env = gpuEnv();
   const Shape small{8, 4096, 512}, large{512, 2056, 136};
@@ -299,36 +334,28 @@ TEST_CASE("fcMatmulAllReduce: both forms back to back in a CUDA graph, replayed 
   cudaStream_t s = env.streams[1];
   DeviceBuffer A(small.M * small.K * 2), B(small.K * small.N * 2), C(small.M * small.N * 2);
   NormInputs x(large, t, large.M * large.N * 2);
-  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  const fcResult_t r1 = fcMatmulAllReduce(A.p, B.p, C.p, small.M, small.N, small.K, fcOpT, t, env.comm, s);
-  const fcResult_t r2 = fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, large.M,
-                                                         large.N, large.K, 1e-6f, fcOpT, t, env.comm, s);
-  const fcResult_t r3 = fcMatmulAllReduce(A.p, B.p, C.p, small.M, small.N, small.K, fcOpT, t, env.comm, s);
-  cudaGraph_t graph;
-  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
-  INFO(fcGetLastError(nullptr));
-  REQUIRE((r1 == fcSuccess && r2 == fcSuccess && r3 == fcSuccess));
-  cudaGraphExec_t exec;
-  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 3; ++replay) {
-    const Problem p{small.M, small.N, small.K, fcOpT, t};
-    p.uploadInputs(A.p, B.p, env.rank);
-    x.p = Problem{large.M, large.N, large.K, fcOpT, t};
-    x.p.uploadInputs(x.A.p, x.B.p, env.rank);
-    CUDA_REQUIRE(cudaMemset(C.p, 0xff, C.bytes()));
-    CUDA_REQUIRE(cudaMemset(x.resOut.p, 0xff, x.resOut.bytes()));
-    CUDA_REQUIRE(cudaDeviceSynchronize());
-    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
-    CUDA_REQUIRE(cudaStreamSynchronize(s));
-    INFO("replay " << replay);
-    CHECK(checkC(p, download(C.p, C.bytes())) == 0);
-    CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
-  }
-  fcResult_t async = fcInternalError;
-  FC_REQUIRE(fcCommGetAsyncError(env.comm, &async));
-  CHECK(async == fcSuccess);
-  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
-  CUDA_REQUIRE(cudaGraphDestroy(graph));
+  Problem p{small.M, small.N, small.K, fcOpT, t};
+  replayCaptured(
+      s,
+      [&] {
+        return std::array<fcResult_t, 3>{
+            fcMatmulAllReduce(A.p, B.p, C.p, small.M, small.N, small.K, fcOpT, t, env.comm, s),
+            fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, large.M, large.N,
+                                             large.K, 1e-6f, fcOpT, t, env.comm, s),
+            fcMatmulAllReduce(A.p, B.p, C.p, small.M, small.N, small.K, fcOpT, t, env.comm, s)};
+      },
+      [&] {
+        p = Problem{small.M, small.N, small.K, fcOpT, t};
+        p.uploadInputs(A.p, B.p, env.rank);
+        x.p = Problem{large.M, large.N, large.K, fcOpT, t};
+        x.p.uploadInputs(x.A.p, x.B.p, env.rank);
+        CUDA_REQUIRE(cudaMemset(C.p, 0xff, C.bytes()));
+        CUDA_REQUIRE(cudaMemset(x.resOut.p, 0xff, x.resOut.bytes()));
+      },
+      [&] {
+        CHECK(checkC(p, download(C.p, C.bytes())) == 0);
+        CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
+      });
 }
 
 TEST_CASE("fcMatmulAllReduce: the GEMM + all-reduce path first in a CUDA graph and again behind another op") {
@@ -345,35 +372,26 @@ TEST_CASE("fcMatmulAllReduce: the GEMM + all-reduce path first in a CUDA graph a
   DeviceBuffer A(sh.M * sh.K * 2), B(sh.K * sh.N * 2), C1(sh.M * sh.N * 2), C2(sh.M * sh.N * 2);
   DeviceBuffer x(n * 2), y(n * 2);
   upload(x.p, fcPatternInput(t, n, 7, env.rank));
-  CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  const fcResult_t r1 = fcMatmulAllReduce(A.p, B.p, C1.p, sh.M, sh.N, sh.K, fcOpT, t, env.comm, s);
-  const fcResult_t r2 = fcAllReduce(x.p, y.p, n, t, fcSum, env.comm, s);
-  const fcResult_t r3 = fcMatmulAllReduce(A.p, B.p, C2.p, sh.M, sh.N, sh.K, fcOpT, t, env.comm, s);
-  cudaGraph_t graph;
-  CUDA_REQUIRE(cudaStreamEndCapture(s, &graph));
-  INFO(fcGetLastError(nullptr));
-  REQUIRE((r1 == fcSuccess && r2 == fcSuccess && r3 == fcSuccess));
-  cudaGraphExec_t exec;
-  CUDA_REQUIRE(cudaGraphInstantiate(&exec, graph, 0));
-  for (int replay = 0; replay < 3; ++replay) {
-    const Problem p{sh.M, sh.N, sh.K, fcOpT, t};
-    p.uploadInputs(A.p, B.p, env.rank);
-    for (const DeviceBuffer* c : {&C1, &C2}) CUDA_REQUIRE(cudaMemset(c->p, 0xff, c->bytes()));
-    CUDA_REQUIRE(cudaDeviceSynchronize());
-    CUDA_REQUIRE(cudaGraphLaunch(exec, s));
-    CUDA_REQUIRE(cudaStreamSynchronize(s));
-    INFO("replay " << replay);
-    for (const DeviceBuffer* c : {&C1, &C2}) {
-      const std::vector<char> got = download(c->p, c->bytes());
-      CHECK(checkC(p, got) == 0);
-      CHECK(ranksDiffering(got) == 0);
-    }
-  }
-  fcResult_t async = fcInternalError;
-  FC_REQUIRE(fcCommGetAsyncError(env.comm, &async));
-  CHECK(async == fcSuccess);
-  CUDA_REQUIRE(cudaGraphExecDestroy(exec));
-  CUDA_REQUIRE(cudaGraphDestroy(graph));
+  Problem p{sh.M, sh.N, sh.K, fcOpT, t};
+  replayCaptured(
+      s,
+      [&] {
+        return std::array<fcResult_t, 3>{fcMatmulAllReduce(A.p, B.p, C1.p, sh.M, sh.N, sh.K, fcOpT, t, env.comm, s),
+                                         fcAllReduce(x.p, y.p, n, t, fcSum, env.comm, s),
+                                         fcMatmulAllReduce(A.p, B.p, C2.p, sh.M, sh.N, sh.K, fcOpT, t, env.comm, s)};
+      },
+      [&] {
+        p = Problem{sh.M, sh.N, sh.K, fcOpT, t};
+        p.uploadInputs(A.p, B.p, env.rank);
+        for (const DeviceBuffer* c : {&C1, &C2}) CUDA_REQUIRE(cudaMemset(c->p, 0xff, c->bytes()));
+      },
+      [&] {
+        for (const DeviceBuffer* c : {&C1, &C2}) {
+          const std::vector<char> got = download(c->p, c->bytes());
+          CHECK(checkC(p, got) == 0);
+          CHECK(ranksDiffering(got) == 0);
+        }
+      });
 }
 
 TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other ops on the channel, exact") {
