@@ -173,7 +173,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
     comm->copies.push_back(std::make_unique<CopyQueue>());
     FC_CHECK(comm->copies.back()->init());
     comm->gemms.push_back(std::make_unique<Gemm>());
-    FC_CHECK(comm->gemms.back()->init());
+    FC_CHECK(comm->gemms.back()->init(params.decodeGemm));
     comm->scratch.push_back(std::make_unique<Scratch>());
     if (params.scratchBytes > 0) FC_CHECK(comm->scratch.back()->grow(params.scratchBytes));
   }

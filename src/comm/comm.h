@@ -136,6 +136,9 @@ struct CommParams {
   // FC_PDL_START_EDGE: a captured op's PDL kernel behind its own cuBLASLt GEMM also
   // depends on the op's start (comm/ops.cc, commDependOnStart); 0 leaves that edge out.
   bool pdlStartEdge = true;
+  // FC_DECODE_GEMM=0: every GEMM of the fused ops through cuBLASLt, the decode GEMM
+  // (src/gemm/decode) never (fc-bench's cuBLAS columns; a user's A/B test).
+  bool decodeGemm = true;
   // FC_LAMPORT_STAGES: the Lamport one-shot's stages (device_comm.h, LamportStage);
   // anything but full only for timing them (fc-bench stages): wrong results, the
   // probe build only.

@@ -219,6 +219,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));
   FC_CHECK(choiceFromEnv("FC_PDL", kOnOff, &p->pdl));
   FC_CHECK(choiceFromEnv("FC_PDL_START_EDGE", kOnOff, &p->pdlStartEdge));
+  FC_CHECK(choiceFromEnv("FC_DECODE_GEMM", kOnOff, &p->decodeGemm));
   FC_CHECK(choiceFromEnv("FC_LAMPORT_STAGES", kLamportStageSets, &p->lamportStages));
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));

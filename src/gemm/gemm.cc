@@ -6,6 +6,8 @@
 
 #include "core/log.h"
 #include "core/result.h"
+#include "gemm/decode/decode_gemm.h"
+#include "tuning/tuning.h"
 
 namespace fc {
 namespace {
@@ -48,12 +50,23 @@ Gemm::~Gemm() {
   if (workspace_) cudaFree(workspace_);
 }
 
-fcResult_t Gemm::init() {
+fcResult_t Gemm::init(bool decodeGemms) {
   cublasLtHandle_t h = nullptr;
   FC_LT_CHECK(cublasLtCreate(&h));
   handle_ = h;
   FC_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspaceBytes_ = kWorkspaceBytes;
+  if (decodeGemms) {
+    int device = 0, major = 0, sms = 0;
+    FC_CUDA_CHECK(cudaGetDevice(&device));
+    FC_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    FC_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    // The kernels are sm_90a's (Hopper) only: elsewhere cuBLASLt runs every product.
+    if (major == 9) {
+      FC_CHECK(decode::prepareDecodeGemms());
+      smCount_ = sms;
+    }
+  }
   return fcSuccess;
 }
 
@@ -156,6 +169,11 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
 }
 
 fcResult_t Gemm::matmul(const MatmulOp& op, cudaStream_t stream) {
+  if (smCount_ > 0 && op.C == nullptr && op.batch == 1 && !op.dFp32 && op.transB == fcOpT) {
+    const decode::DecodeGemm g{op.A,  op.B,         op.D, op.rows, op.N, op.K,
+                               op.datatype, tuning::decodeGemmTokens(op.rows, op.N, op.K, smCount_), smCount_};
+    if (g.tokensPerTile > 0 && decode::decodeGemmSupports(g)) return decode::launchDecodeGemm(g, stream);
+  }
   Plan* p = nullptr;
   FC_CHECK(plan(keyOf(op), &p));
   if (p == nullptr)

@@ -9,6 +9,11 @@
 // One Gemm per channel of a communicator (a channel carries one stream's work, so
 // two streams never share a cuBLASLt workspace): a handle, a workspace, and the
 // heuristic's choice cached per problem (shape, types, alignments, batch).
+//
+// The decode GEMM: a plain product (input-type D, no C, no batch) of few rows against an
+// nn.Linear weight (fcOpT) runs CUTLASS's kernel of src/gemm/decode instead of cuBLASLt
+// where tuning::decodeGemmTokens says it is faster (long K), unless init was told not to
+// (FC_DECODE_GEMM=0). Every rank of a communicator takes the same choice for a shape.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -44,8 +49,9 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
   ~Gemm();
 
-  // Create the handle and the workspace on the current device.
-  fcResult_t init();
+  // Create the handle and the workspace on the current device; with decodeGemms, prepare
+  // the decode GEMM's kernels there too.
+  fcResult_t init(bool decodeGemms = true);
 
   // Enqueue `op` on `stream`. rows, N, K > 0. fcNotSupported when cuBLASLt has no
   // algorithm for it.
@@ -64,6 +70,7 @@ class Gemm {
   fcResult_t plan(const Key& key, Plan** out);
 
   void* handle_ = nullptr;  // cublasLtHandle_t
+  int smCount_ = 0;         // of the device, when the decode GEMM may run; else 0
   void* workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
   std::map<Key, Plan*> plans_;

@@ -209,6 +209,21 @@ constexpr size_t kMmrsScatterMax = kCeReduceScatterMin;
 //                                                          perf-log: matmulReduceScatterEnginePieces
 constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 
+// ---- The decode GEMM (fc::Gemm: src/gemm/decode) ----------------------------------------
+// CUTLASS's swapped ping-pong kernel instead of cuBLASLt only where K is at least 1.5x N:
+// one H200, tools/probes/decode-gemm, 12-15 % faster at 1-48 x 4096 x 7168 and 2-11 % at
+// 1-32 x 5120 x 13824 (K 1.75x and 2.7x N), level or behind wherever K <= N (x 4096 x 2048,
+// 5120 x 2560, 8192 x 1024 / 3584).                         perf-log: decodeGemmTokens
+constexpr size_t kDecodeGemmMinKOverNx2 = 3;  // in halves: K >= 1.5 N
+// ... up to 48 rows: level with cuBLASLt at 64 (1.00-1.01x), behind beyond.
+//                                                          perf-log: decodeGemmTokens
+constexpr size_t kDecodeGemmMaxRows = 48;
+// ... in one wave of tiles: 16 tokens a tile where N / 64 x rows / 16 tiles fit the SMs,
+// else 32 a tile where those fit; where neither does (5120 x 13824 at 48 rows: 160 tiles
+// on 132 SMs), the last wave's few tiles took 1.04-1.25x cuBLASLt's time.
+//                                                          perf-log: decodeGemmTokens
+constexpr size_t kDecodeGemmTileCols = 64;
+
 // ---- fcMatmulAllReduce ---------------------------------------------------------------------
 // The one decode kernel (GEMV + Lamport pushes per tile): its FMA form for one row (from
 // 2 rows CUDA-core FMAs fall behind cuBLAS's tensor cores), its MMA form (tensor cores)
@@ -528,6 +543,16 @@ bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas) {
   const size_t tiles = (N + kGemvMmaTileCols - 1) / kGemvMmaTileCols, ctas = size_t(maxCtas > 0 ? maxCtas : 1);
   return tiles <= ctas;
+}
+
+// ---- The decode GEMM -----------------------------------------------------------------------
+
+int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
+  if (M == 0 || M > kDecodeGemmMaxRows || 2 * K < kDecodeGemmMinKOverNx2 * N || smCount <= 0) return 0;
+  const size_t cols = (N + kDecodeGemmTileCols - 1) / kDecodeGemmTileCols;
+  for (size_t tokens : {size_t(16), size_t(32)})
+    if (cols * ((M + tokens - 1) / tokens) <= size_t(smCount)) return int(tokens);
+  return 0;
 }
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------

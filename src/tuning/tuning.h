@@ -200,6 +200,11 @@ bool gemvAllReduceMma(size_t M);
 // Whether the MMA form's tiles of 32 columns of N are at most maxCtas (one per CTA).
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 
+// ---- The decode GEMM (src/gemm/decode, fc::Gemm) --------------------------------------------
+// Tokens per tile of the decode GEMM (16 or 32) for D [M, N] = A [M, K] x B^T on smCount
+// SMs, or 0: cuBLASLt's GEMM there.
+int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount);
+
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather
 // engine's M x N x K GEMM (2-byte elements) on smCount SMs.

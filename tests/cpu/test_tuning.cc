@@ -478,6 +478,27 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   CHECK_FALSE(scatterEngineSmallTiles(4096, 5120, 2560, 132));
 }
 
+TEST_CASE("the decode GEMM's tiles", "[tuning]") {
+  // 132 SMs, the measured layers (tools/probes/decode-gemm): long K, 1-48 rows.
+  CHECK(decodeGemmTokens(1, 4096, 7168, 132) == 16);
+  CHECK(decodeGemmTokens(32, 4096, 7168, 132) == 16);  // 64 x 2 tiles
+  CHECK(decodeGemmTokens(48, 4096, 7168, 132) == 32);  // 64 x 3 tiles of 16 would not fit a wave
+  CHECK(decodeGemmTokens(16, 5120, 13824, 132) == 16);
+  CHECK(decodeGemmTokens(32, 5120, 13824, 132) == 32);  // 80 x 2 tiles of 16 would not
+  CHECK(decodeGemmTokens(48, 5120, 13824, 132) == 0);   // 80 x 2 tiles of 32 do not either
+  CHECK(decodeGemmTokens(64, 4096, 7168, 132) == 0);    // level with cuBLASLt from 64 rows
+  // K up to N: cuBLASLt.
+  CHECK(decodeGemmTokens(16, 4096, 2048, 132) == 0);
+  CHECK(decodeGemmTokens(16, 8192, 3584, 132) == 0);
+  CHECK(decodeGemmTokens(16, 4096, 6144, 132) == 16);  // K 1.5 N
+  CHECK(decodeGemmTokens(16, 4096, 6136, 132) == 0);
+  // Fewer SMs: the same wave rule.
+  CHECK(decodeGemmTokens(16, 4096, 7168, 64) == 16);
+  CHECK(decodeGemmTokens(16, 4096, 7168, 63) == 0);
+  CHECK(decodeGemmTokens(0, 4096, 7168, 132) == 0);
+  CHECK(decodeGemmTokens(16, 4096, 7168, 0) == 0);
+}
+
 TEST_CASE("engine piece defaults", "[tuning]") {
   CHECK(kAgmmEnginePieces == 1);
   CHECK(kMmrsEnginePieces == 4);

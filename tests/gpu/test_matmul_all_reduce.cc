@@ -142,10 +142,14 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // multiple of every world size (the forced reduce-scatter + all-gather path runs there).
   // 3 x 33032 gives the tensor-core form 1033 tiles of 32 columns (two per slot, the last
   // partial; auto: cuBLAS + the all-reduce, more tiles than CTAs, so the one kernel runs
-  // where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile.
+  // where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile. 13 x 264 x 520,
+  // 40 x 136 x 2056 and 40 x 2880 x 4352 (B^T, K >= 1.5 N, few rows): the decode GEMM
+  // (src/gemm/decode) under the all-reduce, 16, 16 and 32 tokens a tile on 132 SMs, the
+  // last tiles partial (13 rows under FC_MMAR_ALGO=fused: the one kernel's).
   const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},  {5, 520, 264},
                           {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264}, {3, 33032, 136},
-                          {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256}};
+                          {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256},
+                          {13, 264, 520},   {40, 136, 2056},   {40, 2880, 4352}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})

@@ -116,7 +116,8 @@ std::vector<fcComm_t> engineStageComms(const Ctx& c, const char* algoVar, const 
 
 // A one-rank communicator of this process (the GEMM-alone columns: the fused GEMM ops
 // at one rank are their GEMM), created with FC_AGMM_ALGO set to `agmmAlgo` (NULL: as
-// the environment has it).
+// the environment has it) and FC_DECODE_GEMM=0: its GEMMs are cuBLASLt's, the baseline
+// a user without us runs (the fused ops' own decode GEMM is theirs: src/gemm/decode).
 fcComm_t soloComm(const char* agmmAlgo = nullptr);
 
 // Median time of one call (us): graph replays of `iters` calls of `op`.

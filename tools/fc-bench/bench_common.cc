@@ -142,7 +142,7 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
 fcComm_t soloComm(const char* agmmAlgo) {
   fcUniqueId id;
   FC_OK(fcGetUniqueId(&id));
-  ScopedEnv env("FC_AGMM_ALGO", agmmAlgo);
+  ScopedEnv env("FC_AGMM_ALGO", agmmAlgo), cublas("FC_DECODE_GEMM", "0");
   fcComm_t solo;
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
   return solo;

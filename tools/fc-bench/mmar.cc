@@ -6,8 +6,11 @@
 // --transB n) and form (op mmar: fcMatmulAllReduce; mmarnorm: fcMatmulAllReduce-
 // ResidualRMSNorm, eps 1e-6; --norm 0 | 1 | both), columns timed in interleaved graph
 // replays (timeGraphs), then eagerly:
-//   gemm    the GEMM alone, [M, K] x op(B) -> [M, N]: the same cuBLASLt call, through a
-//           one-rank communicator of our own (fcMatmulAllReduce at one rank is the GEMM)
+//   gemm    the GEMM alone, [M, K] x op(B) -> [M, N]: cuBLASLt's, through a one-rank
+//           communicator of our own (fcMatmulAllReduce at one rank is the GEMM; its decode
+//           GEMM off: soloComm), as the unfused columns below run it. The fused op runs
+//           the decode GEMM where the tuning table takes it (src/gemm/decode), so that at
+//           one rank (-n 1) the fused column is that GEMM alone
 //   nccl    that GEMM, then ncclAllReduce of the products (when NCCL loads). NCCL has no
 //           residual + RMSNorm: for mmarnorm this column leaves the norm out (a lower
 //           bound of GEMM + NCCL + any norm kernel)

@@ -1,0 +1,43 @@
+// The decode GEMM: a CUTLASS sm90 kernel for the few-row products of a decode step, with
+// A and B swapped - D^T [N, rows] = B [N, K] x A^T, the weight's N in the MMA's M (64 per
+// tile), the tokens in its N (16 or 32 per tile) - as cuBLASLt's own nvjet kernels run
+// such shapes. fc::Gemm runs it instead of cuBLASLt where tuning::decodeGemmTokens says
+// it is faster (measured: long K, few rows; docs/design.md, "The decode GEMM").
+//
+// Host-side interface: no CUTLASS here; the kernels live in one translation unit per
+// instantiation (decode_gemm_<type>_<tile>.cu).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "fusedcomm.h"
+
+namespace fc::decode {
+
+// D [rows, N] = A [rows, K] x B^T with B [N, K] (an nn.Linear weight; fcOpT only), all
+// row-major and contiguous, bf16 or fp16 in and out, fp32 accumulation, rounded once.
+struct DecodeGemm {
+  const void* A;
+  const void* B;
+  void* D;  // may lie in a peer's memory (TMA stores through the mapping)
+  size_t rows, N, K;
+  fcDataType_t datatype;
+  int tokensPerTile;  // 16 (64 x 16 x 256 tiles) or 32 (64 x 32 x 128): tuning::decodeGemmTokens
+  int smCount;        // the persistent grid's CTAs at most
+};
+
+// bf16 / fp16, a tile width above, sizes within int range, every row and base 16-byte
+// aligned (TMA).
+bool decodeGemmSupports(const DecodeGemm& g);
+
+// Allow the kernels' shared memory on the current device: once per device, outside any
+// capture (fc::Gemm::init).
+fcResult_t prepareDecodeGemms();
+
+// Enqueue the kernel on `stream` (one launch, no workspace). fcNotSupported when CUTLASS
+// refuses the problem.
+fcResult_t launchDecodeGemm(const DecodeGemm& g, cudaStream_t stream);
+
+}  // namespace fc::decode

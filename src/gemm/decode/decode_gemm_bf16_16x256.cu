@@ -1,0 +1,11 @@
+// One instantiation of the decode GEMM: bf16, tiles 64 x 16 x 256 (swapped_gemm.cuh).
+#include "gemm/decode/swapped_gemm.cuh"
+
+namespace fc::decode {
+
+fcResult_t prepareDecodeGemm_bf16_16x256() { return SwappedGemm<cutlass::bfloat16_t, 16, 256>::prepare(); }
+fcResult_t runDecodeGemm_bf16_16x256(const DecodeGemm& g, cudaStream_t stream) {
+  return SwappedGemm<cutlass::bfloat16_t, 16, 256>::run(g, stream);
+}
+
+}  // namespace fc::decode
