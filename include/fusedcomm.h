@@ -532,7 +532,9 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  * reads B once and hands each tile's partial to the peers as soon as it is computed;
  * large M at 2 ranks one persistent GEMM that reduce-scatters and all-gathers from its
  * epilogue; other shapes the GEMM and then fcAllReduce's algorithm on its output, with
- * no copy in between. FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the
+ * no copy in between (the GEMM cuBLASLt's, or where few rows meet a long K with fcOpT a
+ * CUTLASS kernel of ours; FC_DECODE_GEMM=0 at communicator creation keeps cuBLASLt's:
+ * docs/design.md, "The decode GEMM"). FC_MMAR_ALGO = unfused (the GEMM, then the all-reduce) | fused (the
  * one kernel where the shape allows it, else the GEMM's reduce-scatter as
  * fcMatmulReduceScatter computes it, then an all-gather) | engine (that reduce-scatter
  * on fcMatmulReduceScatter's persistent GEMM engine, with the all-gather in the same

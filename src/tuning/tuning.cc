@@ -215,7 +215,8 @@ constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
 // 1-32 x 5120 x 13824 (K 1.75x and 2.7x N), level or behind wherever K <= N (x 4096 x 2048,
 // 5120 x 2560, 8192 x 1024 / 3584).                         perf-log: decodeGemmTokens
 constexpr size_t kDecodeGemmMinKOverNx2 = 3;  // in halves: K >= 1.5 N
-// ... up to 48 rows: level with cuBLASLt at 64 (1.00-1.01x), behind beyond.
+// ... up to 48 rows: level with cuBLASLt at 64 x 4096 x 7168 (1.00x), mixed at 64-128 rows
+// (0.95-1.24x over the layers), behind from 192.
 //                                                          perf-log: decodeGemmTokens
 constexpr size_t kDecodeGemmMaxRows = 48;
 // ... in one wave of tiles: 16 tokens a tile where N / 64 x rows / 16 tiles fit the SMs,
