@@ -9,7 +9,8 @@
 //   producer's output: models the collective)
 //
 // Producers: the library's cuBLASLt GEMM (fc::Gemm, as the ops call it) at decode shapes,
-// and a plain kernel that spins on every SM, letting its dependents launch at its start or
+// its decode GEMM (CUTLASS, which lets its dependents launch at its last tiles), and a
+// plain kernel that spins on every SM, letting its dependents launch at its start or
 // not at all. For each, four graphs of 20 such iterations, replayed interleaved: the
 // consumer with or without PDL, with or without a second dependency on prev (an event
 // recorded before the producer, waited on before the consumer: commDependOnStart's edge).
@@ -100,30 +101,40 @@ int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
-  // Operands of the largest GEMM (256 x 4096 x 2048), zeros: the values do not matter here.
-  const size_t maxM = 256, N = 4096, K = 2048;
+  // Operands of the largest GEMMs (256 x 4096 x 2048, 16 x 4096 x 7168), zeros: the
+  // values do not matter here.
+  const size_t maxM = 256, N = 4096, maxK = 7168;
   void *a, *b, *d, *out;
-  CK(cudaMalloc(&a, maxM * K * 2));
-  CK(cudaMalloc(&b, N * K * 2));
+  CK(cudaMalloc(&a, maxM * maxK * 2));
+  CK(cudaMalloc(&b, N * maxK * 2));
   CK(cudaMalloc(&d, maxM * N * 2));
   CK(cudaMalloc(&out, maxM * N * 2));
-  CK(cudaMemset(a, 0, maxM * K * 2));
-  CK(cudaMemset(b, 0, N * K * 2));
-  fc::Gemm gemm;
-  if (gemm.init() != fcSuccess) {
-    std::fprintf(stderr, "pdl-edge: cuBLASLt: %s\n", fcGetLastError(nullptr));
+  CK(cudaMemset(a, 0, maxM * maxK * 2));
+  CK(cudaMemset(b, 0, N * maxK * 2));
+  // The library's GEMMs: with its decode GEMM where the tuning table takes the shape
+  // (16 x 4096 x 7168: CUTLASS, which lets dependents launch at its last tiles), and
+  // cuBLASLt's alone.
+  fc::Gemm gemm, gemmLt;
+  if (gemm.init() != fcSuccess || gemmLt.init(false) != fcSuccess) {
+    std::fprintf(stderr, "pdl-edge: GEMM init: %s\n", fcGetLastError(nullptr));
     return 1;
   }
   std::vector<Producer> producers;
-  for (size_t M : {size_t(16), size_t(256)})
-    producers.push_back({"cuBLASLt GEMM " + std::to_string(M) + " x 4096 x 2048",
-                         [&, M](cudaStream_t st) {
-                           if (gemm.matmul(a, M, b, d, N, K, fcOpT, fcBfloat16, st) != fcSuccess) {
+  struct GemmCase {
+    const char* name;
+    fc::Gemm* g;
+    size_t M, K;
+  };
+  for (const GemmCase& gc : {GemmCase{"cuBLASLt GEMM", &gemmLt, 16, 2048}, GemmCase{"cuBLASLt GEMM", &gemmLt, 256, 2048},
+                             GemmCase{"cuBLASLt GEMM", &gemmLt, 16, 7168}, GemmCase{"decode GEMM", &gemm, 16, 7168}})
+    producers.push_back({std::string(gc.name) + " " + std::to_string(gc.M) + " x 4096 x " + std::to_string(gc.K),
+                         [&, gc](cudaStream_t st) {
+                           if (gc.g->matmul(a, gc.M, b, d, N, gc.K, fcOpT, fcBfloat16, st) != fcSuccess) {
                              std::fprintf(stderr, "pdl-edge: GEMM: %s\n", fcGetLastError(nullptr));
                              std::exit(1);
                            }
                          },
-                         M * N});
+                         gc.M * N});
   for (int early : {1, 0})
     producers.push_back({std::string("spin kernel, 5 us, ") +
                              (early ? "lets dependents launch at its start" : "never lets them"),

@@ -10,6 +10,17 @@
 // beyond N), level or behind at K <= N, and a cooperative 128-row tile never ahead.
 #pragma once
 
+// Grid dependency control in CUTLASS's sm90 kernels (off unless asked for): each consumer
+// warp group lets the next kernel on the stream launch (griddepcontrol.launch_dependents)
+// when it starts its last tile, so that a kernel launched behind the GEMM with PDL - the
+// all-reduce, the local residual + RMSNorm - is resident and through its prologue when the
+// GEMM ends; it still waits for the GEMM's grid (griddepcontrol.wait) before reading the
+// product. cuBLASLt's kernels let nothing launch early (tools/probes/pdl-edge). The
+// kernel's own griddepcontrol.wait before its first loads is a no-op: it is launched
+// without PDL. Only this kernel's translation units see the macro (whole-program device
+// code: no other TU's CUTLASS kernels change).
+#define CUTLASS_ENABLE_GDC_FOR_SM90 1
+
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
