@@ -15,6 +15,12 @@
 //     2 ranks, where the reduce-scatter rides in the GEMM) sums this rank's block of
 //     rows into the output, an in-place all-gather gives every rank every row, and the
 //     norm forms add the residual and normalise locally.
+//   decode engine (2 ranks, the norm forms, where the decode GEMM takes the shape; forced
+//     only, FC_MMAR_ALGO=decode, until it is timed on 2 GPUs): the decode GEMM stores
+//     each tile into our workspace and, in the same epilogue, into our slot of the peer's
+//     Lamport Rows buffer (gemm/decode/push_epilogue.cuh); fcAllReduceResidualRMSNorm's
+//     one kernel, launched with PDL behind it without its push stage, sums the two in
+//     rank order, adds the residual and normalises.
 // Either way every rank gets the same bits: each element is summed in one place, in
 // rank order, and rounded once (the Lamport kernels sum in rank order on every rank).
 #include <algorithm>
@@ -23,6 +29,8 @@
 #include "api/gemm_call.h"
 #include "collectives/copy_engine.h"
 #include "comm/pointers.h"
+#include "device/norm_stages.h"
+#include "gemm/decode/decode_gemm.h"
 #include "tuning/tuning.h"
 
 namespace fc::api {
@@ -93,11 +101,43 @@ FusedAlgo reduceScatterChoice(const fcComm* comm) {
   return comm->params.matmulAllReduceAlgo == MatmulAllReduceAlgo::Engine ? FusedAlgo::Engine : FusedAlgo::Auto;
 }
 
+// The decode engine's GEMM for the call (tokensPerTile 0: the decode GEMM does not take
+// the shape here): its product, our own partial, into our workspace, where the finisher
+// reads it; its pushes into our slot of the peer's Rows set, one per Lamport buffer.
+decode::DecodeGemm decodeEngineGemm(const MarCall& m, int channel) {
+  const fcComm* comm = m.comm;
+  const int sms = comm->gemms[size_t(channel)]->decodeSms();
+  decode::DecodeGemm g{m.A, m.B, ce::slot(comm->dev, comm->rank, channel, 0), m.M, m.N, m.K, m.datatype,
+                       sms > 0 ? tuning::decodeGemmTokens(m.M, m.N, m.K, sms) : 0, sms};
+  for (uint32_t b = 0; b < 3; ++b) g.push[b] = lamportRowsSlot(comm->dev, channel, b, 1 - comm->rank, comm->rank);
+  g.pushIndex = lamportRowsIndex(comm->dev, channel);
+  return g;
+}
+
+// Whether the decode engine takes the call: 2 ranks, a norm form with B^T, a shape the
+// decode GEMM takes (and its buffers' alignment: a rank that cannot meets a mismatch,
+// the path being in the signature), and one the all-reduce + RMSNorm's Lamport kernel
+// takes, in our workspace and in a Rows slot.
+bool decodeEngineFits(const MarCall& m, const Call& c) {
+  const fcComm* comm = m.comm;
+  if (m.norm == nullptr || comm->nranks != 2 || m.transB != fcOpT) return false;
+  const size_t bytes = m.M * m.N * dataTypeSize(m.datatype);
+  if (bytes > ce::slotBytes(comm->dev) || bytes > lamportSlotBytes(comm->nranks)) return false;
+  const decode::DecodeGemm g = decodeEngineGemm(m, c.lane.channel);
+  if (g.tokensPerTile == 0 || !decode::decodeGemmSupports(g)) return false;
+  Call probe = c;
+  NormCall n = *m.norm;
+  n.in = g.D;
+  NormPlan plan;
+  return chooseNorm(probe, n, &plan) == fcSuccess && plan.path == NormPath::OneKernel;
+}
+
 // The path, the same on every rank (tuning::chooseMatmulAllReduce: FC_MMAR_ALGO where
 // the shape allows it, else a function of the shape and the world size). The
 // reduce-scatter splits rows, and the fp8 form needs a sum buffer of the input type,
 // which only its all-reduce path has without more scratch.
-MarPath choosePath(const MarCall& m, int channel) {
+MarPath choosePath(const MarCall& m, const Call& c) {
+  const int channel = c.lane.channel;
   tuning::MatmulAllReduceQuery q;
   q.forced = m.comm->params.matmulAllReduceAlgo;
   q.nranks = m.comm->nranks;
@@ -111,6 +151,7 @@ MarPath choosePath(const MarCall& m, int channel) {
   // cannot gather with its buffers as a mismatch.
   q.engineGathers =
       q.rowsSplit && matmulReduceScatterGathers(m.comm->dev, reduceScatterArgs(m), reduceScatterChoice(m.comm), true);
+  q.decodeEngineFits = q.forced == MatmulAllReduceAlgo::Decode && decodeEngineFits(m, c);
   return tuning::chooseMatmulAllReduce(q);
 }
 
@@ -177,6 +218,27 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
   n.in = product;
   c.send = c.inPlaceSend = product;
   return launchNorm(c, n, plan, product, stream);
+}
+
+// The decode engine: the pushing decode GEMM, then the all-reduce + RMSNorm's Lamport
+// kernel without its push stage (our product from our workspace, the peer's from our
+// Rows buffer), launched with PDL behind it with the op's start edge as the all-reduce
+// path's collective (productBeforeCollective). Its call warp exchanges the call headers
+// with the signature (a peer in another call or on another path is a mismatch), and its
+// last CTA moves the Rows buffer index on, in step with the peer's.
+fcResult_t viaDecodeEngine(const MarCall& m, Call& c, uint32_t sig, cudaStream_t stream) {
+  fcComm* comm = m.comm;
+  const decode::DecodeGemm g = decodeEngineGemm(m, c.lane.channel);
+  FC_CHECK(commMarkStart(comm, c.lane, stream));
+  FC_CHECK(decode::launchDecodeGemm(g, stream));
+  FC_CHECK(commDependOnStart(comm, c.lane, stream));
+  NormCall& n = *m.norm;
+  n.in = g.D;
+  c.sig = sig;
+  c.send = c.inPlaceSend = g.D;
+  return launchAllReduceNormLamport(comm->dev, c.lane.channel, n, comm->params.pdl, comm->params.normClusterPacks,
+                                    comm->params.normWideCtas, comm->params.normStages & ~uint32_t(kNormPush),
+                                    stream, sig);
 }
 
 // The engine's all-gather (2 ranks): the peer's GEMM stored its block's sums into our
@@ -275,7 +337,7 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
                            {"residualOut", n.residualOut}, {outName, out}, {"scale", n.scale}}));
   }
   FC_CHECK(commOpBegin(comm, m.fn, stream, &c.lane));
-  const MarPath path = choosePath(m, c.lane.channel);
+  const MarPath path = choosePath(m, c);
   if (comm->nranks == 1) {
     fcResult_t res = fcSuccess;
     if (m.norm == nullptr) {
@@ -297,12 +359,14 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
   // data in another protocol's buffers until the deadline.
   const uint32_t sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype), shapeKey(m.M, m.N, m.K, pathFlags(m, path)));
   FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
-           path == MarPath::OneKernel        ? "GEMV + all-reduce kernel"
-           : path == MarPath::AllReduce ? "GEMM, then the all-reduce"
-                                        : "reduce-scatter from the GEMM, all-gather");
-  const fcResult_t res = path == MarPath::OneKernel        ? viaGemv(m, c, sig, stream)
-                         : path == MarPath::AllReduce ? viaAllReduce(m, c, sig, stream)
-                                                      : viaReduceScatter(m, c, stream);
+           path == MarPath::OneKernel      ? "GEMV + all-reduce kernel"
+           : path == MarPath::AllReduce    ? "GEMM, then the all-reduce"
+           : path == MarPath::DecodeEngine ? "decode engine: the GEMM pushing, the all-reduce + RMSNorm finishing"
+                                           : "reduce-scatter from the GEMM, all-gather");
+  const fcResult_t res = path == MarPath::OneKernel      ? viaGemv(m, c, sig, stream)
+                         : path == MarPath::AllReduce    ? viaAllReduce(m, c, sig, stream)
+                         : path == MarPath::DecodeEngine ? viaDecodeEngine(m, c, sig, stream)
+                                                         : viaReduceScatter(m, c, stream);
   return commOpEnd(comm, c.lane, stream, res);
 }
 

@@ -417,6 +417,25 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
   });
 }
 
+// The Rows kind's layout as LamportRun<Rows> computes it on the device (its slot() and
+// state words), for the host.
+void* lamportRowsSlot(const DeviceComm& dc, int channel, uint32_t buffer, int owner, int sender) {
+  using Traits = dev::LamportTraits<dev::LamportKind::Rows>;
+  const int d = sender - owner - 1;
+  const size_t peer = size_t(d < 0 ? d + dc.nranks : d);
+  const size_t channelOff = dc.lamportOffset + size_t(channel) * lamportChannelBytes(dc.nranks);
+  return dc.base + size_t(owner) * dc.stride + channelOff +
+         ((size_t(buffer) * kLamportSets + size_t(Traits::kFirstSet)) * lamportPeerSlots(dc.nranks) + peer) *
+             lamportSlotBytes(dc.nranks);
+}
+
+const uint32_t* lamportRowsIndex(const DeviceComm& dc, int channel) {
+  using Traits = dev::LamportTraits<dev::LamportKind::Rows>;
+  static_assert(Traits::kWholeRank, "the Rows state is the rank's: CTA 0's words");
+  return reinterpret_cast<const uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kLamportStateOffset) +
+         size_t(channel) * kMaxBlocks * kLamportStateWords + Traits::kStateWord;
+}
+
 fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cudaStream_t stream, bool fp32Sum,
                               int rowsPerCta) {
   return withElementType(c.datatype, "residual + RMSNorm", [&](auto tag) {

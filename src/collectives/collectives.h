@@ -79,6 +79,14 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
                                       uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
                                       uint32_t sig = 0);
 
+// Where a kernel other than a Rows kernel pushes for one (fcMatmulAllReduce's decode
+// engine: its GEMM's epilogue pushes, then launchAllReduceNormLamport runs without
+// kNormPush): sender's slot, as packs [tokens, hidden] row-major, in rank owner's Rows
+// set of Lamport buffer `buffer` (0-2) of `channel` (lamport.cuh, LamportRun::slot), and
+// this rank's Rows buffer index word, which names the buffer of the next Rows call.
+void* lamportRowsSlot(const DeviceComm& dc, int channel, uint32_t buffer, int owner, int sender);
+const uint32_t* lamportRowsIndex(const DeviceComm& dc, int channel);
+
 // All-reduce + residual + RMSNorm as one two-shot kernel (allreduce_norm_twoshot.cu), at
 // up to 4 ranks, any token count: rows in passes of allReduceNormTwoShotRows(), which
 // is 0 when a row does not fit (hidden too large: take the unfused path). gatherSet: the

@@ -60,11 +60,12 @@ constexpr std::pair<const char*, NormAlgo> kNormAlgos[] = {
 constexpr std::pair<const char*, FusedAlgo> kGemmOpAlgos[] = {
     {"auto", FusedAlgo::Auto}, {"pipeline", FusedAlgo::Pipeline}, {"fused", FusedAlgo::Pipeline},
     {"unfused", FusedAlgo::Unfused}, {"engine", FusedAlgo::Engine}};
-// FC_MMAR_ALGO: fcMatmulAllReduce's fused paths, the GEMM then the all-reduce, or the
-// reduce-scatter on fcMatmulReduceScatter's engine (tuning/algos.h).
+// FC_MMAR_ALGO: fcMatmulAllReduce's fused paths, the GEMM then the all-reduce, the
+// reduce-scatter on fcMatmulReduceScatter's engine, or the decode engine (tuning/algos.h).
 constexpr std::pair<const char*, MatmulAllReduceAlgo> kMatmulAllReduceAlgos[] = {
     {"auto", MatmulAllReduceAlgo::Auto}, {"fused", MatmulAllReduceAlgo::Fused},
-    {"unfused", MatmulAllReduceAlgo::Unfused}, {"engine", MatmulAllReduceAlgo::Engine}};
+    {"unfused", MatmulAllReduceAlgo::Unfused}, {"engine", MatmulAllReduceAlgo::Engine},
+    {"decode", MatmulAllReduceAlgo::Decode}};
 // FC_GEMV_FORM: the one decode kernel's product on CUDA cores or tensor cores.
 constexpr std::pair<const char*, GemvForm> kGemvForms[] = {
     {"auto", GemvForm::Auto}, {"fma", GemvForm::Fma}, {"mma", GemvForm::Mma}};

@@ -57,6 +57,10 @@ class Gemm {
   // algorithm for it.
   fcResult_t matmul(const MatmulOp& op, cudaStream_t stream);
 
+  // The SMs the decode GEMM runs on (src/gemm/decode), or 0 where it never runs
+  // (FC_DECODE_GEMM=0, a GPU other than sm_90).
+  int decodeSms() const { return smCount_; }
+
   // D = A x op(B), D of the input type (or fp32 with fp32Out): the common case.
   fcResult_t matmul(const void* A, size_t rows, const void* B, void* D, size_t N, size_t K,
                     fcOperation_t transB, fcDataType_t datatype, cudaStream_t stream, bool fp32Out = false);

@@ -42,11 +42,13 @@ enum class NormPath { OneKernel, TwoShot, Unfused };
 // all-gather), the GEMM then the all-reduce, or that reduce-scatter on
 // fcMatmulReduceScatter's persistent engine. FC_MMAR_ALGO ("fused", "unfused",
 // "engine").
-enum class MatmulAllReduceAlgo { Auto, Fused, Unfused, Engine };
+enum class MatmulAllReduceAlgo { Auto, Fused, Unfused, Engine, Decode };
 
 // fcMatmulAllReduce's resolved path: the one kernel (GEMV + Lamport pushes per tile),
-// the GEMM then the all-reduce (+ norm), or the reduce-scatter + all-gather.
-enum class MatmulAllReducePath { OneKernel, AllReduce, ReduceScatterAllGather };
+// the GEMM then the all-reduce (+ norm), the reduce-scatter + all-gather, or the decode
+// engine (the decode GEMM pushing its tiles into the peer's Lamport buffer, the all-reduce
+// + RMSNorm kernel finishing; forced only: FC_MMAR_ALGO=decode).
+enum class MatmulAllReducePath { OneKernel, AllReduce, ReduceScatterAllGather, DecodeEngine };
 
 // The one decode kernel's product (fused/gemv_all_reduce.cu): CUDA-core FMAs or
 // tensor-core MMAs. FC_GEMV_FORM ("auto", "fma": up to 4 rows, "mma").

@@ -524,6 +524,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
       return q.oneKernelFits ? P::OneKernel : q.rowsSplit ? P::ReduceScatterAllGather : P::AllReduce;
     case MatmulAllReduceAlgo::Engine: return q.rowsSplit ? P::ReduceScatterAllGather : P::AllReduce;
     case MatmulAllReduceAlgo::Unfused: return P::AllReduce;
+    case MatmulAllReduceAlgo::Decode:
+      if (q.decodeEngineFits) return P::DecodeEngine;
+      break;
     default: break;
   }
   if (q.oneKernelFits && q.N * q.K <= kMmarOneKernelMaxWeight &&

@@ -187,10 +187,12 @@ struct MatmulAllReduceQuery {
   bool norm = false;           // a residual + RMSNorm form
   bool engineGathers = false;  // the reduce-scatter path's GEMM engine also all-gathers
                                // (2 ranks, its epilogue add; matmulReduceScatterGathers)
+  bool decodeEngineFits = false;  // the decode engine takes the call (api_matmul_all_reduce.cc)
 };
 // The path: a forced one where it can run (Fused: the one kernel, else the
 // reduce-scatter + all-gather, else the all-reduce; Engine: the reduce-scatter +
-// all-gather, else the all-reduce), else a function of the shape and the world size.
+// all-gather, else the all-reduce; Decode: the decode engine, else auto's choice), else
+// a function of the shape and the world size.
 MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 
 // The one decode kernel's tensor-core form's tile width in columns (its kernel asserts it).

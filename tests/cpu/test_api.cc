@@ -305,7 +305,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_ARNORM_WIDE_CTAS", "yes"}, Case{"FC_ARNORM_GATHER_SET", "2"},
                         Case{"FC_ARNORM_PASS_ALIGN", "2"}, Case{"FC_NORM_LOCAL_ROWS", "3"},
                         Case{"FC_NORM_LOCAL_ROWS", "8"}, Case{"FC_PDL_START_EDGE", "2"},
-                        Case{"FC_DECODE_GEMM", "cutlass"}}) {
+                        Case{"FC_DECODE_GEMM", "cutlass"}, Case{"FC_MMAR_ALGO", "decoder"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -357,6 +357,7 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_MMAR_ENGINE_STAGES", "full"},
                         Case{"FC_MMAR_ENGINE_TILES", "128x128"}, Case{"FC_MMAR_ENGINE_TILES", "128x256"},
                         Case{"FC_MMAR_ENGINE_TILES", "auto"}, Case{"FC_PDL_START_EDGE", "0"}, Case{"FC_DECODE_GEMM", "0"},
+                        Case{"FC_MMAR_ALGO", "decode"}, Case{"FC_MMAR_ALGO", "engine"},
                         Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);

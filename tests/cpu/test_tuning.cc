@@ -507,9 +507,11 @@ TEST_CASE("engine piece defaults", "[tuning]") {
 TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   using P = MatmulAllReducePath;
   auto pick = [](int W, size_t M, size_t N, size_t K, bool oneKernelFits, bool norm = false,
-                 MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto, bool engineGathers = false) {
+                 MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto, bool engineGathers = false,
+                 bool decodeEngineFits = false) {
     MatmulAllReduceQuery q;
     q.engineGathers = engineGathers;
+    q.decodeEngineFits = decodeEngineFits;
     q.forced = forced;
     q.nranks = W;
     q.M = M, q.N = N, q.K = K;
@@ -535,6 +537,13 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 16, 4096, 2048, true, true) == P::AllReduce);
   CHECK(pick(2, 8, 4096, 4096, true) == P::OneKernel);
   CHECK(pick(2, 4, 4096, 7168, true, true) == P::OneKernel);
+  // The decode engine: forced only, where it takes the call; else auto's choice.
+  const auto Decode = MatmulAllReduceAlgo::Decode;
+  CHECK(pick(2, 16, 4096, 7168, true, true, Decode, false, true) == P::DecodeEngine);
+  CHECK(pick(2, 1, 4096, 7168, true, true, Decode, false, true) == P::DecodeEngine);
+  CHECK(pick(2, 16, 4096, 7168, true, true, Decode) == P::AllReduce);
+  CHECK(pick(2, 1, 4096, 2048, true, true, Decode) == P::OneKernel);
+  CHECK(pick(2, 16, 4096, 7168, true, true, MatmulAllReduceAlgo::Auto, false, true) == P::AllReduce);
   CHECK(pick(2, 8, 4096, 7168, true) == P::AllReduce);    // 8 x 7168 x 2
   CHECK(pick(2, 16, 4096, 4096, true) == P::AllReduce);
   CHECK(pick(2, 8, 2048, 4096, true) == P::OneKernel);    // 64 tiles

@@ -248,8 +248,11 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   // the one Lamport all-reduce + norm kernel, rows past its limit (300 x 2056: the
   // two-shot kernel at 2 ranks, else all-reduce + norm), N not a power of two; 4096 rows:
   // the engine's all-gather at 2 ranks, then the local norm of each half, 4 rows a CTA.
-  const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},  {64, 4096, 136},
-                          {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}};
+  // K >= 1.5 N at few rows: the decode GEMM (13 x 264 x 520: 16 tokens a tile, 40 x 2880
+  // x 4352: 32), under FC_MMAR_ALGO=decode the decode engine at 2 ranks (1 x 520 x 1032 too).
+  const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},   {64, 4096, 136},
+                          {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}, {13, 264, 520},
+                          {40, 2880, 4352}, {1, 520, 1032}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
       for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8
@@ -359,6 +362,36 @@ TEST_CASE("fcMatmulAllReduce: both forms back to back in a CUDA graph, replayed 
       [&] {
         CHECK(checkC(p, download(C.p, C.bytes())) == 0);
         CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
+      });
+}
+
+TEST_CASE("fcMatmulAllReduceResidualRMSNorm: three calls of decode shapes in a CUDA graph, each its own inputs") {
+  // At a shape the decode GEMM takes (K >= 1.5 N, few rows): the GEMM + all-reduce + norm
+  // path, or under FC_MMAR_ALGO=decode the decode engine, whose GEMM pushes into the
+  // peer's Lamport buffer the device's buffer index names (a different one each call of
+  // a replay, the same three in every replay). Each call has its own inputs and outputs,
+  // so a tile pushed into or read from another call's buffer shows as a wrong element.
+  const GpuEnv& env = gpuEnv();
+  const Shape sh{24, 520, 1032};
+  const fcDataType_t t = fcBfloat16;
+  cudaStream_t s = env.streams[1];
+  NormInputs x0(sh, t, sh.M * sh.N * 2), x1(sh, t, sh.M * sh.N * 2), x2(sh, t, sh.M * sh.N * 2);
+  NormInputs* xs[3] = {&x0, &x1, &x2};
+  auto call = [&](NormInputs& x) {
+    return fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, sh.M, sh.N, sh.K,
+                                            1e-6f, fcOpT, t, env.comm, s);
+  };
+  replayCaptured(
+      s, [&] { return std::array<fcResult_t, 3>{call(x0), call(x1), call(x2)}; },
+      [&] {
+        for (NormInputs* x : xs) {
+          x->p = Problem{sh.M, sh.N, sh.K, fcOpT, t};
+          x->p.uploadInputs(x->A.p, x->B.p, env.rank);
+          CUDA_REQUIRE(cudaMemset(x->resOut.p, 0xff, x->resOut.bytes()));
+        }
+      },
+      [&] {
+        for (NormInputs* x : xs) CHECK(checkResidual(*x, download(x->resOut.p, x->resOut.bytes())) == 0);
       });
 }
 

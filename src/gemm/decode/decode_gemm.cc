@@ -2,27 +2,35 @@
 
 #include <climits>
 #include <cstdint>
+#include <initializer_list>
 
 #include "core/log.h"
 #include "core/result.h"
 
 namespace fc::decode {
 
-// The instantiations (decode_gemm_<type>_<tile>.cu), in a table [fp16][32 tokens].
-#define FC_DECODE_DECLARE(type, tile)                                        \
-  fcResult_t prepareDecodeGemm_##type##_##tile();                            \
-  fcResult_t runDecodeGemm_##type##_##tile(const DecodeGemm&, cudaStream_t);
-FC_DECODE_DECLARE(bf16, 16x256)
-FC_DECODE_DECLARE(bf16, 32x128)
-FC_DECODE_DECLARE(fp16, 16x256)
-FC_DECODE_DECLARE(fp16, 32x128)
+// The instantiations (decode_gemm_<type>_<tile>.cu; the decode engine's pushing kernels
+// decode_gemm_push_<type>_<tile>.cu), in a table [push][fp16][32 tokens].
+#define FC_DECODE_DECLARE(kind, type, tile)                                  \
+  fcResult_t prepare##kind##_##type##_##tile();                            \
+  fcResult_t run##kind##_##type##_##tile(const DecodeGemm&, cudaStream_t);
+#define FC_DECODE_DECLARE_ALL(kind)      \
+  FC_DECODE_DECLARE(kind, bf16, 16x256) \
+  FC_DECODE_DECLARE(kind, bf16, 32x128) \
+  FC_DECODE_DECLARE(kind, fp16, 16x256) \
+  FC_DECODE_DECLARE(kind, fp16, 32x128)
+FC_DECODE_DECLARE_ALL(DecodeGemm)
+FC_DECODE_DECLARE_ALL(DecodeGemmPush)
+#undef FC_DECODE_DECLARE_ALL
 #undef FC_DECODE_DECLARE
 
 namespace {
 
 using Run = fcResult_t (*)(const DecodeGemm&, cudaStream_t);
-const Run kRun[2][2] = {{runDecodeGemm_bf16_16x256, runDecodeGemm_bf16_32x128},
-                        {runDecodeGemm_fp16_16x256, runDecodeGemm_fp16_32x128}};
+#define FC_DECODE_TABLE(kind)                                              \
+  {{run##kind##_bf16_16x256, run##kind##_bf16_32x128}, {run##kind##_fp16_16x256, run##kind##_fp16_32x128}}
+const Run kRun[2][2][2] = {FC_DECODE_TABLE(DecodeGemm), FC_DECODE_TABLE(DecodeGemmPush)};
+#undef FC_DECODE_TABLE
 
 }  // namespace
 
@@ -36,17 +44,21 @@ bool decodeGemmSupports(const DecodeGemm& g) {
 }
 
 fcResult_t prepareDecodeGemms() {
-  FC_CHECK(prepareDecodeGemm_bf16_16x256());
-  FC_CHECK(prepareDecodeGemm_bf16_32x128());
-  FC_CHECK(prepareDecodeGemm_fp16_16x256());
-  return prepareDecodeGemm_fp16_32x128();
+  for (auto prepare : {prepareDecodeGemm_bf16_16x256, prepareDecodeGemm_bf16_32x128, prepareDecodeGemm_fp16_16x256,
+                       prepareDecodeGemm_fp16_32x128, prepareDecodeGemmPush_bf16_16x256,
+                       prepareDecodeGemmPush_bf16_32x128, prepareDecodeGemmPush_fp16_16x256,
+                       prepareDecodeGemmPush_fp16_32x128})
+    FC_CHECK(prepare());
+  return fcSuccess;
 }
 
 fcResult_t launchDecodeGemm(const DecodeGemm& g, cudaStream_t stream) {
   if (!decodeGemmSupports(g))
     return setError(fcInternalError, "the decode GEMM cannot take rows, N, K = %zu, %zu, %zu", g.rows, g.N, g.K);
-  FC_TRACE("decode GEMM: rows %zu N %zu K %zu: 64 x %d tiles", g.rows, g.N, g.K, g.tokensPerTile);
-  return kRun[g.datatype == fcFloat16][g.tokensPerTile == 32](g, stream);
+  const bool push = g.push[0] != nullptr;
+  FC_TRACE("decode GEMM%s: rows %zu N %zu K %zu: 64 x %d tiles", push ? " (pushing)" : "", g.rows, g.N, g.K,
+           g.tokensPerTile);
+  return kRun[push][g.datatype == fcFloat16][g.tokensPerTile == 32](g, stream);
 }
 
 }  // namespace fc::decode

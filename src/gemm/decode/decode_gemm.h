@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "fusedcomm.h"
 
@@ -26,6 +27,12 @@ struct DecodeGemm {
   fcDataType_t datatype;
   int tokensPerTile;  // 16 (64 x 16 x 256 tiles) or 32 (64 x 32 x 128): tuning::decodeGemmTokens
   int smCount;        // the persistent grid's CTAs at most
+  // The decode engine (fcMatmulAllReduce at 2 ranks, push_epilogue.cuh): each tile also
+  // stored into push[b], our slot ([rows, N] row-major) of the peer's Lamport Rows set
+  // in buffer b, b = *pushIndex (the rank's Rows buffer index, read per tile). NULL: no
+  // pushes (the plain decode GEMM).
+  void* push[3] = {nullptr, nullptr, nullptr};
+  const uint32_t* pushIndex = nullptr;
 };
 
 // bf16 / fp16, a tile width above, sizes within int range, every row and base 16-byte
@@ -36,8 +43,8 @@ bool decodeGemmSupports(const DecodeGemm& g);
 // capture (fc::Gemm::init).
 fcResult_t prepareDecodeGemms();
 
-// Enqueue the kernel on `stream` (one launch, no workspace). fcNotSupported when CUTLASS
-// refuses the problem.
+// Enqueue the kernel on `stream` (one launch, no workspace; the pushing kernel where
+// g.push is set). fcNotSupported when CUTLASS refuses the problem.
 fcResult_t launchDecodeGemm(const DecodeGemm& g, cudaStream_t stream);
 
 }  // namespace fc::decode

@@ -31,14 +31,17 @@
 #include <cutlass/util/packed_stride.hpp>
 
 #include <cstdint>
-#include <mutex>
+#include <type_traits>
 
 #include "core/result.h"
 #include "gemm/decode/decode_gemm.h"
+#include "gemm/decode/push_epilogue.cuh"
 
 namespace fc::decode {
 
-template <class Element, int TT, int TK>
+// kPush: the decode engine's kernel (push_epilogue.cuh): each tile also stored into the
+// peer's Lamport Rows slot of the current buffer.
+template <class Element, int TT, int TK, bool kPush = false>
 struct SwappedGemm {
   using TileShape = cute::Shape<cute::_64, cute::Int<TT>, cute::Int<TK>>;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
@@ -46,10 +49,17 @@ struct SwappedGemm {
   using LayoutB = cutlass::layout::ColumnMajor;  // the activations, K x rows
   using LayoutD = cutlass::layout::ColumnMajor;  // the product, N x rows
   static constexpr int kAlign = 8;               // 16 bytes
-  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+  using Schedule = cutlass::epilogue::TmaWarpSpecialized;
+  using StockEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlign, Element, LayoutD, kAlign,
-      cutlass::epilogue::TmaWarpSpecialized>::CollectiveOp;
+      Schedule>::CollectiveOp;
+  using Push = PushFusionOf<Element, TileShape, Schedule, LayoutD>;
+  using PushEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD, kAlign, Element, LayoutD, kAlign,
+      Schedule, typename Push::type>::CollectiveOp;
+  using Epilogue = std::conditional_t<kPush, BufferedPushEpilogue<PushEpilogue>, StockEpilogue>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
       TileShape, ClusterShape,
@@ -79,11 +89,29 @@ struct SwappedGemm {
     cutlass::KernelHardwareInfo hw;
     cudaGetDevice(&hw.device_id);
     hw.sm_count = g.smCount;
+    typename Epilogue::Arguments epilogue{};
+    if constexpr (kPush) {
+      if (g.pushIndex == nullptr || g.push[0] == nullptr || g.push[1] == nullptr || g.push[2] == nullptr)
+        return setError(fcInternalError, "the decode engine's GEMM has no push slots");
+      typename Push::Stride strideP{};
+      strideP = strideD;  // the slot is [rows, N] row-major, as D
+      auto buffer = [&](int b) -> typename PushEpilogue::Arguments {
+        return {Push::arguments(static_cast<Element*>(g.push[b]), strideP), nullptr, strideD,
+                static_cast<Element*>(g.D), strideD};
+      };
+      static_cast<typename PushEpilogue::Arguments&>(epilogue) = buffer(0);
+      epilogue.buffer[0] = buffer(1);
+      epilogue.buffer[1] = buffer(2);
+      epilogue.index = g.pushIndex;
+    } else {
+      if (g.push[0] != nullptr) return setError(fcInternalError, "the decode GEMM's kernel cannot push");
+      epilogue = {{1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};
+    }
     typename Gemm::Arguments args{
         cutlass::gemm::GemmUniversalMode::kGemm,
         {N, M, K, 1},
         {static_cast<const Element*>(g.B), strideA, static_cast<const Element*>(g.A), strideB},
-        {{1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD},
+        epilogue,
         hw};
     if (Gemm::can_implement(args) != cutlass::Status::kSuccess)
       return setError(fcNotSupported, "the decode GEMM cannot run rows, N, K = %d, %d, %d", M, N, K);
