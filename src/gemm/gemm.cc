@@ -170,8 +170,8 @@ fcResult_t Gemm::plan(const Key& key, Plan** out) {
 
 fcResult_t Gemm::matmul(const MatmulOp& op, cudaStream_t stream) {
   if (smCount_ > 0 && op.C == nullptr && op.batch == 1 && !op.dFp32 && op.transB == fcOpT) {
-    const decode::DecodeGemm g{op.A,  op.B,         op.D, op.rows, op.N, op.K,
-                               op.datatype, tuning::decodeGemmTokens(op.rows, op.N, op.K, smCount_), smCount_};
+    const int tokens = tuning::decodeGemmTokens(op.rows, op.N, op.K, smCount_);
+    const decode::DecodeGemm g{op.A, op.B, op.D, op.rows, op.N, op.K, op.datatype, tokens, smCount_};
     if (g.tokensPerTile > 0 && decode::decodeGemmSupports(g)) return decode::launchDecodeGemm(g, stream);
   }
   Plan* p = nullptr;

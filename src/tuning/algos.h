@@ -40,8 +40,8 @@ enum class NormPath { OneKernel, TwoShot, Unfused };
 // fcMatmulAllReduce and its residual + RMSNorm forms: the fused paths (the one decode
 // kernel where the shape allows it, else the GEMM's reduce-scatter then an
 // all-gather), the GEMM then the all-reduce, or that reduce-scatter on
-// fcMatmulReduceScatter's persistent engine. FC_MMAR_ALGO ("fused", "unfused",
-// "engine").
+// fcMatmulReduceScatter's persistent engine, or the decode engine where it takes the call.
+// FC_MMAR_ALGO ("fused", "unfused", "engine", "decode").
 enum class MatmulAllReduceAlgo { Auto, Fused, Unfused, Engine, Decode };
 
 // fcMatmulAllReduce's resolved path: the one kernel (GEMV + Lamport pushes per tile),

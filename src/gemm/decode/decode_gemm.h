@@ -5,7 +5,8 @@
 // it is faster (measured: long K, few rows; docs/design.md, "The decode GEMM").
 //
 // Host-side interface: no CUTLASS here; the kernels live in one translation unit per
-// instantiation (decode_gemm_<type>_<tile>.cu).
+// instantiation (decode_gemm_<type>_<tile>.cu, and the decode engine's pushing kernels
+// decode_gemm_push_<type>_<tile>.cu).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -87,7 +87,8 @@ struct SwappedGemm {
     auto strideB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(M, K, 1));
     auto strideD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(N, M, 1));
     cutlass::KernelHardwareInfo hw;
-    cudaGetDevice(&hw.device_id);
+    if (const cudaError_t e = cudaGetDevice(&hw.device_id); e != cudaSuccess)
+      return setError(fcUnhandledCudaError, "the decode GEMM: cudaGetDevice: %s", cudaGetErrorString(e));
     hw.sm_count = g.smCount;
     typename Epilogue::Arguments epilogue{};
     if constexpr (kPush) {
