@@ -15,12 +15,12 @@
 //     2 ranks, where the reduce-scatter rides in the GEMM) sums this rank's block of
 //     rows into the output, an in-place all-gather gives every rank every row, and the
 //     norm forms add the residual and normalise locally.
-//   decode engine (2 ranks, the norm forms, where the decode GEMM takes the shape; forced
-//     only, FC_MMAR_ALGO=decode, until it is timed on 2 GPUs): the decode GEMM stores
-//     each tile into our workspace and, in the same epilogue, into our slot of the peer's
-//     Lamport Rows buffer (gemm/decode/push_epilogue.cuh); fcAllReduceResidualRMSNorm's
-//     one kernel, launched with PDL behind it without its push stage, sums the two in
-//     rank order, adds the residual and normalises.
+//   decode engine (2 ranks, the norm forms, up to 48 rows in one wave of the decode GEMM's
+//     tiles, any K; forced only, FC_MMAR_ALGO=decode, until it is timed on 2 GPUs): the
+//     decode GEMM stores each tile into our workspace and, in the same epilogue, into our
+//     slot of the peer's Lamport Rows buffer (gemm/decode/push_epilogue.cuh);
+//     fcAllReduceResidualRMSNorm's one kernel, launched with PDL behind it without its
+//     push stage, sums the two in rank order, adds the residual and normalises.
 // Either way every rank gets the same bits: each element is summed in one place, in
 // rank order, and rounded once (the Lamport kernels sum in rank order on every rank).
 #include <algorithm>
@@ -101,21 +101,22 @@ FusedAlgo reduceScatterChoice(const fcComm* comm) {
   return comm->params.matmulAllReduceAlgo == MatmulAllReduceAlgo::Engine ? FusedAlgo::Engine : FusedAlgo::Auto;
 }
 
-// The decode engine's GEMM for the call (tokensPerTile 0: the decode GEMM does not take
-// the shape here): its product, our own partial, into our workspace, where the finisher
-// reads it; its pushes into our slot of the peer's Rows set, one per Lamport buffer.
+// The decode engine's GEMM for the call (tokensPerTile 0: it does not take the shape:
+// tuning::decodeEngineTokens, or the decode GEMM is off): its product, our own partial,
+// into our workspace, where the finisher reads it; its pushes into our slot of the peer's
+// Rows set, one per Lamport buffer.
 decode::DecodeGemm decodeEngineGemm(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
   const int sms = comm->gemms[size_t(channel)]->decodeSms();
   decode::DecodeGemm g{m.A, m.B, ce::slot(comm->dev, comm->rank, channel, 0), m.M, m.N, m.K, m.datatype,
-                       sms > 0 ? tuning::decodeGemmTokens(m.M, m.N, m.K, sms) : 0, sms};
+                       sms > 0 ? tuning::decodeEngineTokens(m.M, m.N, sms) : 0, sms};
   for (uint32_t b = 0; b < 3; ++b) g.push[b] = lamportRowsSlot(comm->dev, channel, b, 1 - comm->rank, comm->rank);
   g.pushIndex = lamportRowsIndex(comm->dev, channel);
   return g;
 }
 
-// Whether the decode engine takes the call: 2 ranks, a norm form with B^T, a shape the
-// decode GEMM takes (and its buffers' alignment: a rank that cannot meets a mismatch,
+// Whether the decode engine takes the call: 2 ranks, a norm form with B^T, a shape its
+// GEMM takes (and its buffers' alignment: a rank that cannot meets a mismatch,
 // the path being in the signature), and one the all-reduce + RMSNorm's Lamport kernel
 // takes, in our workspace and in a Rows slot.
 bool decodeEngineFits(const MarCall& m, const Call& c) {

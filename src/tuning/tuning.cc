@@ -551,12 +551,16 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas) {
 
 // ---- The decode GEMM -----------------------------------------------------------------------
 
-int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
-  if (M == 0 || M > kDecodeGemmMaxRows || 2 * K < kDecodeGemmMinKOverNx2 * N || smCount <= 0) return 0;
+int decodeEngineTokens(size_t M, size_t N, int smCount) {
+  if (M == 0 || M > kDecodeGemmMaxRows || smCount <= 0) return 0;
   const size_t cols = (N + kDecodeGemmTileCols - 1) / kDecodeGemmTileCols;
   for (size_t tokens : {size_t(16), size_t(32)})
     if (cols * ((M + tokens - 1) / tokens) <= size_t(smCount)) return int(tokens);
   return 0;
+}
+
+int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
+  return 2 * K < kDecodeGemmMinKOverNx2 * N ? 0 : decodeEngineTokens(M, N, smCount);
 }
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------

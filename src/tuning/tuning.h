@@ -206,6 +206,11 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // Tokens per tile of the decode GEMM (16 or 32) for D [M, N] = A [M, K] x B^T on smCount
 // SMs, or 0: cuBLASLt's GEMM there.
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount);
+// The same for fcMatmulAllReduce's decode engine (FC_MMAR_ALGO=decode), whose GEMM is
+// always the decode GEMM: the rows and the one wave, at any K (where K < 1.5 N the kernel
+// was level with cuBLASLt with the weight cold, 1.04-1.13x hot; the engine's pushes are
+// to buy more than that back: to be timed on 2 GPUs).
+int decodeEngineTokens(size_t M, size_t N, int smCount);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather

@@ -497,6 +497,14 @@ TEST_CASE("the decode GEMM's tiles", "[tuning]") {
   CHECK(decodeGemmTokens(16, 4096, 7168, 63) == 0);
   CHECK(decodeGemmTokens(0, 4096, 7168, 132) == 0);
   CHECK(decodeGemmTokens(16, 4096, 7168, 0) == 0);
+  // The decode engine's GEMM: the same rows and wave at any K.
+  CHECK(decodeEngineTokens(16, 4096, 132) == 16);
+  CHECK(decodeEngineTokens(48, 4096, 132) == 32);
+  CHECK(decodeEngineTokens(48, 5120, 132) == 0);
+  CHECK(decodeEngineTokens(49, 4096, 132) == 0);
+  CHECK(decodeEngineTokens(1, 8192, 132) == 16);   // 128 tiles
+  CHECK(decodeEngineTokens(1, 8512, 132) == 0);    // 133 tiles
+  CHECK(decodeEngineTokens(8, 4096, 0) == 0);
 }
 
 TEST_CASE("engine piece defaults", "[tuning]") {

@@ -249,7 +249,8 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   // two-shot kernel at 2 ranks, else all-reduce + norm), N not a power of two; 4096 rows:
   // the engine's all-gather at 2 ranks, then the local norm of each half, 4 rows a CTA.
   // K >= 1.5 N at few rows: the decode GEMM (13 x 264 x 520: 16 tokens a tile, 40 x 2880
-  // x 4352: 32), under FC_MMAR_ALGO=decode the decode engine at 2 ranks (1 x 520 x 1032 too).
+  // x 4352: 32). Under FC_MMAR_ALGO=decode every shape of up to 48 rows runs the decode
+  // engine at 2 ranks (its GEMM at any K).
   const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},   {64, 4096, 136},
                           {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}, {13, 264, 520},
                           {40, 2880, 4352}, {1, 520, 1032}};
