@@ -208,8 +208,8 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount);
 // The same for fcMatmulAllReduce's decode engine (FC_MMAR_ALGO=decode), whose GEMM is
 // always the decode GEMM: the rows and the one wave, at any K (where K < 1.5 N the kernel
-// was level with cuBLASLt with the weight cold, 1.04-1.13x hot; the engine's pushes are
-// to buy more than that back: to be timed on 2 GPUs).
+// took 0.99-1.09x cuBLASLt's time with the weight cold, 1.04-1.19x hot; the engine's
+// pushes are to buy more than that back: to be timed on 2 GPUs).
 int decodeEngineTokens(size_t M, size_t N, int smCount);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------
