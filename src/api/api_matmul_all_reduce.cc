@@ -179,12 +179,21 @@ fcResult_t checkNorm(const MarCall& m, const Call& c, const NormCall& n) {
   return fcSuccess;
 }
 
-// The GEMM of the all-reduce path into `out`, captured with the start edge that lets the
-// collective launched behind it with PDL start early (comm/ops.cc, commDependOnStart).
-fcResult_t productBeforeCollective(const MarCall& m, const Call& c, void* out, cudaStream_t stream) {
+// The GEMM `launch` enqueues in front of the op's collective, captured with the start edge
+// that lets the collective launched behind it with PDL start early (comm/ops.cc,
+// commDependOnStart).
+template <class Launch>
+fcResult_t gemmBeforeCollective(const MarCall& m, const Call& c, cudaStream_t stream, Launch&& launch) {
   FC_CHECK(commMarkStart(m.comm, c.lane, stream));
-  FC_CHECK(m.comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, out, m.N, m.K, m.transB, m.datatype, stream));
+  FC_CHECK(launch());
   return commDependOnStart(m.comm, c.lane, stream);
+}
+
+// The all-reduce path's GEMM into `out` (fc::Gemm: cuBLASLt's or the decode GEMM).
+fcResult_t productBeforeCollective(const MarCall& m, const Call& c, void* out, cudaStream_t stream) {
+  return gemmBeforeCollective(m, c, stream, [&] {
+    return m.comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, out, m.N, m.K, m.transB, m.datatype, stream);
+  });
 }
 
 // The all-reduce path. The product goes where the collective reads it: C (in place);
@@ -224,15 +233,13 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
 // The decode engine: the pushing decode GEMM, then the all-reduce + RMSNorm's Lamport
 // kernel without its push stage (our product from our workspace, the peer's from our
 // Rows buffer), launched with PDL behind it with the op's start edge as the all-reduce
-// path's collective (productBeforeCollective). Its call warp exchanges the call headers
+// path's collective (gemmBeforeCollective). Its call warp exchanges the call headers
 // with the signature (a peer in another call or on another path is a mismatch), and its
 // last CTA moves the Rows buffer index on, in step with the peer's.
 fcResult_t viaDecodeEngine(const MarCall& m, Call& c, uint32_t sig, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const decode::DecodeGemm g = decodeEngineGemm(m, c.lane.channel);
-  FC_CHECK(commMarkStart(comm, c.lane, stream));
-  FC_CHECK(decode::launchDecodeGemm(g, stream));
-  FC_CHECK(commDependOnStart(comm, c.lane, stream));
+  FC_CHECK(gemmBeforeCollective(m, c, stream, [&] { return decode::launchDecodeGemm(g, stream); }));
   NormCall& n = *m.norm;
   n.in = g.D;
   c.sig = sig;
