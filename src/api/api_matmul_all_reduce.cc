@@ -15,15 +15,17 @@
 //     2 ranks, where the reduce-scatter rides in the GEMM) sums this rank's block of
 //     rows into the output, an in-place all-gather gives every rank every row, and the
 //     norm forms add the residual and normalise locally.
-//   decode engine (2 ranks, the norm forms, up to 48 rows in one wave of the decode GEMM's
-//     tiles, any K; forced only, FC_MMAR_ALGO=decode, until it is timed on 2 GPUs): the
-//     decode GEMM stores each tile into our workspace and, in the same epilogue, into our
-//     slot of the peer's Lamport Rows buffer (gemm/decode/push_epilogue.cuh);
+//   decode engine (2 ranks, B^T, up to 48 rows in one wave of the decode GEMM's tiles,
+//     any K; forced only, FC_MMAR_ALGO=decode, until it is timed on 2 GPUs): the decode
+//     GEMM stores each tile into our workspace and, in the same epilogue, into our slot
+//     of the peer's Lamport Rows buffer (gemm/decode/push_epilogue.cuh);
 //     fcAllReduceResidualRMSNorm's one kernel, launched with PDL behind it without its
-//     push stage, sums the two in rank order, adds the residual and normalises.
+//     push stage, sums the two in rank order into C (the plain form: its sum stage only)
+//     or adds the residual and normalises too (the norm forms).
 // Either way every rank gets the same bits: each element is summed in one place, in
 // rank order, and rounded once (the Lamport kernels sum in rank order on every rank).
 #include <algorithm>
+#include <cstdint>
 
 #include "api/collective_call.h"
 #include "api/gemm_call.h"
@@ -115,19 +117,34 @@ decode::DecodeGemm decodeEngineGemm(const MarCall& m, int channel) {
   return g;
 }
 
-// Whether the decode engine takes the call: 2 ranks, a norm form with B^T, a shape its
-// GEMM takes (and its buffers' alignment: a rank that cannot meets a mismatch,
-// the path being in the signature), and one the all-reduce + RMSNorm's Lamport kernel
-// takes, in our workspace and in a Rows slot.
+// The decode engine's finisher for the plain form: the all-reduce + RMSNorm's one kernel
+// with its sum stage only (residualOut = the sum: C; no residual, no weight, no norm).
+NormCall plainFinisher(const MarCall& m, const void* product) {
+  return NormCall{product, nullptr, nullptr, m.C, nullptr, m.M, m.N, 0.f, m.datatype};
+}
+
+// The finisher's stages (device/norm_stages.h): never the push (the GEMM's epilogue
+// pushed); the plain form sums only (each peer pack cleared once read, as in every call).
+uint32_t finisherStages(const MarCall& m) {
+  const uint32_t stages = m.comm->params.normStages & ~uint32_t(kNormPush);
+  return m.norm != nullptr ? stages : stages & uint32_t(kNormSum | kNormReset | kNormPrefetch | kNormSolo);
+}
+
+// Whether the decode engine takes the call: 2 ranks, B^T, a shape its GEMM takes (and
+// its buffers' alignment: a rank that cannot meets a mismatch, the path being in the
+// signature), and one the all-reduce + RMSNorm's Lamport kernel takes, in our workspace
+// and in a Rows slot (the plain form: C 16-byte aligned too, the kernel's stores being
+// 16-byte packs).
 bool decodeEngineFits(const MarCall& m, const Call& c) {
   const fcComm* comm = m.comm;
-  if (m.norm == nullptr || comm->nranks != 2 || m.transB != fcOpT) return false;
+  if (comm->nranks != 2 || m.transB != fcOpT) return false;
+  if (m.norm == nullptr && reinterpret_cast<uintptr_t>(m.C) % 16 != 0) return false;
   const size_t bytes = m.M * m.N * dataTypeSize(m.datatype);
   if (bytes > ce::slotBytes(comm->dev) || bytes > lamportSlotBytes(comm->nranks)) return false;
   const decode::DecodeGemm g = decodeEngineGemm(m, c.lane.channel);
   if (g.tokensPerTile == 0 || !decode::decodeGemmSupports(g)) return false;
   Call probe = c;
-  NormCall n = *m.norm;
+  NormCall n = m.norm != nullptr ? *m.norm : plainFinisher(m, g.D);
   n.in = g.D;
   NormPlan plan;
   return chooseNorm(probe, n, &plan) == fcSuccess && plan.path == NormPath::OneKernel;
@@ -232,21 +249,22 @@ fcResult_t viaAllReduce(const MarCall& m, Call& c, uint32_t sig, cudaStream_t st
 
 // The decode engine: the pushing decode GEMM, then the all-reduce + RMSNorm's Lamport
 // kernel without its push stage (our product from our workspace, the peer's from our
-// Rows buffer), launched with PDL behind it with the op's start edge as the all-reduce
-// path's collective (gemmBeforeCollective). Its call warp exchanges the call headers
-// with the signature (a peer in another call or on another path is a mismatch), and its
-// last CTA moves the Rows buffer index on, in step with the peer's.
+// Rows buffer; the plain form with its sum stage only, into C), launched with PDL behind
+// it with the op's start edge as the all-reduce path's collective (gemmBeforeCollective).
+// Its call warp exchanges the call headers with the signature (a peer in another call or
+// on another path is a mismatch), and its last CTA moves the Rows buffer index on, in
+// step with the peer's.
 fcResult_t viaDecodeEngine(const MarCall& m, Call& c, uint32_t sig, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const decode::DecodeGemm g = decodeEngineGemm(m, c.lane.channel);
   FC_CHECK(gemmBeforeCollective(m, c, stream, [&] { return decode::launchDecodeGemm(g, stream); }));
-  NormCall& n = *m.norm;
+  NormCall plain = plainFinisher(m, g.D);
+  NormCall& n = m.norm != nullptr ? *m.norm : plain;
   n.in = g.D;
   c.sig = sig;
   c.send = c.inPlaceSend = g.D;
   return launchAllReduceNormLamport(comm->dev, c.lane.channel, n, comm->params.pdl, comm->params.normClusterPacks,
-                                    comm->params.normWideCtas, comm->params.normStages & ~uint32_t(kNormPush),
-                                    stream, sig);
+                                    comm->params.normWideCtas, finisherStages(m), stream, sig);
 }
 
 // The engine's all-gather (2 ranks): the peer's GEMM stored its block's sums into our
@@ -369,7 +387,7 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
   FC_TRACE("%s: M %zu N %zu K %zu: %s", m.fn, m.M, m.N, m.K,
            path == MarPath::OneKernel      ? "GEMV + all-reduce kernel"
            : path == MarPath::AllReduce    ? "GEMM, then the all-reduce"
-           : path == MarPath::DecodeEngine ? "decode engine: the GEMM pushing, the all-reduce + RMSNorm finishing"
+           : path == MarPath::DecodeEngine ? "decode engine: the GEMM pushing, the Lamport rows kernel finishing"
                                            : "reduce-scatter from the GEMM, all-gather");
   const fcResult_t res = path == MarPath::OneKernel      ? viaGemv(m, c, sig, stream)
                          : path == MarPath::AllReduce    ? viaAllReduce(m, c, sig, stream)

@@ -47,7 +47,8 @@ enum class MatmulAllReduceAlgo { Auto, Fused, Unfused, Engine, Decode };
 // fcMatmulAllReduce's resolved path: the one kernel (GEMV + Lamport pushes per tile),
 // the GEMM then the all-reduce (+ norm), the reduce-scatter + all-gather, or the decode
 // engine (the decode GEMM pushing its tiles into the peer's Lamport buffer, the all-reduce
-// + RMSNorm kernel finishing; forced only: FC_MMAR_ALGO=decode).
+// + RMSNorm kernel finishing, its sum stage only in the plain form; forced only:
+// FC_MMAR_ALGO=decode).
 enum class MatmulAllReducePath { OneKernel, AllReduce, ReduceScatterAllGather, DecodeEngine };
 
 // The one decode kernel's product (fused/gemv_all_reduce.cu): CUDA-core FMAs or

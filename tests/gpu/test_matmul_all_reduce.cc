@@ -145,7 +145,9 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // where FC_MMAR_ALGO=fused), 16 x 2056 x 2056 eight warps per tile. 13 x 264 x 520,
   // 40 x 136 x 2056 and 40 x 2880 x 4352 (B^T, K >= 1.5 N, few rows): the decode GEMM
   // (src/gemm/decode) under the all-reduce, 16, 16 and 32 tokens a tile on 132 SMs, the
-  // last tiles partial (13 rows under FC_MMAR_ALGO=fused: the one kernel's).
+  // last tiles partial (13 rows under FC_MMAR_ALGO=fused: the one kernel's). Under
+  // FC_MMAR_ALGO=decode every B^T shape of up to 48 rows with N a multiple of 8 and tiles
+  // in one wave runs the decode engine at 2 ranks (its rows kernel summing only).
   const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},  {5, 520, 264},
                           {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264}, {3, 33032, 136},
                           {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256},
@@ -394,6 +396,56 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: three calls of decode shapes in a C
       [&] {
         for (NormInputs* x : xs) CHECK(checkResidual(*x, download(x->resOut.p, x->resOut.bytes())) == 0);
       });
+}
+
+TEST_CASE("fcMatmulAllReduce: the decode engine's two forms in turn in a CUDA graph, each its own inputs") {
+  // FC_MMAR_ALGO=decode, set while a second communicator initialises: at 2 ranks the
+  // plain form and the norm form both take the decode engine at 24 x 520 x 1032 (one wave
+  // of 16-token tiles at any K), its GEMM pushing into the peer's Lamport Rows buffer the
+  // device's buffer index names and the rows kernel finishing (the plain form: its sum
+  // stage only, into C). Plain, norm, plain in one capture: the three calls walk the three
+  // buffers, each with its own inputs, so a tile pushed into or read from another call's
+  // buffer, or a plain call's finisher running a norm stage, shows as a wrong element.
+  // Elsewhere (4 ranks) the same calls take auto's path: the same results.
+  const GpuEnv& env = gpuEnv();
+  ForcedComm decode("FC_MMAR_ALGO", "decode");
+  fcComm_t comm = decode.comm;
+  const Shape sh{24, 520, 1032};
+  const fcDataType_t t = fcFloat16;
+  cudaStream_t s = env.streams[0];
+  DeviceBuffer A0(sh.M * sh.K * 2), B0(sh.K * sh.N * 2), C0(sh.M * sh.N * 2);
+  DeviceBuffer A2(sh.M * sh.K * 2), B2(sh.K * sh.N * 2), C2(sh.M * sh.N * 2);
+  NormInputs x(sh, t, sh.M * sh.N * 2);
+  Problem p0{sh.M, sh.N, sh.K, fcOpT, t}, p2{sh.M, sh.N, sh.K, fcOpT, t};
+  replayCaptured(
+      s,
+      [&] {
+        return std::array<fcResult_t, 3>{
+            fcMatmulAllReduce(A0.p, B0.p, C0.p, sh.M, sh.N, sh.K, fcOpT, t, comm, s),
+            fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, sh.M, sh.N, sh.K,
+                                             1e-6f, fcOpT, t, comm, s),
+            fcMatmulAllReduce(A2.p, B2.p, C2.p, sh.M, sh.N, sh.K, fcOpT, t, comm, s)};
+      },
+      [&] {
+        p0 = Problem{sh.M, sh.N, sh.K, fcOpT, t};
+        p0.uploadInputs(A0.p, B0.p, env.rank);
+        p2 = Problem{sh.M, sh.N, sh.K, fcOpT, t};
+        p2.uploadInputs(A2.p, B2.p, env.rank);
+        x.p = Problem{sh.M, sh.N, sh.K, fcOpT, t};
+        x.p.uploadInputs(x.A.p, x.B.p, env.rank);
+        for (const DeviceBuffer* c : {&C0, &C2, &x.resOut}) CUDA_REQUIRE(cudaMemset(c->p, 0xff, c->bytes()));
+      },
+      [&] {
+        for (auto [c, p] : {std::pair{&C0, &p0}, std::pair{&C2, &p2}}) {
+          const std::vector<char> got = download(c->p, c->bytes());
+          CHECK(checkC(*p, got) == 0);
+          CHECK(ranksDiffering(got) == 0);
+        }
+        CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
+      });
+  fcResult_t async = fcInternalError;
+  FC_REQUIRE(fcCommGetAsyncError(comm, &async));
+  CHECK(async == fcSuccess);
 }
 
 TEST_CASE("fcMatmulAllReduce: the GEMM + all-reduce path first in a CUDA graph and again behind another op") {

@@ -28,7 +28,7 @@ struct DecodeGemm {
   fcDataType_t datatype;
   int tokensPerTile;  // 16 (64 x 16 x 256 tiles) or 32 (64 x 32 x 128): tuning::decodeGemmTokens
   int smCount;        // the persistent grid's CTAs at most
-  // The decode engine (fcMatmulAllReduce at 2 ranks, push_epilogue.cuh): each tile also
+  // The decode engine (fcMatmulAllReduce and its norm forms at 2 ranks, push_epilogue.cuh): each tile also
   // stored into push[b], our slot ([rows, N] row-major) of the peer's Lamport Rows set
   // in buffer b, b = *pushIndex (the rank's Rows buffer index, read per tile). NULL: no
   // pushes (the plain decode GEMM).
