@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   fc::Gemm gemm;
-  if (gemm.init() != fcSuccess) {
+  if (gemm.init(false) != fcSuccess) {  // cuBLASLt's kernels only: the column compared against
     std::fprintf(stderr, "decode-gemm: cuBLASLt: %s\n", fcGetLastError(nullptr));
     return 1;
   }

@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   fc::Gemm cublas;
-  FC(cublas.init());
+  FC(cublas.init(false));  // cuBLASLt only (never the decode GEMM)
   uint32_t* counters;
   OK(cudaMalloc(&counters, 2 * sizeof(uint32_t)));
   uint32_t* ticket;  // the scatter kernels' tile ticket: zero, and zero again after each run

@@ -64,7 +64,7 @@ int main() {
   CK(cudaMemcpy(b, ones.data(), size_t(kN) * kK * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(bad, 0, 2 * sizeof(unsigned)));
   fc::Gemm gemm;
-  if (gemm.init() != fcSuccess || gemm.matmul(a, kM, b, d, kN, kK, fcOpT, fcBfloat16, nullptr) != fcSuccess) {
+  if (gemm.init(false) != fcSuccess || gemm.matmul(a, kM, b, d, kN, kK, fcOpT, fcBfloat16, nullptr) != fcSuccess) {
     std::fprintf(stderr, "the cuBLASLt GEMM failed: %s\n", fcGetLastError(nullptr));
     return 1;
   }
