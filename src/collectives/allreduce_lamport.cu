@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   const bool resetInCallWarp = kMeasure && (stages & kLamportResetByCallWarp);
   const bool resetLate = kMeasure && (stages & kLamportResetLate);
   if (call.isCallWarp()) {
-    if (stages & kLamportCall) call.run(Op::AllReduceOneShot, channel);  // a mismatch is recorded
+    if (stages & kLamportCall) call.run(opOf(sig), channel);  // a mismatch is recorded
     if (resetInCallWarp)
       for (int rep = times(kLamportReset, kLamportResetTwice); rep > 0; --rep)
         run.template resetStale<NR>(threadIdx.x - dev::lamportDataThreads(), dev::kCallWarpThreads);
@@ -142,7 +142,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
       if (pk >= packs32) break;
       const dev::Pack own = pk < whole ? in4[pk] : dev::loadInputPack(in, size_t(pk) * E, count, vecIn);
       float acc[E];
-      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk, own, acc)) return;
+      if (!run.template sumInRankOrder<T, NR>(opOf(sig), channel, from, pk, own, acc)) return;
       const dev::Pack r = dev::toPack<T>(acc);
       if (pk < wholeOut)
         out4[pk] = r;
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
         if (pk >= packs) break;
         const size_t i = pk * E;
         float acc[E];
-        if (!run.template sumInRankOrder<T, NR>(Op::AllReduceOneShot, channel, from, pk,
+        if (!run.template sumInRankOrder<T, NR>(opOf(sig), channel, from, pk,
                                                 dev::loadInputPack(in, i, count, vecIn), acc))
           return;
         if (stages & kLamportClearRead) run.clearRead(from, pk);  // measurement form (device_comm.h)

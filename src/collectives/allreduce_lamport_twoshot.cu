@@ -49,7 +49,7 @@ __host__ __device__ inline size_t lamportTwoShotSlice(size_t count, int nranks, 
 // (a whole number of packs, at most a slot), by the data threads. Returns true when
 // a wait gave up.
 template <typename T, int NR>
-__device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, const Run& run,
+__device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, Op op, int channel, const Run& run,
                                             const T* in, T* out, size_t count, size_t slice, bool vecIn,
                                             bool vecOut) {
   constexpr int E = dev::PackTraits<T>::kElems;
@@ -114,7 +114,7 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
       dev::PeerPacks<NR - 1> peers;
       run.template lookAtPeers<NR>(from, pk, peers);
       dev::accumulate<T>(acc, dev::loadInputPack(mine, pk * E, sliceLen(rank), vecIn));
-      if (!run.waitForPeers(Op::AllReduceTwoShot, channel, peers)) return true;
+      if (!run.waitForPeers(op, channel, peers)) return true;
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) dev::accumulate<T>(acc, peers.v[j]);
     } else {
@@ -123,7 +123,7 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
         const int s = (rank + j) % W;
         const dev::Pack* p = slotPacks(rank, 0, s) + pk;
         dev::Pack v = dev::loadVolatilePack(p);
-        if (!dev::pollPack(dc, Op::AllReduceTwoShot, channel, run.buf, p, v, s)) return true;
+        if (!dev::pollPack(dc, op, channel, run.buf, p, v, s)) return true;
         dev::accumulate<T>(acc, v);
       }
     }
@@ -146,7 +146,7 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
     if constexpr (NR > 0) {
       dev::PeerPacks<NR - 1> peers;
       run.template lookAtPeers<NR>(gathered, pk, peers);
-      if (!run.waitForPeers(Op::AllReduceTwoShot, channel, peers)) return true;
+      if (!run.waitForPeers(op, channel, peers)) return true;
 #pragma unroll
       for (int j = 0; j < NR - 1; ++j) {
         const int s = (rank + 1 + j) % NR;
@@ -157,7 +157,7 @@ __device__ __forceinline__ bool twoShotPass(const DeviceComm& dc, int channel, c
         const int s = (rank + j) % W;
         const dev::Pack* p = slotPacks(rank, 1, s) + pk;
         dev::Pack v = dev::loadVolatilePack(p);
-        if (!dev::pollPack(dc, Op::AllReduceTwoShot, channel, run.buf, p, v, s)) return true;
+        if (!dev::pollPack(dc, op, channel, run.buf, p, v, s)) return true;
         dev::storePack(out + size_t(s) * slice, pk * E, sliceLen(s), v, vecOut);
       }
     }
@@ -190,7 +190,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   // The call warp checks the call (once per kernel) while the data threads run the
   // first pass, then joins the CTA-wide steps between passes.
   dev::LamportCall call(dc, channel, sig, count);
-  const bool callFailed = call.isCallWarp() && !call.run(Op::AllReduceTwoShot, channel);
+  const bool callFailed = call.isCallWarp() && !call.run(opOf(sig), channel);
   for (size_t first = 0; first < count; first += passElems) {
     const size_t n = count - first < passElems ? count - first : passElems;
     bool failed = callFailed;
@@ -200,7 +200,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
         // this pass's pushes: a peer that sees them may write the reset slots next.
         // (Between kernels, the kernel boundary orders them.)
         __threadfence();
-      failed = twoShotPass<T, NR>(dc, channel, run, in + first, out + first, n,
+      failed = twoShotPass<T, NR>(dc, opOf(sig), channel, run, in + first, out + first, n,
                                   lamportTwoShotSlice(n, W, sizeof(T)), vecIn, vecOut);
     }
     // Measured: without this CTA-wide step between passes (a thread only ever touches

@@ -68,7 +68,7 @@ constexpr int kWideThreads = 1024;
 constexpr int kRowsTogether = 2;
 
 template <typename T, int NR>
-__device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, int channel,
+__device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, Op op, int channel,
                                                  const NormCall& c, const dev::PeerSlots<NR - 1>& from,
                                                  size_t firstRow, size_t rowStep, size_t rows, size_t begin,
                                                  size_t end, unsigned threads, float invScale, float (*red)[32]) {
@@ -97,7 +97,7 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
     ss[r] = 0.f;
     if (!active || size_t(r) >= rows || failed) continue;
     const size_t pk = (firstRow + size_t(r) * rowStep) * rowPacks + p;
-    if (!run.waitForPeers(Op::AllReduceNorm, channel, peers[r])) {
+    if (!run.waitForPeers(op, channel, peers[r])) {
       failed = true;  // error recorded; this thread stores nothing more
       continue;
     }
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     // (lanes < W - 1) instead of following it.
     const bool arriving = threadIdx.x - threads == unsigned(dev::kCallWarpThreads - 1);
     const uint32_t before = arriving ? run.arrive() : 0u;
-    if (blockIdx.x == 0) failed = !call.run(Op::AllReduceNorm, channel);
+    if (blockIdx.x == 0) failed = !call.run(opOf(sig), channel);
     if (arriving) run.advanceIfLast(before);
     if (cluster) asm volatile("barrier.cluster.wait.acquire;" ::: "memory");
   } else {
@@ -213,7 +213,7 @@ __global__ void __launch_bounds__(kMaxThreads)
     const bool clear = stages & kNormReset;
     const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
     auto sum = [&](size_t pk, float(&acc)[E]) {
-      if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, from, pk, in[pk], acc)) return false;
+      if (!run.template sumInRankOrder<T, NR>(opOf(sig), channel, from, pk, in[pk], acc)) return false;
       if (clear) run.clearRead(from, pk);
       return true;
     };
@@ -224,13 +224,14 @@ __global__ void __launch_bounds__(kMaxThreads)
       together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(kRowsTogether);
       if (together) {
         __shared__ float redRows[kRowsTogether][32];
-        failed |= !normRowsTogether<T, NR>(run, channel, c, from, firstRow, rowStep, rows, begin, end, threads,
-                                           invScale, redRows);
+        failed |= !normRowsTogether<T, NR>(run, opOf(sig), channel, c, from, firstRow, rowStep, rows, begin, end,
+                                           threads, invScale, redRows);
       }
     }
     int parity = 0;
     for (size_t row = firstRow; !together && row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
-      const ClusterRowSum total{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, uint32_t(row + 1)};
+      const ClusterRowSum total{dc, opOf(sig), channel, clusterSums, red,
+                                threads, ctas, clusterRank, parity, uint32_t(row + 1)};
       failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
     }
   }

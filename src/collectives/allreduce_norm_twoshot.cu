@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
   if (call.isCallWarp()) {
     const bool arriving = threadIdx.x - threads == unsigned(dev::kCallWarpThreads - 1);
     const uint32_t before = arriving ? run.arrive() : 0u;
-    if (blockIdx.x == 0) call.run(Op::AllReduceNorm, channel);  // a mismatch is recorded
+    if (blockIdx.x == 0) call.run(opOf(sig), channel);  // a mismatch is recorded
     if (arriving) run.advanceIfLast(before, uint32_t(passes));
     // This warp no longer exits here (it meets the cluster barriers at the end), so it
     // lets the next kernel launch itself rather than hold the trigger back to the end.
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     int parity = 0;
     uint32_t seq = 0;  // the cluster's rows so far: every CTA of it takes the same ones
     auto total = [&](float ss, bool& f) {
-      const norm::ClusterRowSum sum{dc, channel, clusterSums, red, threads, ctas, clusterRank, parity, seq};
+      const norm::ClusterRowSum sum{dc, opOf(sig), channel, clusterSums, red, threads, ctas, clusterRank, parity, seq};
       return sum(ss, f);
     };
     for (size_t p = 0; p < passes; ++p) {
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
         const size_t row = first + blockBegin(rank) + r;
         auto sum = [&](size_t pk, float(&acc)[E]) {
           const size_t at = r * rowPacks + (pk - row * rowPacks);  // in the slots
-          if (!run.template sumInRankOrder<T, NR>(Op::AllReduceNorm, channel, 0, at, in[pk], acc)) return false;
+          if (!run.template sumInRankOrder<T, NR>(opOf(sig), channel, 0, at, in[pk], acc)) return false;
           run.clearRead(at);
           const Pack rounded = dev::notEmpty(dev::toPack<T>(acc));
 #pragma unroll 8
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
           auto sum = [&](size_t pk, float(&acc)[E]) {
             const size_t at = r * rowPacks + (pk - row * rowPacks);
             Pack v = dev::loadVolatilePack(from + at);
-            if (!dev::pollPack(dc, Op::AllReduceNorm, channel, run.buf, from + at, v, s)) return false;
+            if (!dev::pollPack(dc, opOf(sig), channel, run.buf, from + at, v, s)) return false;
             // Cleared once read, as the Rows kind's packs are (LamportRun::clearRead).
             from[at] = Pack{kLamportEmpty, kLamportEmpty, kLamportEmpty, kLamportEmpty};
 #pragma unroll

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
 
   uint32_t* epochPtr = dev::epochAddr(dc, channel, int(blockIdx.x));
   const uint32_t epoch = *epochPtr;  // written only by this CTA, at the end of the previous call
-  if (!dev::barrierBlock(dc, Op::AllReduceOneShot, sig, channel, epoch + 1)) return;
+  if (!dev::barrierBlock(dc, opOf(sig), sig, channel, epoch + 1)) return;
 
   for (size_t c = blockIdx.x; c < nchunks; c += ctas) {
     const size_t first = c * kChunkElems;
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) allReduceOneShotKernel(DeviceComm dc
                      vecOut);
   }
 
-  if (!dev::barrierBlock(dc, Op::AllReduceOneShot, sig, channel, epoch + 2)) return;
+  if (!dev::barrierBlock(dc, opOf(sig), sig, channel, epoch + 2)) return;
   if (threadIdx.x == 0) *epochPtr = epoch + 2;  // read by this CTA's next launch (stream order)
 }
 

@@ -68,7 +68,7 @@ __global__ void __launch_bounds__(kThreads)
             dev::copyPackIn(from, to, c * kChunkElems, (c + 1) * kChunkElems < n ? (c + 1) * kChunkElems : n, vec);
       }
     }
-    if (!dev::barrierBlock(dc, Op::AllReduceTwoShot, sig, channel, ++epoch)) return;
+    if (!dev::barrierBlock(dc, opOf(sig), sig, channel, ++epoch)) return;
 
     {  // reduce our slice
       const size_t n = validLen(rank);
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
         dev::storePack(o, i, n, p, vecOut);
       }
     }
-    if (!dev::barrierBlock(dc, Op::AllReduceTwoShot, sig, channel, ++epoch)) return;
+    if (!dev::barrierBlock(dc, opOf(sig), sig, channel, ++epoch)) return;
 
     for (int j = 1; j < W; ++j) {  // gather the peers' slices, rank-rotated
       const int p = (rank + j) % W;
@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(kThreads)
         if (i < n) dev::storePack(o, i, n, *reinterpret_cast<const dev::Pack*>(from + i), vecOut);
       }
     }
-    if (!dev::barrierBlock(dc, Op::AllReduceTwoShot, sig, channel, ++epoch)) return;
+    if (!dev::barrierBlock(dc, opOf(sig), sig, channel, ++epoch)) return;
   }
   if (threadIdx.x == 0) *epochPtr = epoch;
 }

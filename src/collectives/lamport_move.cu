@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     lamportMoveKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
                       uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
-  constexpr Op op = M == Move::AllGather ? Op::AllGather : Op::ReduceScatter;
+  const Op op = opOf(sig);  // the move's own, or the fused op's that launched it
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank;
   const size_t packs = (count + E - 1) / E;

@@ -184,6 +184,7 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t be
 struct ClusterRowSum {
   static constexpr unsigned kMaxCtas = 8;  // the portable cluster size
   const DeviceComm& dc;
+  Op op;  // the error record's (the signature's: opOf)
   int channel;
   uint64_t (*sums)[kMaxCtas];  // clusterSums[2][kMaxCtas] of this CTA
   float (*red)[32];
@@ -205,7 +206,7 @@ struct ClusterRowSum {
     for (unsigned k = 0; k < ctas; ++k) {
       uint64_t v = *reinterpret_cast<volatile uint64_t*>(&sums[parity][k]);
       for (uint32_t spin = 1; uint32_t(v >> 32) != seq; ++spin) {
-        if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::AllReduceNorm, dc.rank, channel, seq, uint32_t(v >> 32),
+        if ((spin & 1023u) == 0u && exits.giveUp(dc, op, dc.rank, channel, seq, uint32_t(v >> 32),
                                                    WaitKind::LamportData)) {
           failed = true;
           return 0.f;

@@ -205,6 +205,12 @@ constexpr uint32_t opSignature(Op op, uint32_t dtype, uint64_t count) {
   return (uint32_t(op) << 28) | ((dtype & 15u) << 24) | uint32_t(count & 0xffffffu);
 }
 
+// The op a signature names (its top 4 bits). The kernels record it, not their own, in
+// an error record: a collective launched by a fused op with the fused op's signature
+// (fcMatmulAllReduce's all-reduce or rows kernel, fcMatmulReduceScatter's reduce-scatter)
+// then reports the op the user called, which is what a timeout's message must name.
+constexpr Op opOf(uint32_t sig) { return Op(sig >> 28); }
+
 // The "count" of a fused GEMM op's signature: its whole shape (M, N, K, transB) folded
 // into 24 bits (FNV-1a), so that ranks calling with different shapes are caught.
 constexpr uint64_t shapeKey(uint64_t M, uint64_t N, uint64_t K, uint32_t transB) {

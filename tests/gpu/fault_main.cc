@@ -14,7 +14,9 @@
 //   kill-mmrs  the same in a loop of fcMatmulReduceScatter on the GEMM engine (its
 //            waits: the gates before the pulls, for a peer's tiles of our block)
 //   kill-mmar  the same in a loop of fcMatmulAllReduce (one decode row: the one
-//            kernel's waits for the peers' tiles)
+//            kernel's waits for the peers' tiles; FC_MMAR_ALGO=decode: the decode
+//            engine's rows kernel's; unfused: the Lamport one-shot's). The survivors'
+//            errors name fcMatmulAllReduce whichever kernel waited (run-fault-tests)
 //   abort    the last rank calls fcCommAbort in a loop of 1000: the others fail fast
 //   mismatch rank 1 calls fcBarrier where the others call fcAllReduceOneShot on 8 MiB
 //            (above the Lamport limit: the barrier one-shot): every rank fails fast
