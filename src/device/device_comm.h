@@ -210,6 +210,9 @@ constexpr uint32_t opSignature(Op op, uint32_t dtype, uint64_t count) {
 // (fcMatmulAllReduce's all-reduce or rows kernel, fcMatmulReduceScatter's reduce-scatter)
 // then reports the op the user called, which is what a timeout's message must name.
 constexpr Op opOf(uint32_t sig) { return Op(sig >> 28); }
+static_assert(opOf(opSignature(Op::MatmulAllReduce, 15u, ~0ull)) == Op::MatmulAllReduce &&
+                  uint32_t(Op::MatmulAllReduce) < 16u,
+              "every Op fits the signature's 4 bits, and opOf reads them back");
 
 // The "count" of a fused GEMM op's signature: its whole shape (M, N, K, transB) folded
 // into 24 bits (FNV-1a), so that ranks calling with different shapes are caught.
