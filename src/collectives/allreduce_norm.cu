@@ -68,8 +68,8 @@ constexpr int kWideThreads = 1024;
 constexpr int kRowsTogether = 2;
 
 template <typename T, int NR>
-__device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, Op op, int channel,
-                                                 const NormCall& c, const dev::PeerSlots<NR - 1>& from,
+__device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::LamportKind::Rows>& run, Op op,
+                                                 int channel, const NormCall& c, const dev::PeerSlots<NR - 1>& from,
                                                  size_t firstRow, size_t rowStep, size_t rows, size_t begin,
                                                  size_t end, unsigned threads, float invScale, float (*red)[32]) {
   constexpr int E = dev::PackTraits<T>::kElems;
