@@ -54,6 +54,15 @@ namespace {
 
 using Element = cutlass::bfloat16_t;
 
+// A CUTLASS kernel's shared memory beyond 48 KiB, allowed once (one GPU here).
+template <class Kernel>
+bool allowSmem() {
+  static const bool ok = cudaFuncSetAttribute(cutlass::device_kernel<Kernel>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              int(Kernel::SharedStorageSize)) == cudaSuccess;
+  return ok;
+}
+
 // TN = the weight's columns per tile (the MMA's M: 64 for ping-pong, 128 cooperative), TT
 // = tokens per tile (the MMA's N), TK = K per k-block.
 template <int TN, int TT, int TK, bool kPingpong>
@@ -85,13 +94,7 @@ struct SwappedGemm {
 
   // D [M, N] = A [M, K] x W^T, W [N, K], on a persistent grid of at most `ctas` CTAs.
   static bool run(const void* A, const void* W, void* D, int M, int N, int K, int ctas, cudaStream_t stream) {
-    static bool smemSet = false;
-    if (!smemSet) {
-      if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(Kernel::SharedStorageSize)) != cudaSuccess)
-        return false;
-      smemSet = true;
-    }
+    if (!allowSmem<Kernel>()) return false;
     auto strideA = cutlass::make_cute_packed_stride(typename Kernel::StrideA{}, cute::make_shape(N, K, 1));
     auto strideB = cutlass::make_cute_packed_stride(typename Kernel::StrideB{}, cute::make_shape(M, K, 1));
     auto strideD = cutlass::make_cute_packed_stride(typename Kernel::StrideD{}, cute::make_shape(N, M, 1));
@@ -156,13 +159,7 @@ struct SplitGemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   static bool run(const void* A, const void* W, void* D, int M, int N, int K, int ctas, cudaStream_t stream) {
-    static bool smemSet = false;
-    if (!smemSet) {
-      if (cudaFuncSetAttribute(cutlass::device_kernel<Kernel>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               int(Kernel::SharedStorageSize)) != cudaSuccess)
-        return false;
-      smemSet = true;
-    }
+    if (!allowSmem<Kernel>()) return false;
     const int Ks = K / S;
     if (Ks * S != K || Ks % 8 != 0 || size_t(S) * M * N * 4 > kSplitWorkspaceBytes || (size_t(M) * N) % 4 != 0)
       return false;
