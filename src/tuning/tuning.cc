@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 
 #include "device/device_comm.h"  // the Lamport push slots' sizes (a memory layout, not a choice)
 
@@ -224,6 +225,12 @@ constexpr size_t kDecodeGemmMaxRows = 48;
 // on 132 SMs), the last wave's few tiles took 1.04-1.25x cuBLASLt's time.
 //                                                          perf-log: decodeGemmTokens
 constexpr size_t kDecodeGemmTileCols = 64;
+// The decode engine (forced only: FC_MMAR_ALGO=decode) to 256 rows, its GEMM in one wave
+// of tiles of 16, 32, 64 or 128 tokens: pushes at the end of one wave, because tiles that
+// end in waves cost the GEMM (16 x 4096 x 2048 on a third of the SMs: 1.42x). The wide
+// tiles are untimed; the 2-GPU timing (gpu-check mmar: mmar-decode-2.csv) decides where
+// auto takes the engine, if anywhere.                     perf-log: decodeGemmTokens
+constexpr size_t kDecodeEngineMaxRows = 256;
 
 // ---- fcMatmulAllReduce ---------------------------------------------------------------------
 // The one decode kernel (GEMV + Lamport pushes per tile): its FMA form for one row (from
@@ -551,16 +558,26 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas) {
 
 // ---- The decode GEMM -----------------------------------------------------------------------
 
-int decodeEngineTokens(size_t M, size_t N, int smCount) {
-  if (M == 0 || M > kDecodeGemmMaxRows || smCount <= 0) return 0;
+namespace {
+
+// The narrowest tile of `widths` tokens whose tiles of M x N fit one wave of smCount, or 0.
+int oneWaveTokens(size_t M, size_t N, int smCount, std::initializer_list<size_t> widths) {
   const size_t cols = (N + kDecodeGemmTileCols - 1) / kDecodeGemmTileCols;
-  for (size_t tokens : {size_t(16), size_t(32)})
+  for (size_t tokens : widths)
     if (cols * ((M + tokens - 1) / tokens) <= size_t(smCount)) return int(tokens);
   return 0;
 }
 
+}  // namespace
+
+int decodeEngineTokens(size_t M, size_t N, int smCount) {
+  if (M == 0 || M > kDecodeEngineMaxRows || smCount <= 0) return 0;
+  return oneWaveTokens(M, N, smCount, {16, 32, 64, 128});
+}
+
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
-  return 2 * K < kDecodeGemmMinKOverNx2 * N ? 0 : decodeEngineTokens(M, N, smCount);
+  if (M == 0 || M > kDecodeGemmMaxRows || smCount <= 0 || 2 * K < kDecodeGemmMinKOverNx2 * N) return 0;
+  return oneWaveTokens(M, N, smCount, {16, 32});
 }
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------

@@ -207,9 +207,10 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // SMs, or 0: cuBLASLt's GEMM there.
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount);
 // The same for fcMatmulAllReduce's decode engine (FC_MMAR_ALGO=decode), whose GEMM is
-// always the decode GEMM: the rows and the one wave, at any K (where K < 1.5 N the kernel
-// took 0.99-1.09x cuBLASLt's time with the weight cold, 1.04-1.19x hot; the engine's
-// pushes are to buy more than that back: to be timed on 2 GPUs).
+// always the decode GEMM: up to 256 rows, at any K, in one wave of tiles of 16, 32, 64 or
+// 128 tokens, the narrowest that fits (where K < 1.5 N the kernel took 0.99-1.09x
+// cuBLASLt's time with the weight cold, 1.04-1.19x hot at 1-32 rows; the wide tiles are
+// untimed; the engine's pushes are to buy more than that back: to be timed on 2 GPUs).
 int decodeEngineTokens(size_t M, size_t N, int smCount);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------

@@ -497,14 +497,20 @@ TEST_CASE("the decode GEMM's tiles", "[tuning]") {
   CHECK(decodeGemmTokens(16, 4096, 7168, 63) == 0);
   CHECK(decodeGemmTokens(0, 4096, 7168, 132) == 0);
   CHECK(decodeGemmTokens(16, 4096, 7168, 0) == 0);
-  // The decode engine's GEMM: the same rows and wave at any K.
+  // The decode engine's GEMM: one wave at any K, to 256 rows, with the wide-token tiles too.
   CHECK(decodeEngineTokens(16, 4096, 132) == 16);
   CHECK(decodeEngineTokens(48, 4096, 132) == 32);
-  CHECK(decodeEngineTokens(48, 5120, 132) == 0);
-  CHECK(decodeEngineTokens(49, 4096, 132) == 0);
+  CHECK(decodeEngineTokens(48, 5120, 132) == 64);   // 80 x 3 / 80 x 2 tiles of 16 / 32 would not fit
+  CHECK(decodeEngineTokens(64, 4096, 132) == 32);   // 64 x 2 tiles
+  CHECK(decodeEngineTokens(65, 4096, 132) == 64);
+  CHECK(decodeEngineTokens(256, 4096, 132) == 128);
+  CHECK(decodeEngineTokens(128, 5120, 132) == 128);  // 80 tiles
+  CHECK(decodeEngineTokens(256, 5120, 132) == 0);    // 160 tiles of 128
+  CHECK(decodeEngineTokens(257, 2048, 132) == 0);    // past 256 rows
   CHECK(decodeEngineTokens(1, 8192, 132) == 16);   // 128 tiles
   CHECK(decodeEngineTokens(1, 8512, 132) == 0);    // 133 tiles
   CHECK(decodeEngineTokens(8, 4096, 0) == 0);
+  CHECK(decodeEngineTokens(0, 4096, 132) == 0);
 }
 
 TEST_CASE("engine piece defaults", "[tuning]") {

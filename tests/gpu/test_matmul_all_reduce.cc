@@ -146,12 +146,15 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // 40 x 136 x 2056 and 40 x 2880 x 4352 (B^T, K >= 1.5 N, few rows): the decode GEMM
   // (src/gemm/decode) under the all-reduce, 16, 16 and 32 tokens a tile on 132 SMs, the
   // last tiles partial (13 rows under FC_MMAR_ALGO=fused: the one kernel's). Under
-  // FC_MMAR_ALGO=decode every B^T shape of up to 48 rows with N a multiple of 8 and tiles
-  // in one wave runs the decode engine at 2 ranks (its rows kernel summing only).
-  const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},  {5, 520, 264},
-                          {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264}, {3, 33032, 136},
+  // FC_MMAR_ALGO=decode every B^T shape of up to 256 rows with N a multiple of 8 and tiles
+  // in one wave runs the decode engine at 2 ranks (its rows kernel summing only): 100 x
+  // 4096 x 136 on 64 x 64 tiles, 200 x 4096 x 136 on 64 x 128 (their last tiles partial),
+  // the others on 64 x 16 or 64 x 32.
+  const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},    {5, 520, 264},
+                          {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264},   {3, 33032, 136},
                           {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256},
-                          {13, 264, 520},   {40, 136, 2056},   {40, 2880, 4352}};
+                          {13, 264, 520},   {40, 136, 2056},   {40, 2880, 4352},  {100, 4096, 136},
+                          {200, 4096, 136}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
@@ -251,11 +254,13 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   // two-shot kernel at 2 ranks, else all-reduce + norm), N not a power of two; 4096 rows:
   // the engine's all-gather at 2 ranks, then the local norm of each half, 4 rows a CTA.
   // K >= 1.5 N at few rows: the decode GEMM (13 x 264 x 520: 16 tokens a tile, 40 x 2880
-  // x 4352: 32). Under FC_MMAR_ALGO=decode every shape of up to 48 rows runs the decode
-  // engine at 2 ranks (its GEMM at any K).
+  // x 4352: 32). Under FC_MMAR_ALGO=decode every shape of up to 256 rows whose tiles fit
+  // one wave runs the decode engine at 2 ranks (its GEMM at any K): 64 x 4096 x 136 on 64
+  // x 32 tiles, 72 x 4096 x 136 on 64 x 64, 256 x 4096 x 136 on 64 x 128 (a 2 MiB
+  // product per rank).
   const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},   {64, 4096, 136},
                           {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}, {13, 264, 520},
-                          {40, 2880, 4352}, {1, 520, 1032}};
+                          {40, 2880, 4352}, {1, 520, 1032},   {72, 4096, 136},   {256, 4096, 136}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
       for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8

@@ -26,7 +26,10 @@ struct DecodeGemm {
   void* D;  // may lie in a peer's memory (TMA stores through the mapping)
   size_t rows, N, K;
   fcDataType_t datatype;
-  int tokensPerTile;  // 16 (64 x 16 x 256 tiles) or 32 (64 x 32 x 128): tuning::decodeGemmTokens
+  // 16 (64 x 16 x 256 tiles) or 32 (64 x 32 x 128): tuning::decodeGemmTokens; the decode
+  // engine's pushing kernels also 64 (64 x 64 x 128) and 128 (64 x 128 x 64):
+  // tuning::decodeEngineTokens.
+  int tokensPerTile;
   int smCount;        // the persistent grid's CTAs at most
   // The decode engine (fcMatmulAllReduce and its norm forms at 2 ranks, push_epilogue.cuh): each tile also
   // stored into push[b], our slot ([rows, N] row-major) of the peer's Lamport Rows set
@@ -36,8 +39,8 @@ struct DecodeGemm {
   const uint32_t* pushIndex = nullptr;
 };
 
-// bf16 / fp16, a tile width above, sizes within int range, every row and base 16-byte
-// aligned (TMA).
+// bf16 / fp16, a tile width above built for the kernel (with or without pushes), sizes
+// within int range, every row and base 16-byte aligned (TMA).
 bool decodeGemmSupports(const DecodeGemm& g);
 
 // Allow the kernels' shared memory on the current device: once per device, outside any
