@@ -560,8 +560,10 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas) {
 
 namespace {
 
-// The narrowest tile of `widths` tokens whose tiles of M x N fit one wave of smCount, or 0.
+// The narrowest tile of `widths` tokens whose tiles of M x N fit one wave of smCount, or 0
+// (also for no rows or no SMs).
 int oneWaveTokens(size_t M, size_t N, int smCount, std::initializer_list<size_t> widths) {
+  if (M == 0 || smCount <= 0) return 0;
   const size_t cols = (N + kDecodeGemmTileCols - 1) / kDecodeGemmTileCols;
   for (size_t tokens : widths)
     if (cols * ((M + tokens - 1) / tokens) <= size_t(smCount)) return int(tokens);
@@ -571,12 +573,11 @@ int oneWaveTokens(size_t M, size_t N, int smCount, std::initializer_list<size_t>
 }  // namespace
 
 int decodeEngineTokens(size_t M, size_t N, int smCount) {
-  if (M == 0 || M > kDecodeEngineMaxRows || smCount <= 0) return 0;
-  return oneWaveTokens(M, N, smCount, {16, 32, 64, 128});
+  return M > kDecodeEngineMaxRows ? 0 : oneWaveTokens(M, N, smCount, {16, 32, 64, 128});
 }
 
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
-  if (M == 0 || M > kDecodeGemmMaxRows || smCount <= 0 || 2 * K < kDecodeGemmMinKOverNx2 * N) return 0;
+  if (M > kDecodeGemmMaxRows || 2 * K < kDecodeGemmMinKOverNx2 * N) return 0;
   return oneWaveTokens(M, N, smCount, {16, 32});
 }
 

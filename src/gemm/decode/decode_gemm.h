@@ -30,11 +30,11 @@ struct DecodeGemm {
   // engine's pushing kernels also 64 (64 x 64 x 128) and 128 (64 x 128 x 64):
   // tuning::decodeEngineTokens.
   int tokensPerTile;
-  int smCount;        // the persistent grid's CTAs at most
-  // The decode engine (fcMatmulAllReduce and its norm forms at 2 ranks, push_epilogue.cuh): each tile also
-  // stored into push[b], our slot ([rows, N] row-major) of the peer's Lamport Rows set
-  // in buffer b, b = *pushIndex (the rank's Rows buffer index, read per tile). NULL: no
-  // pushes (the plain decode GEMM).
+  int smCount;  // the persistent grid's CTAs at most
+  // The decode engine (fcMatmulAllReduce and its norm forms at 2 ranks, push_epilogue.cuh):
+  // each tile also stored into push[b], our slot ([rows, N] row-major) of the peer's
+  // Lamport Rows set in buffer b, b = *pushIndex (the rank's Rows buffer index, read per
+  // tile). NULL: no pushes (the plain decode GEMM).
   void* push[3] = {nullptr, nullptr, nullptr};
   const uint32_t* pushIndex = nullptr;
 };
