@@ -217,6 +217,7 @@ const Candidate kCandidates[] = {
     {"pingpong64x16x128", SwappedGemm<64, 16, 128, true>::run, 0, true},
     {"pingpong64x32x128", SwappedGemm<64, 32, 128, true>::run, 0, true},
     {"pingpong64x64x128", SwappedGemm<64, 64, 128, true>::run, 0, true},
+    {"pingpong64x128x64", SwappedGemm<64, 128, 64, true>::run, 0, true},
     {"pingpong64x16x256", SwappedGemm<64, 16, 256, true>::run, 0, true},
     {"pingpong64x32x256", SwappedGemm<64, 32, 256, true>::run, 0, true},
     {"coop128x16x128", SwappedGemm<128, 16, 128, false>::run, 0, true},
