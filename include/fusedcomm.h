@@ -539,8 +539,9 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  * fcMatmulReduceScatter computes it, then an all-gather) | engine (that reduce-scatter
  * on fcMatmulReduceScatter's persistent GEMM engine, with the all-gather in the same
  * GEMM at 2 ranks, else after it) | decode (at 2 ranks, B^T, every form at up to 256 rows
- * whose tiles fit one wave of the SMs: a CUTLASS GEMM whose epilogue pushes each tile's
- * partial into the peer, the all-reduce + RMSNorm kernel sums them; else auto's path) | auto
+ * whose tiles fit one wave of the SMs (to 48 rows) or three (above): a CUTLASS GEMM whose
+ * epilogue pushes each tile's partial into the peer, the all-reduce + RMSNorm kernel sums
+ * them; else auto's path) | auto
  * (default) forces a path for communicators created afterwards, where the shape allows
  * it.
  * Scratch: none, except where the fused paths' reduce-scatter needs it (as

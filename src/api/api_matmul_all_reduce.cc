@@ -15,7 +15,8 @@
 //     2 ranks, where the reduce-scatter rides in the GEMM) sums this rank's block of
 //     rows into the output, an in-place all-gather gives every rank every row, and the
 //     norm forms add the residual and normalise locally.
-//   decode engine (2 ranks, B^T, up to 256 rows in one wave of the decode GEMM's tiles,
+//   decode engine (2 ranks, B^T, up to 256 rows in one wave of the decode GEMM's tiles
+//     (three waves above 48 rows: tuning::decodeEngineTokens),
 //     any K; forced only, FC_MMAR_ALGO=decode, until it is timed on 2 GPUs): the decode
 //     GEMM stores each tile into our workspace and, in the same epilogue, into our slot
 //     of the peer's Lamport Rows buffer (gemm/decode/push_epilogue.cuh);

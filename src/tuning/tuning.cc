@@ -225,12 +225,21 @@ constexpr size_t kDecodeGemmMaxRows = 48;
 // on 132 SMs), the last wave's few tiles took 1.04-1.25x cuBLASLt's time.
 //                                                          perf-log: decodeGemmTokens
 constexpr size_t kDecodeGemmTileCols = 64;
-// The decode engine (forced only: FC_MMAR_ALGO=decode) to 256 rows, its GEMM in one wave
-// of tiles of 16, 32, 64 or 128 tokens: pushes at the end of one wave, because tiles that
-// end in waves cost the GEMM (16 x 4096 x 2048 on a third of the SMs: 1.42x). The wide
-// tiles are untimed; the 2-GPU timing (gpu-check mmar: mmar-decode-2.csv) decides where
+// The decode engine (forced only: FC_MMAR_ALGO=decode) to 256 rows, its GEMM on tiles of
+// 16, 32, 64 or 128 tokens. Up to 48 rows in one wave (pushes at the end of one wave:
+// tiles that end in waves cost the GEMM, 16 x 4096 x 2048 on a third of the SMs 1.42x;
+// at 48 x 4096 a second wave of 16-token tiles 1.05-1.23x against one of 32-token tiles
+// 0.88-1.07x cuBLASLt). The 2-GPU timing (gpu-check mmar: mmar-decode-2.csv) decides where
 // auto takes the engine, if anywhere.                     perf-log: decodeGemmTokens
 constexpr size_t kDecodeEngineMaxRows = 256;
+// ... above 48 rows, the tile that pads the fewest rows, then the fewest waves, then the
+// narrowest: a part-filled last token tile cost as much as a wave there (one H200,
+// decode-gemm, 64-256 x 4096 / 5120 / 8192: 192 x 4096 x 2048 on 64 x 128 tiles, one wave,
+// 14.3 us, on 64 x 64, two waves, 11.9; 96 x 8192 x 3584 24.4 against 20.5 on 64 x 32,
+// three waves). The rule picked the fastest of the four tiles at all 20 measured cells
+// (0.86-1.39x cuBLASLt; the one-wave rule 0.86-1.53x, and no tile at 6 cells). At most
+// 3 waves: the most measured.                             perf-log: decodeGemmTokens
+constexpr size_t kDecodeEngineOneWaveMaxRows = 48, kDecodeEngineMaxWaves = 3;
 
 // ---- fcMatmulAllReduce ---------------------------------------------------------------------
 // The one decode kernel (GEMV + Lamport pushes per tile): its FMA form for one row (from
@@ -573,7 +582,19 @@ int oneWaveTokens(size_t M, size_t N, int smCount, std::initializer_list<size_t>
 }  // namespace
 
 int decodeEngineTokens(size_t M, size_t N, int smCount) {
-  return M > kDecodeEngineMaxRows ? 0 : oneWaveTokens(M, N, smCount, {16, 32, 64, 128});
+  if (M > kDecodeEngineMaxRows) return 0;
+  if (M <= kDecodeEngineOneWaveMaxRows) return oneWaveTokens(M, N, smCount, {16, 32, 64, 128});
+  if (smCount <= 0) return 0;
+  const size_t cols = (N + kDecodeGemmTileCols - 1) / kDecodeGemmTileCols, sms = size_t(smCount);
+  int best = 0;
+  size_t bestRows = 0, bestWaves = 0;
+  for (size_t tokens : {16, 32, 64, 128}) {  // narrowest first: a tie keeps it
+    const size_t rows = (M + tokens - 1) / tokens * tokens, waves = (cols * (rows / tokens) + sms - 1) / sms;
+    if (waves > kDecodeEngineMaxWaves) continue;
+    if (best == 0 || rows < bestRows || (rows == bestRows && waves < bestWaves))
+      best = int(tokens), bestRows = rows, bestWaves = waves;
+  }
+  return best;
 }
 
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {

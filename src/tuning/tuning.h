@@ -207,10 +207,11 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // SMs, or 0: cuBLASLt's GEMM there.
 int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount);
 // The same for fcMatmulAllReduce's decode engine (FC_MMAR_ALGO=decode), whose GEMM is
-// always the decode GEMM: up to 256 rows, at any K, in one wave of tiles of 16, 32, 64 or
-// 128 tokens, the narrowest that fits (where K < 1.5 N the kernel took 0.99-1.09x
-// cuBLASLt's time with the weight cold, 1.04-1.19x hot at 1-32 rows; the wide tiles are
-// untimed; the engine's pushes are to buy more than that back: to be timed on 2 GPUs).
+// always the decode GEMM: up to 256 rows, at any K, on tiles of 16, 32, 64 or 128 tokens:
+// to 48 rows the narrowest whose tiles fit one wave, above it the one that pads the
+// fewest rows, then the fewest waves (at most 3), then the narrowest (where K < 1.5 N the
+// kernel took 0.99-1.09x cuBLASLt's time with the weight cold at 1-32 rows, 0.86-1.39x
+// at 64-256 rows; the engine's pushes are to buy more than that back: to be timed on 2 GPUs).
 int decodeEngineTokens(size_t M, size_t N, int smCount);
 
 // ---- The GEMM engine's tile shape (src/gemm/engine/engine.cc) ---------------------------

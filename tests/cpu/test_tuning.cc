@@ -497,16 +497,27 @@ TEST_CASE("the decode GEMM's tiles", "[tuning]") {
   CHECK(decodeGemmTokens(16, 4096, 7168, 63) == 0);
   CHECK(decodeGemmTokens(0, 4096, 7168, 132) == 0);
   CHECK(decodeGemmTokens(16, 4096, 7168, 0) == 0);
-  // The decode engine's GEMM: one wave at any K, to 256 rows, with the wide-token tiles too.
+  // The decode engine's GEMM to 48 rows: one wave at any K.
   CHECK(decodeEngineTokens(16, 4096, 132) == 16);
   CHECK(decodeEngineTokens(48, 4096, 132) == 32);
   CHECK(decodeEngineTokens(48, 5120, 132) == 64);   // 80 x 3 / 80 x 2 tiles of 16 / 32 would not fit
-  CHECK(decodeEngineTokens(64, 4096, 132) == 32);   // 64 x 2 tiles
-  CHECK(decodeEngineTokens(65, 4096, 132) == 64);
-  CHECK(decodeEngineTokens(256, 4096, 132) == 128);
+  // Above: the fewest padded rows, then the fewest waves, then the narrowest (at the
+  // measured cells, 64-256 x 4096 / 5120 / 8192, the fastest of the four tiles).
+  CHECK(decodeEngineTokens(64, 4096, 132) == 32);   // 64 x 2 tiles: one wave, as 64 x 1 of 64
+  CHECK(decodeEngineTokens(64, 5120, 132) == 64);   // 80 tiles, where 32 takes two waves
+  CHECK(decodeEngineTokens(96, 4096, 132) == 32);   // 96 rows exactly, two waves (64: 128 rows)
+  CHECK(decodeEngineTokens(96, 8192, 132) == 32);   // three waves, still no padding
+  CHECK(decodeEngineTokens(128, 4096, 132) == 64);  // one wave, as 128
   CHECK(decodeEngineTokens(128, 5120, 132) == 128);  // 80 tiles
-  CHECK(decodeEngineTokens(256, 5120, 132) == 0);    // 160 tiles of 128
+  CHECK(decodeEngineTokens(192, 4096, 132) == 64);  // 192 tiles, where 128 pads 64 rows
+  CHECK(decodeEngineTokens(192, 8192, 132) == 64);  // 384 tiles: three waves
+  CHECK(decodeEngineTokens(256, 4096, 132) == 128);
+  CHECK(decodeEngineTokens(256, 5120, 132) == 128);  // 160 tiles: two waves
+  CHECK(decodeEngineTokens(200, 4096, 132) == 128);  // 256 rows on 64 (two waves) or 128 (one); 32 pads
+                                                     // fewer (224) but in four waves
+  CHECK(decodeEngineTokens(256, 16384, 132) == 0);   // 512 tiles of 128 at the least: four waves
   CHECK(decodeEngineTokens(257, 2048, 132) == 0);    // past 256 rows
+  CHECK(decodeEngineTokens(100, 4096, 0) == 0);
   CHECK(decodeEngineTokens(1, 8192, 132) == 16);   // 128 tiles
   CHECK(decodeEngineTokens(1, 8512, 132) == 0);    // 133 tiles
   CHECK(decodeEngineTokens(8, 4096, 0) == 0);
