@@ -516,7 +516,12 @@ fcResult_t fcMatmulReduceScatter(const void* A, const void* B, void* C, size_t M
  *      activations' columns).
  *   B: [K, N] row-major (fcOpN) or [N, K] row-major (fcOpT, a torch.nn.Linear
  *      weight: this rank's slice of its columns).
- *   C: [M, N] row-major; overlaps neither A nor B.
+ *   C: [M, N] row-major; overlaps neither A nor B. C may lie in symmetric memory
+ *      (fcMemAlloc of comm, a 16-byte aligned offset): then, where the persistent GEMM
+ *      runs at 2 ranks (large M), the peer stores its rows of the sum straight into it
+ *      and no copy follows. Every rank then passes C at the same offset of the buffer
+ *      from the same fcMemAlloc call, or every rank a plain one; ranks that differ meet
+ *      a mismatch there (fcInvalidUsage) and nothing is written into the peers' memory.
  *   M, N, K > 0 (M any count: no multiple of nranks needed); datatype fcBfloat16 or
  *   fcFloat16 for A, B and C. Pointers aligned to the element size; 16 bytes or more
  *   is faster, and every buffer needs the same alignment class (16-byte aligned or

@@ -79,8 +79,29 @@ bool gemvFits(const MarCall& m, int channel) {
 // but the engine's GEMM (gemm-only, and bare, which also drops the barriers).
 bool gemmOnly(MmarEngineStages st) { return st == MmarEngineStages::GemmOnly || st == MmarEngineStages::Bare; }
 
+// Where the plain form's C lies in symmetric memory (fcMemAlloc; its offset 16-byte
+// aligned, for the peer's TMA stores): the peer's mapping of C, at 2 ranks, where the
+// engine's gather stores our block's sums (MatmulReduceScatterArgs::gatherC); and the
+// buffer's identity for the signature (which fcMemAlloc call, and the offset in it:
+// ranks whose C lie elsewhere must meet a mismatch, not write into each other).
+struct GatherIntoC {
+  char* peerC = nullptr;
+  uint64_t serial = 0, offset = 0;
+};
+GatherIntoC gatherIntoC(const MarCall& m) {
+  GatherIntoC g;
+  SymSource src{};
+  if (m.norm != nullptr || m.comm->nranks != 2 ||
+      !commSymmetricSource(m.comm, m.C, m.M * m.N * dataTypeSize(m.datatype), &src, &g.serial) || src.offset % 16 != 0)
+    return g;
+  g.peerC = const_cast<char*>(src.base) + size_t(1 - m.comm->rank) * src.stride + src.offset;
+  g.offset = src.offset;
+  return g;
+}
+
 // fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
-// our block of the sum buffer (C, or normOut), the engine's gather asked for.
+// our block of the sum buffer (C, or normOut), the engine's gather asked for (into the
+// peer's C where C is symmetric).
 MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   fcComm* comm = m.comm;
   const size_t blockBytes = m.M / size_t(comm->nranks) * m.N * dataTypeSize(m.datatype);
@@ -89,6 +110,7 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
   args.C = sum + size_t(comm->rank) * blockBytes;
   args.gatherToPeer = true;
+  args.gatherC = gatherIntoC(m).peerC;
   // FC_MMAR_ENGINE_STAGES (probe build, timing only: wrong results).
   const MmarEngineStages st = comm->params.mmarEngineStages;
   args.enginePeerStores = st != MmarEngineStages::Local && !gemmOnly(st);
@@ -271,19 +293,20 @@ fcResult_t viaDecodeEngine(const MarCall& m, Call& c, uint32_t sig, cudaStream_t
 // The engine's all-gather (2 ranks): the peer's GEMM stored its block's sums into our
 // workspace at that block's rows, complete once the op's final barrier has passed on
 // our stream (matmulReduceScatterGathers); they go to the peer's rows of the output: a
-// copy, or (norm forms) the residual + RMSNorm reading them in place. They are read
+// copy, or (norm forms) the residual + RMSNorm reading them in place; or, C being
+// symmetric (intoC), the peer stored them into our C itself: nothing to do. They are read
 // after that barrier, i.e. while the peer may already run its next call; safe because
 // nothing writes into a rank's workspace before that rank has reached the call: every
 // op that writes into a peer's workspace waits for an entry barrier first (this one's
 // engine included).
-fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, cudaStream_t stream) {
+fcResult_t gatheredRows(const MarCall& m, const Call& c, char* sum, bool intoC, cudaStream_t stream) {
   fcComm* comm = m.comm;
   const size_t es = dataTypeSize(m.datatype), blockRows = m.M / 2, blockBytes = blockRows * m.N * es;
   const size_t peer = size_t(1 - comm->rank);
   const char* peerSums = ce::slot(comm->dev, comm->rank, c.lane.channel, 0) + peer * blockBytes;
   if (m.norm == nullptr) {
     const MmarEngineStages st = comm->params.mmarEngineStages;  // probe build, timing only
-    if (st == MmarEngineStages::NoCopy || gemmOnly(st)) return fcSuccess;
+    if (intoC || st == MmarEngineStages::NoCopy || gemmOnly(st)) return fcSuccess;
     FC_CUDA_CHECK(cudaMemcpyAsync(sum + peer * blockBytes, peerSums, blockBytes, cudaMemcpyDeviceToDevice, stream));
     return fcSuccess;
   }
@@ -322,16 +345,24 @@ fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   // Its tile shape too (FC_MMAR_ENGINE_TILES may force one): ranks with different shapes
   // would count a piece's tiles differently and wait for each other until the deadline.
   const uint32_t tiles = gathered && matmulReduceScatterGatherTileN(comm->dev, args) == 256 ? 32u : 0u;
+  // And whether its sums go straight into the peer's C (C symmetric): then which buffer
+  // and where in it, so that ranks whose C differ meet a mismatch at the entry barrier
+  // (their tiles then store nothing into each other: EpilogueSource::gatherMet).
+  const GatherIntoC intoC = gathered ? gatherIntoC(m) : GatherIntoC{};
+  if (!gathered) args.gatherC = nullptr;
+  const uint64_t where = intoC.peerC != nullptr ? shapeKey(intoC.serial, intoC.offset, 1, 0) : 0;
   args.sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
                          shapeKey(m.M, m.N, m.K,
-                                  pathFlags(m, MarPath::ReduceScatterAllGather) | (gathered ? 16u : 0u) | tiles));
+                                  pathFlags(m, MarPath::ReduceScatterAllGather) | (gathered ? 16u : 0u) | tiles |
+                                      (intoC.peerC != nullptr ? 64u : 0u)) ^
+                             where);
   if (!gathered && matmulReduceScatterGathers(comm->dev, args, choice, true))
     FC_CHECK(launchOpBarrier(comm->dev, c.lane.channel, Op::MatmulReduceScatter, args.sig, stream));
   const size_t scratchBytes = matmulReduceScatterScratch(comm->dev, args, choice);
   if (scratchBytes > 0) FC_CHECK(commScratch(comm, m.fn, c.lane, scratchBytes, &args.scratch));
   FC_CHECK(launchMatmulReduceScatter(comm->dev, c.lane.channel, *comm->copies[ch], *comm->gemms[ch], args, choice,
                                      stream));
-  if (gathered) return gatheredRows(m, c, sum, stream);
+  if (gathered) return gatheredRows(m, c, sum, intoC.peerC != nullptr, stream);
   Call g{m.fn, comm, args.C, blockElems, sum, W * blockElems, args.C, m.datatype};
   g.elem = es;
   g.lane = c.lane;

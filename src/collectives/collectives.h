@@ -155,9 +155,13 @@ fcResult_t launchBarrier(const DeviceComm& dc, int channel, cudaStream_t stream)
 // letNextStart: a next kernel launched with programmatic stream serialization may start
 // while this one waits for the peers (it must not read anything the barrier orders, and
 // waits for this grid (griddepcontrol.wait) before it writes into a peer). clear: words
-// (this rank's memory) zeroed before this rank arrives.
+// (this rank's memory) zeroed before this rank arrives. recordMet: the outcome into the
+// channel's barrierMetOf word (1: every peer met it with our signature, nobody had given
+// up; device/device_comm.h), for a kernel behind it that must not write into a peer's
+// memory otherwise.
 fcResult_t launchOpBarrier(const DeviceComm& dc, int channel, Op op, uint32_t sig, cudaStream_t stream,
-                           bool letNextStart = false, uint32_t* clear = nullptr, int clearWords = 0);
+                           bool letNextStart = false, uint32_t* clear = nullptr, int clearWords = 0,
+                           bool recordMet = false);
 
 // Bytes of workspace the one-shot all-reduce needs for `bytes` of input.
 size_t allReduceOneShotWorkspace(size_t bytes);

@@ -350,13 +350,13 @@ fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr) {
   FC_CHECK(SymmetricHeap::create(*comm->bootstrap, cuDev, bytes, zero, &h));
   *ptr = h->local();
   FC_INFO("fcMemAlloc: %zu bytes (%zu mapped per rank) at %p", bytes, h->stride(), *ptr);
-  comm->userHeaps.push_back(std::move(h));
+  comm->userHeaps.push_back({comm->userHeapsMade++, std::move(h)});
   return fcSuccess;
 }
 
 fcResult_t commMemFree(fcComm* comm, void* ptr) {
   for (auto it = comm->userHeaps.begin(); it != comm->userHeaps.end(); ++it) {
-    if ((*it)->local() != ptr) continue;
+    if (it->heap->local() != ptr) continue;
     // Kernels of ours may still read it (or peers' kernels through our mapping).
     FC_CUDA_CHECK(cudaDeviceSynchronize());
     comm->userHeaps.erase(it);
@@ -366,12 +366,13 @@ fcResult_t commMemFree(fcComm* comm, void* ptr) {
                   ptr);
 }
 
-bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSource* src) {
-  for (const auto& h : comm->userHeaps)
-    if (h->containsLocal(p, bytes)) {
-      src->base = h->base();
-      src->stride = h->stride();
-      src->offset = uint64_t(static_cast<const char*>(p) - h->local());
+bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSource* src, uint64_t* serial) {
+  for (const auto& u : comm->userHeaps)
+    if (u.heap->containsLocal(p, bytes)) {
+      src->base = u.heap->base();
+      src->stride = u.heap->stride();
+      src->offset = uint64_t(static_cast<const char*>(p) - u.heap->local());
+      if (serial != nullptr) *serial = u.serial;
       return true;
     }
   return false;

@@ -217,7 +217,14 @@ struct fcComm {
   };
   LastOp lastEager, lastCaptured;
   cudaEvent_t captureStart = nullptr;  // commMarkStart: where the captured op's work began
-  std::vector<std::unique_ptr<fc::SymmetricHeap>> userHeaps;  // fcMemAlloc buffers
+  // fcMemAlloc buffers, each with its place in the sequence of this communicator's
+  // fcMemAlloc calls (the same on every rank: the calls are collective, in one order).
+  struct UserHeap {
+    uint64_t serial;
+    std::unique_ptr<fc::SymmetricHeap> heap;
+  };
+  std::vector<UserHeap> userHeaps;
+  uint64_t userHeapsMade = 0;
   cudaStream_t control = nullptr;        // for abort notices to peers
 
   // Asynchronous state: fcInProgress during a non-blocking init, then sticky once
@@ -267,7 +274,10 @@ fcResult_t commMemAlloc(fcComm* comm, size_t bytes, void** ptr);
 fcResult_t commMemFree(fcComm* comm, void* ptr);
 
 // If [p, p+bytes) lies in one of this rank's fcMemAlloc buffers, *src says where
-// every rank's copy of it is, and the result is true.
-bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSource* src);
+// every rank's copy of it is, and the result is true. serial (optional): which
+// fcMemAlloc call of the communicator made the buffer (the same on every rank), for
+// signatures in which ranks must agree on the buffer, not only on its offset.
+bool commSymmetricSource(const fcComm* comm, const void* p, size_t bytes, SymSource* src,
+                         uint64_t* serial = nullptr);
 
 }  // namespace fc

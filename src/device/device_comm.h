@@ -22,6 +22,8 @@
 //                                   engine's next tile to hand out (this rank's GEMM)
 //   [kPushCountersOffset, +128)     pushCounters[channel][piece]: the SM push kernel's
 //                                   CTAs done with each piece (this rank's kernel)
+//   [kBarrierMetOffset, +8)         barrierMet[channel]: whether this rank's last op barrier
+//                                   that was asked met every peer cleanly (collectives/barrier.cu)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -82,9 +84,16 @@ constexpr size_t kTileTicketsBytes = size_t(kMaxChannels) * sizeof(uint32_t);
 constexpr int kMaxPushPieces = 16;
 constexpr size_t kPushCountersOffset = kTileTicketsOffset + kTileTicketsBytes;
 constexpr size_t kPushCountersBytes = size_t(kMaxChannels) * kMaxPushPieces * sizeof(uint32_t);
+// An op barrier's outcome, [channel], where its launch asks for it (launchOpBarrier's
+// met): 1 when every peer met it with our signature and no rank had given up, else 0.
+// Written by that barrier's grid alone, so a kernel launched behind it with PDL reads the
+// same value in every thread after griddepcontrol.wait (fcMatmulAllReduce's engine stores
+// its sums into the peer's C only after a 1: a mismatched peer's C may lie elsewhere).
+constexpr size_t kBarrierMetOffset = kPushCountersOffset + kPushCountersBytes;
+constexpr size_t kBarrierMetBytes = size_t(kMaxChannels) * sizeof(uint32_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kPushCountersOffset + kPushCountersBytes <= kSignalBytes, "signal region too small");
+static_assert(kBarrierMetOffset + kBarrierMetBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank
@@ -304,6 +313,14 @@ __host__ __device__
 #endif
 inline uint32_t* tileTicketOf(const DeviceComm& dc, int channel) {
   return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kTileTicketsOffset) + channel;
+}
+
+// This rank's op barrier outcome word of channel c (kBarrierMetOffset).
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline uint32_t* barrierMetOf(const DeviceComm& dc, int channel) {
+  return reinterpret_cast<uint32_t*>(dc.base + size_t(dc.rank) * dc.stride + kBarrierMetOffset) + channel;
 }
 
 // Heap offset of channel c's workspace (the same on every rank; see the layout above).

@@ -100,6 +100,12 @@ struct MatmulReduceScatterArgs {
   // too, at our block's rows (EpilogueSource::gather), behind an entry barrier;
   // matmulReduceScatterGathers says where.
   bool gatherToPeer = false;
+  // ... and where C lies in symmetric memory (fcMatmulAllReduce's plain form: the peer's
+  // mapping of its whole [M, N] C, at the offset ours has), our block's sums go straight
+  // into the peer's C at our block's rows instead of its workspace: no copy after the op.
+  // The entry barrier then records its outcome and the tiles store into the peer only
+  // where it met the peers cleanly (EpilogueSource::gatherMet). NULL: the workspace.
+  char* gatherC = nullptr;
   // FC_MMAR_ENGINE_STAGES, timing only (wrong results when changed): the gathering
   // engine's stores into the peer's workspace made into ours (peerStores false), our
   // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false),
@@ -120,7 +126,8 @@ size_t matmulReduceScatterScratch(const DeviceComm& dc, const MatmulReduceScatte
 // Whether launchMatmulReduceScatter with `choice` also stores our block's sums into the
 // peer's workspace (a.gatherToPeer, and the engine adding in its epilogue). Then, once
 // the call's final barrier has passed on our stream, our workspace (slot 0) holds the
-// peer's block's sums at its block's rows: rows [peer * M/2, (peer+1) * M/2).
+// peer's block's sums at its block's rows: rows [peer * M/2, (peer+1) * M/2) (or, with
+// a.gatherC, our C does, the peer having been given it too).
 // anyAlignment: as if A, B and C were 16-byte aligned (the engine reads and stores them
 // by TMA): the shape's answer, for choices that must not rest on one rank's buffers.
 bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterArgs& a, FusedAlgo choice,

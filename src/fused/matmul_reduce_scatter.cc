@@ -110,14 +110,21 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
       g.D = ce::slot(dc, producer, channel, 0);
       g.source.C = ce::slot(dc, dc.rank, channel, 0) + size_t(dc.rank) * blockBytes;
       g.source.gather = ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes;
+      // C in symmetric memory: straight into the peer's C instead, where the entry
+      // barrier met the peers cleanly (a mismatched peer's C may lie elsewhere).
+      if (a.gatherC != nullptr) {
+        g.source.gather = a.gatherC + size_t(dc.rank) * blockBytes;
+        g.source.gatherMet = barrierMetOf(dc, channel);
+      }
       // FC_MMAR_ENGINE_STAGES (timing only, wrong results): the same stores into our
       // own workspace (the peer's block's rows there: nothing reads them), no pushed
       // sums, no waits.
       if (!a.enginePeerStores) {
         g.D = ce::slot(dc, dc.rank, channel, 0);
         g.source.gather = ce::slot(dc, dc.rank, channel, 0) + size_t(producer) * blockBytes;
+        g.source.gatherMet = nullptr;
       }
-      if (!a.engineGatherSums) g.source.gather = nullptr;
+      if (!a.engineGatherSums) g.source.gather = nullptr, g.source.gatherMet = nullptr;
       if (!a.engineOwnWaits) g.source.counters = nullptr;
       // Its tiles (both ranks alike: the same shape, the same rule or forced shape).
       g.tileN = a.engineTileN != 0 ? a.engineTileN
@@ -282,8 +289,11 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   // before it on the stream has ended (a plain launch), the previous call's GEMM
   // included, so the tile ticket and the counters are back to zero when the GEMM starts.
   // (a.engineBarriers false: FC_MMAR_ENGINE_STAGES=bare, timing the GEMM kernel alone.)
+  // With C in symmetric memory it records whether it met the peers cleanly, which our
+  // tiles read before storing into the peer's C (g.source.gatherMet).
   if (enginePushes(dc, a) && a.engineBarriers) {
-    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream, /*letNextStart=*/a.pdl));
+    FC_CHECK(launchOpBarrier(dc, channel, Op::MatmulReduceScatter, sig, stream, /*letNextStart=*/a.pdl, nullptr, 0,
+                             /*recordMet=*/g.source.gatherMet != nullptr));
     g.pdl = a.pdl;
   }
   const fcResult_t gemm = engine::launchMatmulScatterGemm(g, stream);

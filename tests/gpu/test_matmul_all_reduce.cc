@@ -494,7 +494,10 @@ TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other op
   // epilogue add on) its GEMM pushes into the peer's workspace behind an entry barrier
   // and the peer's sums are read from ours after the final barrier (design.md, "The
   // engine's all-gather"); an all-reduce and the norm form between reuse the same
-  // workspace on the same stream, and the second plain call must see none of it.
+  // workspace on the same stream, and the second plain call must see none of it. A
+  // third plain call writes into C in symmetric memory (fcMemAlloc): there the peer
+  // stores its block's sums straight into our C (no copy after the op), between calls
+  // whose sums go through the workspace.
   // Elsewhere (4 ranks, ranks sharing a GPU) the same calls take the engine without
   // the gather, then an all-gather: the same results.
   const GpuEnv& env = gpuEnv();
@@ -512,11 +515,14 @@ TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other op
   p2.uploadInputs(A2.p, B2.p, env.rank);
   const uint64_t arSeed = freshSeed();
   upload(arIn.p, fcPatternInput(t, arCount, arSeed, env.rank));
-  for (const DeviceBuffer* b : {&C1, &C2, &arOut}) CUDA_REQUIRE(cudaMemset(b->p, 0xff, b->bytes()));
+  void* C3 = nullptr;  // symmetric, for the A2 / B2 product
+  FC_REQUIRE(fcMemAlloc(comm, &C3, cBytes));
+  for (void* p : {C1.p, C2.p, arOut.p, C3}) CUDA_REQUIRE(cudaMemset(p, 0xff, p == arOut.p ? arOut.bytes() : cBytes));
   CUDA_REQUIRE(cudaDeviceSynchronize());  // the uploads and poisonings (legacy stream) before s's work
   for (int round = 0; round < 3; ++round) {
     FC_REQUIRE(fcMatmulAllReduce(A1.p, B1.p, C1.p, sh.M, sh.N, sh.K, fcOpT, t, comm, s));
     FC_REQUIRE(fcAllReduce(arIn.p, arOut.p, arCount, t, fcSum, comm, s));
+    FC_REQUIRE(fcMatmulAllReduce(A2.p, B2.p, C3, sh.M, sh.N, sh.K, fcOpT, t, comm, s));
     FC_REQUIRE(fcMatmulAllReduceResidualRMSNorm(x.A.p, x.B.p, x.res.p, x.w.p, x.resOut.p, x.out.p, sh.M, sh.N,
                                                 sh.K, 1e-6f, fcOpT, t, comm, s));
     FC_REQUIRE(fcMatmulAllReduce(A2.p, B2.p, C2.p, sh.M, sh.N, sh.K, fcOpT, t, comm, s));
@@ -528,9 +534,12 @@ TEST_CASE("fcMatmulAllReduce: the engine's all-gather back to back with other op
   CHECK(async == fcSuccess);
   CHECK(checkC(p1, download(C1.p, C1.bytes())) == 0);
   CHECK(checkC(p2, download(C2.p, C2.bytes())) == 0);
+  CHECK(checkC(p2, download(C3, cBytes)) == 0);
+  CHECK(download(C3, cBytes) == download(C2.p, cBytes));  // the same bits either way
   CHECK(fcPatternSumError(download(arOut.p, arOut.bytes()).data(), t, arCount, arSeed, env.nranks) == 0.0);
   CHECK(checkResidual(x, download(x.resOut.p, x.resOut.bytes())) == 0);
   CHECK(ranksDiffering(download(C2.p, C2.bytes())) == 0);
+  FC_REQUIRE(fcMemFree(comm, C3));
 }
 
 TEST_CASE("fcMatmulAllReduce: bad shapes and arguments are rejected and touch nothing") {

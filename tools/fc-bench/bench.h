@@ -255,9 +255,10 @@ struct CommCandidates {
 };
 
 // fc-bench mmar (mmar.cc): shapes "M,N,K;..." (empty: the default layers at each of
-// `tokens`, comma-separated), transB "n" | "t" | "both", norm "0" | "1" | "both".
+// `tokens`, comma-separated), transB "n" | "t" | "both", norm "0" | "1" | "both";
+// symmetricC: the plain form timed also with C from fcMemAlloc (a column of its own).
 int benchMmar(Ctx& c, const Options& o, const std::string& shapes, const std::string& tokens,
-              const std::string& transB, const std::string& norm);
+              const std::string& transB, const std::string& norm, bool symmetricC);
 
 // fc-bench mmarstages (mmar.cc): fcMatmulAllReduce's engine path with parts left out.
 int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes);

@@ -365,6 +365,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"n", "t", "both"}));
   sub("mmar")->add_option("--norm", mmarNorm, "0 (fcMatmulAllReduce) | 1 (+ residual + RMSNorm) | both")
       ->check(CLI::IsMember({"0", "1", "both"}));
+  bool mmarSymmetricC = false;
+  sub("mmar")->add_flag("--symmetric-c", mmarSymmetricC,
+                        "also time fcMatmulAllReduce with C from fcMemAlloc (column fused_symc_us; at 2 ranks the "
+                        "engine's gather then stores into the peer's C: no copy)");
   CLI11_PARSE(app, argc, argv);
   // The grid's lists where --tokens / --hidden did not name others.
   std::vector<SweepSize> arGridSizes;
@@ -421,7 +425,7 @@ int main(int argc, char** argv) {
                  : name == "mmrsstages" ? benchMmrsStages(c, o, mmrsStageShapes)
                  : name == "mmarstages" ? benchMmarStages(c, o, mmarStageShapes)
                  : name == "mmrs"       ? benchMmrs(c, o, mmrsShapes, transB)
-                 : name == "mmar"       ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm)
+                 : name == "mmar"       ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm, mmarSymmetricC)
                  : name == "allreduce"  ? bench(c, o, Mode::AllReduce, arGridSizes)
                  : name == "reducescatter" ? bench(c, o, Mode::ReduceScatter, {})
                                            : bench(c, o, Mode::AllGather, {});

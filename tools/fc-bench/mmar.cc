@@ -18,6 +18,8 @@
 //   fused   the fused op, the communicator's path (FC_MMAR_ALGO, auto by default)
 //   ar      the collective alone on the products: fcAllReduce, or (mmarnorm)
 //           fcAllReduceResidualRMSNorm (its time beside the GEMM's bounds the fused op)
+//   fused_symc (--symmetric-c, the plain form): the fused op with C from fcMemAlloc of
+//           the communicator (checked to be the fc column's bits); 0 where not timed
 //   fused/gemm, fused - gemm (us), best unfused / fused (the faster of nccl and fc; for
 //   mmarnorm fc, the one unfused column with the norm),
 //   relerr: the fused op's outputs at 1000 sampled elements against the exact result
@@ -84,7 +86,7 @@ double maxDiff(const std::vector<char>& a, const std::vector<char>& b, fcDataTyp
 }  // namespace
 
 int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std::string& tokens,
-              const std::string& transB, const std::string& normArg) {
+              const std::string& transB, const std::string& normArg, bool symmetricC) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
   const std::string shapes = shapesArg.empty() ? defaultShapes(tokens) : shapesArg;
@@ -99,7 +101,7 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
            algo && *algo ? algo : "auto", describeNccl(c, haveNccl, why).c_str());
     printf("op,M,N,K,type,transB,gemm_us,nccl_us,fc_us,fused_us,fused_over_gemm,fused_minus_gemm_us,"
            "unfused_over_fused,relerr,vs_fc,check,gemm_eager_us,nccl_eager_us,fc_eager_us,fused_eager_us,"
-           "fused_b2b_us,fused_host_us,ar_us,fused_over_bound\n");
+           "fused_b2b_us,fused_host_us,ar_us,fused_over_bound,fused_symc_us\n");
   }
   int failures = 0;
   for (const GemmShape& sh : parseShapes(shapes, 1)) {
@@ -112,6 +114,8 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
     // unfused one's.
     void *D, *R, *Wt, *F1, *F2, *U1, *U2;
     for (void** p : {&D, &R, &F1, &F2, &U1, &U2}) CUDA_OK(cudaMalloc(p, bytes));
+    void* Cs = nullptr;  // --symmetric-c: the plain form's C in symmetric memory
+    if (symmetricC) FC_OK(fcMemAlloc(c.comm, &Cs, bytes));
     CUDA_OK(cudaMalloc(&Wt, N * es));
     // uploadNormInputs fills its first buffer with this rank's pattern too: P, which
     // every GEMM overwrites.
@@ -184,6 +188,14 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
         }
         const double relerr = maxOverRanks(c, err);
         vsFc = maxOverRanks(c, vsFc);
+        // The plain form into symmetric C: the same bits as the fc column.
+        std::function<void()> symcOp;
+        if (!norm && Cs != nullptr) {
+          symcOp = [&] { FC_OK(fcMatmulAllReduce(A, B, Cs, M, N, K, op, type, c.comm, c.stream)); };
+          CUDA_OK(cudaMemsetAsync(Cs, 0xff, bytes, c.stream));
+          symcOp();
+          vsFc = std::max(vsFc, maxOverRanks(c, maxDiff(download(c, Cs, bytes), ref, type, n)));
+        }
         const bool ok = relerr == 0.0 && (norm || vsFc == 0.0);
         failures += !ok;
 
@@ -195,25 +207,28 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
         };
         std::vector<std::function<void()>> timed = {gemm, fcOp, fusedOp, arOp};
         if (haveNccl) timed.push_back(ncclOp);
+        if (symcOp) timed.push_back(symcOp);
         std::vector<double> us = timeGraphsMax(c, o, timed);
         const double gemmUs = us[0], fcUs = us[1], fusedUs = us[2], arUs = us[3], ncclUs = haveNccl ? us[4] : 0;
+        const double symcUs = symcOp ? us.back() : 0;
         EagerTimes eager[5];  // in timed's order: gemm, fc, fused, ar, nccl
         if (o.eager)
-          for (size_t k = 0; k < timed.size(); ++k)
+          for (size_t k = 0; k < (haveNccl ? 5u : 4u); ++k)
             if (k != 3) eager[k] = timeEager(c, o, timed[k]);
         if (c.rank == 0) {
           const double bestUnfused = haveNccl && !norm ? std::min(ncclUs, fcUs) : fcUs;
           printf("%s,%zu,%zu,%zu,%s,%s,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,%.3f,%g,%g,%s,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,"
-                 "%.2f,%.3f\n",
+                 "%.2f,%.3f,%.2f\n",
                  norm ? "mmarnorm" : "mmar", M, N, K, fcTypeName(type), op == fcOpN ? "N" : "T", gemmUs, ncclUs,
                  fcUs, fusedUs, fusedUs / gemmUs, fusedUs - gemmUs, bestUnfused / fusedUs, relerr, vsFc,
                  ok ? "OK" : "FAIL", eager[0].syncUs, eager[4].syncUs, eager[1].syncUs, eager[2].syncUs,
-                 eager[2].b2bUs, eager[2].hostUs, arUs, fusedUs / std::max(gemmUs, arUs));
+                 eager[2].b2bUs, eager[2].hostUs, arUs, fusedUs / std::max(gemmUs, arUs), symcUs);
           fflush(stdout);
         }
       }
     }
     for (void* p : {D, R, Wt, F1, F2, U1, U2}) CUDA_OK(cudaFree(p));
+    if (Cs != nullptr) FC_OK(fcMemFree(c.comm, Cs));
   }
   FC_OK(fcCommDestroy(solo));
   return failures ? 1 : 0;

@@ -203,6 +203,10 @@ struct EngineGemmKernel {
         epilogue.own = {fusion(1.f, gather),
                         reinterpret_cast<const Element*>(reinterpret_cast<uintptr_t>(g.source.C) - shift), strideD,
                         reinterpret_cast<Element*>(reinterpret_cast<uintptr_t>(g.source.D) - shift), strideD};
+        // The same without the store into the peer (g.source.gatherMet: the entry barrier
+        // did not meet the peers cleanly).
+        epilogue.ownLocal = epilogue.own;
+        static_cast<typename StockEpilogue::Arguments&>(epilogue.ownLocal).thread = fusion(1.f, nullptr);
       }
     } else {
       epilogue = {{1.f, 0.f}, nullptr, strideD, static_cast<Element*>(g.D), strideD};

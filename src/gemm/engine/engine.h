@@ -85,6 +85,11 @@ struct EpilogueSource {
   // epilogue's shared memory beside D: the all-gather half of the all-reduce rides in the
   // GEMM (own_block_epilogue.cuh). NULL: no such store (the kernels without it).
   void* gather = nullptr;
+  // Where gather is the peer's C (fcMatmulAllReduce with C in symmetric memory): the entry
+  // barrier's outcome word (barrierMetOf); the tiles store into the peer only after a 1,
+  // since a mismatched peer's C may lie elsewhere (its workspace would be harmless). NULL:
+  // always store.
+  const uint32_t* gatherMet = nullptr;
 };
 
 // D [M, N] = A [M, K] x op(B), row-major, bf16 or fp16 in and out, fp32 accumulation;

@@ -133,14 +133,15 @@ class OwnBlockEpilogue : public Base {
 
  public:
   struct Arguments : Base::Arguments {
-    typename Base::Arguments own;  // our block's tiles: C, D (shifted bases), beta 1
-    EpilogueSource source;         // source.C NULL: no own-block epilogue
+    typename Base::Arguments own;       // our block's tiles: C, D (shifted bases), beta 1
+    typename Base::Arguments ownLocal;  // the same without the gather (source.gatherMet)
+    EpilogueSource source;              // source.C NULL: no own-block epilogue
     DeviceComm dc{};               // the wait's deadline and error record
     int channel = 0;
   };
 
   struct Params : Base::Params {
-    typename Base::Params own;
+    typename Base::Params own, ownLocal;
     int32_t ownTileBegin = 0, ownTileEnd = 0;  // tile rows [begin, end): our block
     EpilogueSource source;
     DeviceComm dc;
@@ -159,6 +160,8 @@ class OwnBlockEpilogue : public Base {
     if (args.source.C != nullptr) {
       constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
       p.own = Base::to_underlying_arguments(problem_shape, args.own, workspace);
+      p.ownLocal = args.source.gatherMet != nullptr ? Base::to_underlying_arguments(problem_shape, args.ownLocal, workspace)
+                                                    : p.own;
       p.ownTileBegin = int32_t(args.source.firstRow / kTileM);
       p.ownTileEnd = int32_t((args.source.firstRow + args.source.blockRows) / kTileM);
     }
@@ -171,7 +174,7 @@ class OwnBlockEpilogue : public Base {
   }
 
   CUTLASS_HOST_DEVICE OwnBlockEpilogue(Params const& params, typename Base::TensorStorage& shared)
-      : Base(params, shared), own_(params.own, shared), p_(params) {}
+      : Base(params, shared), own_(params.own, shared), ownLocal_(params.ownLocal, shared), p_(params) {}
 
   // Whether the kernel runs the epilogue's load warp at all: only where some tiles are
   // our block's (the base epilogue, beta 0, would say never).
@@ -191,10 +194,18 @@ class OwnBlockEpilogue : public Base {
   }
 
   // The consumers' epilogue of one tile. Arguments: ..., tile coordinate (6), ...
+  // An own tile skips its store into the peer where the entry barrier did not meet the
+  // peers cleanly (source.gatherMet, read after the barrier's grid has ended:
+  // TileSignalEpilogue waits for it before the first store; no kernel writes the word
+  // while this one runs, so every thread reads the same value).
   template <class... Args>
   CUTLASS_DEVICE auto store(Args&&... args) {
     const int32_t m = int32_t(cute::get<0>(std::get<6>(std::forward_as_tuple(args...))));
-    if (isOwn(m)) return own_.store(std::forward<Args>(args)...);
+    if (isOwn(m)) {
+      if (p_.source.gatherMet != nullptr && fc::dev::loadVolatile(p_.source.gatherMet) != 1u)
+        return ownLocal_.store(std::forward<Args>(args)...);
+      return own_.store(std::forward<Args>(args)...);
+    }
     return Base::store(std::forward<Args>(args)...);
   }
 
@@ -222,7 +233,7 @@ class OwnBlockEpilogue : public Base {
     __syncwarp();
   }
 
-  Base own_;
+  Base own_, ownLocal_;
   Params const& p_;
 };
 
