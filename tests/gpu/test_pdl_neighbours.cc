@@ -1,5 +1,6 @@
-// fcAllReduce and fcAllReduceResidualRMSNorm between neighbouring kernels that use
-// programmatic dependent launch (PDL), as an inference engine's kernels do (issue 44):
+// fcAllReduce, fcAllReduceResidualRMSNorm and fcMatmulAllReduce (both forms, at decode
+// shapes) between neighbouring kernels that use programmatic dependent launch (PDL), as
+// an inference engine's kernels do (issue 44):
 //
 // (a) a consumer launched right behind our op with PDL (cudaLaunchKernelEx,
 //     cudaLaunchAttributeProgrammaticStreamSerialization = 1) that executes
@@ -10,11 +11,11 @@
 //     (griddepcontrol.launch_dependents), as a GEMM with an early trigger does, and
 //     writes our inputs ~30 us later: our kernels launch long before the inputs exist
 //     and must still compute from the final ones.
-// Every path of both ops at the sizes that take it (src/tuning: at 2 ranks the Lamport
+// Every path of the ops at the sizes that take it (src/tuning: at 2 ranks the Lamport
 // one-shot up to 4 MiB, the Lamport two-shot above; the norm's one Lamport kernel up to
 // 1 MiB, its two-shot kernel above; forced: the barrier one-shot, the SM two-shot, the
-// copy engine, the norm's one kernel to the push slot and the unfused all-reduce + norm),
-// eager and in CUDA graphs, outputs poisoned before every call and inputs zeroed before
+// copy engine, the norm's one kernel to the push slot and the unfused all-reduce + norm;
+// fcMatmulAllReduce's paths: below, at its test case), eager and in CUDA graphs, outputs poisoned before every call and inputs zeroed before
 // every producer, every element compared with the verified result of a first call (our
 // sums are in rank order: the same bits every call).
 //
@@ -32,10 +33,12 @@
 // whole previous grid has completed and its memory operations are visible; an early
 // launch_dependents only lets the next grid start its prologue sooner. So:
 // - Input side: every kernel of ours launched with PDL (the Lamport one-shot and
-//   two-shot, the norm's one kernel and two-shot kernel, the unfused path's norm kernel)
+//   two-shot, the norm's one kernel and two-shot kernel, the unfused path's norm kernel,
+//   fcMatmulAllReduce's one decode kernel and the collectives behind its GEMMs)
 //   executes griddepcontrol.wait (dev::waitForPreviousGrid) before it reads any input,
 //   weight, residual or Lamport state; before it only argument arithmetic and shared
-//   memory (src/collectives/*.cu). The others are launched without PDL.
+//   memory (src/collectives/*.cu). The others are launched without PDL (our decode
+//   GEMM among them; the GEMM engines only behind their own entry barriers).
 // - Output side: our kernels do trigger early (after their pushes, before they write
 //   their outputs, as FlashInfer with trigger_completion_at_end=False), so a consumer
 //   that reads our outputs WITHOUT executing griddepcontrol.wait first can see them
@@ -316,6 +319,122 @@ TEST_CASE("PDL neighbours: fcAllReduceResidualRMSNorm behind a producer and befo
       CHECK(normErr <= 0x1p-7);
       keepAsWanted(op, s);
       checkNeighbours(op, what);
+    }
+  }
+}
+
+namespace {
+
+// fcMatmulAllReduce's decode shapes (M x N x K, bf16, B [N, K]) and the path each takes at
+// 2 ranks under auto: 1 row the one kernel; 8 x 2056 x 4104 our decode GEMM (K >= 1.5 N),
+// then the all-reduce launched with PDL behind it; 16 x 1032 x 264 cuBLASLt's GEMM, then
+// the all-reduce; 72 x 2056 x 136 the same. Forced (FC_MMAR_ALGO): fused (the one kernel
+// where it takes the shape), decode (the decode engine: the pushing GEMM, then the rows
+// kernel with PDL), unfused.
+struct GemmShape {
+  size_t M, N, K;
+};
+const GemmShape kGemmShapes[] = {{1, 4096, 512}, {8, 2056, 4104}, {16, 1032, 264}, {72, 2056, 136}};
+
+// x rounded to bf16 (x exact in float: integer sums below 2^24).
+double toBf16(double x) {
+  char b[2];
+  fcStore(b, kType, 0, float(x));
+  return fcLoad(b, kType, 0);
+}
+
+}  // namespace
+
+TEST_CASE("PDL neighbours: fcMatmulAllReduce (both forms) behind a producer and before a consumer, every path") {
+  const GpuEnv& env = gpuEnv();
+  cudaStream_t s = env.streams[0];
+  const char* algos[] = {nullptr, "fused", "decode", "unfused"};
+  for (const char* algo : algos) {
+    ForcedComm fc(algo ? "FC_MMAR_ALGO" : nullptr, algo ? algo : "");
+    for (const GemmShape& sh : kGemmShapes) {
+      const size_t M = sh.M, N = sh.N, K = sh.K, cBytes = M * N * kEs;
+      const uint64_t seed = freshSeed();
+      // Integer inputs (in [-8, 8]): each rank's product exact before its one rounding.
+      std::vector<std::vector<char>> hA, hB;
+      for (int r = 0; r < env.nranks; ++r) {
+        hA.push_back(fcPatternInput(kType, M * K, seed, r));
+        hB.push_back(fcPatternInput(kType, N * K, seed + 1, r));
+      }
+      const std::vector<char> hRes = fcPatternInput(kType, M * N, seed + 2, 0);
+      const std::vector<char> hW = fcPatternInput(kType, N, seed + 3, 0);
+      // The sum over ranks of each rank's product rounded once (what C must hold before
+      // its own rounding).
+      std::vector<double> sum(M * N, 0.0);
+      for (int r = 0; r < env.nranks; ++r)
+        for (size_t i = 0; i < M; ++i)
+          for (size_t j = 0; j < N; ++j) {
+            double p = 0;
+            for (size_t k = 0; k < K; ++k)
+              p += double(fcLoad(hA[size_t(r)].data(), kType, i * K + k)) *
+                   double(fcLoad(hB[size_t(r)].data(), kType, j * K + k));
+            sum[i * N + j] += toBf16(p);
+          }
+      Buf A(M * K * kEs), B(N * K * kEs), res(cBytes), w(N * kEs);
+      Buf srcA(M * K * kEs), srcB(N * K * kEs), srcRes(cBytes), srcW(N * kEs);
+      for (const Buf* b : {&A, &srcA}) upload(*b, hA[size_t(env.rank)]);
+      for (const Buf* b : {&B, &srcB}) upload(*b, hB[size_t(env.rank)]);
+      for (const Buf* b : {&res, &srcRes}) upload(*b, hRes);
+      for (const Buf* b : {&w, &srcW}) upload(*b, hW);
+      for (int norm = 0; norm < 2; ++norm) {
+        Buf C(cBytes), resOut(cBytes), normOut(cBytes), wantC(cBytes), wantRes(cBytes), wantNorm(cBytes);
+        OpCase op;
+        if (norm) {
+          op = {{&A, &B, &res, &w}, {&srcA, &srcB, &srcRes, &srcW}, {&normOut, &resOut}, {&wantNorm, &wantRes},
+                [&](cudaStream_t st) {
+                  return fcMatmulAllReduceResidualRMSNorm(A.p, B.p, res.p, w.p, resOut.p, normOut.p, M, N, K, kEps,
+                                                          fcOpT, kType, fc.comm, st);
+                }};
+        } else {
+          op = {{&A, &B}, {&srcA, &srcB}, {&C}, {&wantC}, [&](cudaStream_t st) {
+                  return fcMatmulAllReduce(A.p, B.p, C.p, M, N, K, fcOpT, kType, fc.comm, st);
+                }};
+        }
+        for (Buf* o : op.out) CUDA_REQUIRE(cudaMemsetAsync(o->p, 0xff, o->bytes, s));
+        FC_REQUIRE(op.call(s));
+        CUDA_REQUIRE(cudaStreamSynchronize(s));
+        const std::string what = std::string(norm ? "fcMatmulAllReduceResidualRMSNorm " : "fcMatmulAllReduce ") +
+                                 (algo ? algo : "auto") + ", " + std::to_string(M) + " x " + std::to_string(N) +
+                                 " x " + std::to_string(K);
+        INFO(what);
+        // C: the sum rounded once. residualOut: the sum + residual rounded once, or the sum
+        // rounded first (the paths' two forms), exactly; normOut within 2^-7 of the
+        // float64 RMSNorm of the returned residualOut.
+        double err = 0, normErr = 0;
+        const std::vector<char> got = download(norm ? resOut : C);
+        const std::vector<char> gotNorm = norm ? download(normOut) : std::vector<char>();
+        for (size_t i = 0; i < M; ++i) {
+          double ss = 0;
+          for (size_t j = 0; j < N; ++j) {
+            const size_t at = i * N + j;
+            const double g = fcLoad(got.data(), kType, at);
+            if (!norm) {
+              if (!(g == toBf16(sum[at]))) err = std::max(err, std::isnan(g) ? INFINITY : std::fabs(g - sum[at]));
+            } else {
+              const double r = fcLoad(hRes.data(), kType, at);
+              if (!(g == toBf16(sum[at] + r) || g == toBf16(toBf16(sum[at]) + r)))
+                err = std::max(err, std::isnan(g) ? INFINITY : std::fabs(g - sum[at] - r));
+              ss += g * g;
+            }
+          }
+          if (!norm) continue;
+          const double rstd = 1.0 / std::sqrt(ss / double(N) + double(kEps));
+          for (size_t j = 0; j < N; ++j) {
+            const size_t at = i * N + j;
+            const double want = fcLoad(got.data(), kType, at) * rstd * fcLoad(hW.data(), kType, j);
+            const double e = std::fabs(fcLoad(gotNorm.data(), kType, at) - want) / std::max(std::fabs(want), 1e-3);
+            normErr = std::max(normErr, std::isnan(e) ? INFINITY : e);
+          }
+        }
+        CHECK(err == 0.0);
+        CHECK(normErr <= 0x1p-7);
+        keepAsWanted(op, s);
+        checkNeighbours(op, what);
+      }
     }
   }
 }
