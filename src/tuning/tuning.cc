@@ -236,9 +236,10 @@ constexpr size_t kDecodeEngineMaxRows = 256;
 // narrowest: a part-filled last token tile cost as much as a wave there (one H200,
 // decode-gemm, 64-256 x 4096 / 5120 / 8192: 192 x 4096 x 2048 on 64 x 128 tiles, one wave,
 // 14.3 us, on 64 x 64, two waves, 11.9; 96 x 8192 x 3584 24.4 against 20.5 on 64 x 32,
-// three waves). The rule picked the fastest of the four tiles at all 20 measured cells
-// (0.86-1.39x cuBLASLt; the one-wave rule 0.86-1.53x, and no tile at 6 cells). At most
-// 3 waves: the most measured.                             perf-log: decodeGemmTokens
+// three waves). The rule picked the fastest of the four tiles at 19 of the 20 measured
+// cells and one 0.01x behind it at the 20th (0.86-1.39x cuBLASLt; the one-wave rule
+// 0.86-1.53x, and no tile at 4 cells). At most 3 waves: the most measured.
+//                                                          perf-log: decodeGemmTokens
 constexpr size_t kDecodeEngineOneWaveMaxRows = 48, kDecodeEngineMaxWaves = 3;
 
 // ---- fcMatmulAllReduce ---------------------------------------------------------------------
