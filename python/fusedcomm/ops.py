@@ -24,6 +24,11 @@ fake (meta) implementation, so torch.compile(fullgraph=True) traces them.
 
     matmul_all_reduce(a, weight, comm)     sum_r a_r @ weight_r.T on every rank (a row-parallel
                                            linear: o_proj, down_proj): a [M, K], weight [N, K] -> [M, N]
+    matmul_all_reduce_out(a, weight, comm, out)
+                                           the same into out ([M, N], a's dtype, contiguous), returned:
+                                           where out is a symmetric_tensor (every rank's at the same
+                                           place of the same buffer) the large-M path's peers store
+                                           into it directly (no copy after the GEMM)
     matmul_all_reduce_residual_rmsnorm(a, weight, residual, norm_weight, eps, comm)
                                            (normed, residual_out) of all_reduce_residual_rmsnorm with
                                            x = a @ weight.T per rank: residual [M, N], norm_weight [N]
@@ -249,6 +254,31 @@ def matmul_all_reduce(a: torch.Tensor, weight: torch.Tensor, comm: int) -> torch
 def _(a, weight, comm):
     _check_linear(a, weight, "matmul_all_reduce")
     return a.new_empty((a.shape[0], weight.shape[0]))
+
+
+def _check_out(a, weight, out, what):
+    _check_linear(a, weight, what)
+    shape = (a.shape[0], weight.shape[0])
+    if tuple(out.shape) != shape or out.dtype != a.dtype or not out.is_contiguous():
+        raise ValueError("%s: out must be a contiguous %s tensor of %s, got %s %s%s"
+                         % (what, a.dtype, shape, out.dtype, tuple(out.shape),
+                            "" if out.is_contiguous() else " (not contiguous)"))
+
+
+@_op("matmul_all_reduce_out(Tensor a, Tensor weight, int comm, Tensor(a!) out) -> Tensor(a!)")
+def matmul_all_reduce_out(a: torch.Tensor, weight: torch.Tensor, comm: int, out: torch.Tensor) -> torch.Tensor:
+    _check_out(a, weight, out, "matmul_all_reduce_out")
+    c, a, weight = communicator(comm), a.contiguous(), weight.contiguous()
+    (m, k), n = a.shape, weight.shape[0]
+    c.matmul_all_reduce(a.data_ptr(), weight.data_ptr(), out.data_ptr(), m, n, k, dtype_of(a), OP_T,
+                        stream=_stream(a))
+    return out
+
+
+@matmul_all_reduce_out.register_fake
+def _(a, weight, comm, out):
+    _check_out(a, weight, out, "matmul_all_reduce_out")
+    return out
 
 
 @_op("matmul_all_reduce_residual_rmsnorm(Tensor a, Tensor weight, Tensor residual, Tensor norm_weight, float eps, "

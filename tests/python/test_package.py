@@ -97,6 +97,10 @@ class PackageTest(unittest.TestCase):
                 res, gamma = torch.empty(8, 32, dtype=torch.bfloat16, device="cuda"), w[:, 0].clone()
                 scale = torch.empty(1, dtype=torch.float32, device="cuda")
                 self.assertEqual(torch.ops.fusedcomm.matmul_all_reduce(x, w, -1).shape, (8, 32))
+                out = torch.empty(8, 32, dtype=torch.bfloat16, device="cuda")
+                self.assertIs(torch.ops.fusedcomm.matmul_all_reduce_out(x, w, -1, out), out)
+                with self.assertRaises(ValueError):  # out not [M, N]
+                    torch.ops.fusedcomm.matmul_all_reduce_out(x, w, -1, out[:, :16])
                 normed, res_out = torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(x, w, res, gamma, 1e-6, -1)
                 self.assertEqual((normed.shape, res_out.shape), ((8, 32), (8, 32)))
                 q, res_out = torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm_fp8(x, w, res, gamma, scale, 1e-6,

@@ -98,6 +98,14 @@ def main():
         # all-reduce computes), + the residual, RMSNorm of the residual_out returned.
         want["matmul_all_reduce"] = sum(xs[r].float() @ ws[r].float().t() for r in range(world)).cuda()
         calls["matmul_all_reduce"] = lambda: torch.ops.fusedcomm.matmul_all_reduce(x, w, c)
+        # Its out= form, into a plain tensor and into a symmetric one (the large-M path's
+        # peers store into the latter directly).
+        out_mm = torch.empty(m, n, dtype=bf16, device="cuda")
+        want["matmul_all_reduce_out"] = want["matmul_all_reduce"]
+        calls["matmul_all_reduce_out"] = lambda: torch.ops.fusedcomm.matmul_all_reduce_out(x, w, c, out_mm)
+        sym_mm = fusedcomm.symmetric_tensor(comm, m * n, bf16, free_with_tensor=True).view(m, n)
+        check("eager matmul_all_reduce_out symmetric", torch.ops.fusedcomm.matmul_all_reduce_out(x, w, c, sym_mm),
+              want["matmul_all_reduce"], 2e-2)
         as_m = [inputs(seed + 400 + r, (5, k), bf16) for r in range(world)]
         a_m, res_m = as_m[rank].cuda(), inputs(seed + 500, (5, n), bf16).cuda()
         g_m = inputs(seed + 501, (n,), bf16).cuda()
@@ -121,7 +129,8 @@ def main():
         check("eager matmul_all_reduce_residual_rmsnorm_fp8 q", q_m.float() * 0.05,
               want["matmul_all_reduce_residual_rmsnorm normed"].clamp(-448 * 0.05, 448 * 0.05), 0.07)
         tol = {"all_reduce": 2e-2, "all_reduce_residual_rmsnorm": 2e-2, "reduce_scatter": 2e-2, "all_gather": 0, "all_gather_matmul": 2e-2,
-               "matmul_reduce_scatter": 2e-2, "matmul_all_reduce": 2e-2, "matmul_all_reduce_residual_rmsnorm": 2e-2,
+               "matmul_reduce_scatter": 2e-2, "matmul_all_reduce": 2e-2, "matmul_all_reduce_out": 2e-2,
+               "matmul_all_reduce_residual_rmsnorm": 2e-2,
                "matmul_all_reduce_residual_rmsnorm normed": 2e-2}
         for name, call in calls.items():
             check("eager " + name, call(), want[name], tol[name])
@@ -156,7 +165,7 @@ def main():
         sym.copy_(x)
         check("symmetric all_reduce", torch.ops.fusedcomm.all_reduce(sym, c), want["all_reduce"], 2e-2)
         torch.cuda.synchronize()
-        del sym
+        del sym, sym_mm
         comm.barrier(torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()
     dist.destroy_process_group()
