@@ -28,64 +28,18 @@
 #include <vector>
 
 #include "fusedcomm.h"
+#include "pair_probe.h"
 #include "probe_check.h"
 
 namespace {
+
+using namespace pair_probe;
 
 struct Variant {
   const char *name, *stages, *pieces;  // FC_MMRS_ENGINE_STAGES, FC_MMRS_ENGINE_PIECES
   bool exact;  // computes the right result (else a stage left out, timing only)
   fcComm_t comm[2];
 };
-
-struct Shape {
-  size_t M, N, K;
-  fcOperation_t transB;
-  fcDataType_t t;
-};
-
-// Small integers in [-3, 3] from (seed, rank, index): every product and sum is exact.
-int pattern(uint64_t seed, int rank, size_t i) {
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull ^ (uint64_t(rank) << 48) ^ i;
-  x ^= x >> 31;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 29;
-  return int(x % 7) - 3;
-}
-
-// x rounded to nearest-even with the type's significand bits (8: bf16, 11: fp16).
-float roundTo(fcDataType_t t, float x) {
-  if (x == 0.f) return x;
-  const int bits = t == fcBfloat16 ? 8 : 11;
-  int e = 0;
-  const double m = std::frexp(double(x), &e);
-  return float(std::ldexp(std::nearbyint(std::ldexp(m, bits)), e - bits));
-}
-
-uint16_t encode(fcDataType_t t, float x) {  // x exact in the type
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if (t == fcBfloat16) return uint16_t(u >> 16);
-  // fp16: sign, exponent rebiased, 10 mantissa bits (normal numbers and zero only).
-  const uint32_t sign = (u >> 16) & 0x8000u;
-  if ((u & 0x7fffffffu) == 0) return uint16_t(sign);
-  const int exp = int((u >> 23) & 0xff) - 127 + 15;
-  return uint16_t(sign | (uint32_t(exp) << 10) | ((u >> 13) & 0x3ffu));
-}
-
-float decode(fcDataType_t t, uint16_t h) {
-  uint32_t u;
-  if (t == fcBfloat16) {
-    u = uint32_t(h) << 16;
-  } else {
-    const uint32_t sign = uint32_t(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1f) return NAN;  // the poison, or an overflow
-    u = exp == 0 ? (man == 0 ? sign : 0x7fc00000u) : sign | ((exp - 15 + 127) << 23) | (man << 13);
-  }
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
 
 struct Rank {
   cudaStream_t stream;
@@ -127,16 +81,6 @@ size_t check(const Shape& s, uint64_t seed, Rank (&ranks)[2]) {
   return bad;
 }
 
-void upload(const Shape& s, uint64_t seed, Rank (&ranks)[2]) {
-  for (int r = 0; r < 2; ++r) {
-    std::vector<uint16_t> a(s.M * s.K), b(s.K * s.N);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = encode(s.t, float(pattern(seed, r, i)));
-    for (size_t i = 0; i < b.size(); ++i) b[i] = encode(s.t, float(pattern(seed + 1, r, i)));
-    CK(cudaMemcpy(ranks[r].A, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(ranks[r].B, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
-  }
-}
-
 void poison(const Shape& s, Rank (&ranks)[2]) {
   for (Rank& k : ranks) CK(cudaMemset(k.C, 0xff, s.M / 2 * s.N * 2));
   CK(cudaDeviceSynchronize());
@@ -159,19 +103,6 @@ void capture(const Variant& v, const Shape& s, Rank (&ranks)[2], int calls, cuda
     CK(cudaGraphInstantiate(&exec[r], g, 0));
     CK(cudaGraphDestroy(g));
   }
-}
-
-// Both ranks' graphs launched together; ms until the later one ends.
-float replay(cudaGraphExec_t (&exec)[2], Rank (&ranks)[2], cudaEvent_t start, cudaEvent_t (&stop)[2]) {
-  CK(cudaEventRecord(start, ranks[0].stream));
-  CK(cudaStreamWaitEvent(ranks[1].stream, start, 0));
-  for (int r = 0; r < 2; ++r) CK(cudaGraphLaunch(exec[r], ranks[r].stream));
-  for (int r = 0; r < 2; ++r) CK(cudaEventRecord(stop[r], ranks[r].stream));
-  CK(cudaDeviceSynchronize());
-  float t0, t1;
-  CK(cudaEventElapsedTime(&t0, start, stop[0]));
-  CK(cudaEventElapsedTime(&t1, start, stop[1]));
-  return std::max(t0, t1);
 }
 
 }  // namespace
