@@ -100,8 +100,8 @@ GatherIntoC gatherIntoC(const MarCall& m) {
 }
 
 // fcMatmulReduceScatter's arguments for the reduce-scatter path: our block of rows into
-// our block of the sum buffer (C, or normOut), the engine's gather asked for (into the
-// peer's C where C is symmetric).
+// our block of the sum buffer (C, or normOut), the engine's gather asked for
+// (viaReduceScatter points it at the peer's C where C is symmetric).
 MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   fcComm* comm = m.comm;
   const size_t blockBytes = m.M / size_t(comm->nranks) * m.N * dataTypeSize(m.datatype);
@@ -110,7 +110,6 @@ MatmulReduceScatterArgs reduceScatterArgs(const MarCall& m) {
   char* sum = static_cast<char*>(m.norm == nullptr ? m.C : m.norm->out);  // the fp8 form: never here
   args.C = sum + size_t(comm->rank) * blockBytes;
   args.gatherToPeer = true;
-  args.gatherC = gatherIntoC(m).peerC;
   // FC_MMAR_ENGINE_STAGES (probe build, timing only: wrong results).
   const MmarEngineStages st = comm->params.mmarEngineStages;
   args.enginePeerStores = st != MmarEngineStages::Local && !gemmOnly(st);
@@ -349,7 +348,7 @@ fcResult_t viaReduceScatter(const MarCall& m, Call& c, cudaStream_t stream) {
   // and where in it, so that ranks whose C differ meet a mismatch at the entry barrier
   // (their tiles then store nothing into each other: EpilogueSource::gatherMet).
   const GatherIntoC intoC = gathered ? gatherIntoC(m) : GatherIntoC{};
-  if (!gathered) args.gatherC = nullptr;
+  args.gatherC = intoC.peerC;
   const uint64_t where = intoC.peerC != nullptr ? shapeKey(intoC.serial, intoC.offset, 1, 0) : 0;
   args.sig = opSignature(Op::MatmulAllReduce, uint32_t(m.datatype),
                          shapeKey(m.M, m.N, m.K,
