@@ -49,11 +49,22 @@ int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
   return (tileRows + pieces - 1) / pieces * 128;
 }
 
-// Whether our own tiles add the pulled partial in the GEMM's epilogue (see above): a
-// choice of this rank's alone (the peers see the same counters either way), so C's
-// alignment (the epilogue stores it by TMA) may decide it.
+// Whether the engine runs the chain of fp32 running sums (3-8 ranks,
+// own_block_epilogue.cuh): every rank's [M, N] running sums fit its workspace, and its
+// rows are 16 bytes in fp32. Unlike the 2-rank choice below this one must be the same
+// on every rank (the peers' counters, where their signals land, differ), so it depends
+// on the shape and the communicator only, not on C's alignment: a C the epilogue cannot
+// store by TMA gets our block's fp32 sums converted after the GEMM instead (viaEngine).
+bool engineChains(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
+  return dc.nranks >= 3 && a.engineEpilogueAdd && a.N % 4 == 0 && a.M * a.N * sizeof(float) <= dc.workspaceBytes;
+}
+
+// Whether our own tiles add the pulled partial in the GEMM's epilogue (see above): at 2
+// ranks a choice of this rank's alone (the peers see the same counters either way), so
+// C's alignment (the epilogue stores it by TMA) may decide it; at 3-8 ranks the chain.
 bool engineAddsInEpilogue(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
-  return dc.nranks == 2 && a.engineEpilogueAdd && reinterpret_cast<uintptr_t>(a.C) % 16 == 0;
+  return (dc.nranks == 2 && a.engineEpilogueAdd && reinterpret_cast<uintptr_t>(a.C) % 16 == 0) ||
+         engineChains(dc, a);
 }
 
 // fcMatmulAllReduce's form of the engine with the epilogue add (2 ranks): it pushes
@@ -90,7 +101,25 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                        a.smCount - 2,
                        engine::TileSignal{countersOfRank0, dc.stride, ms, pieceRows, dc.rank}};
   g.tileTicket = tileTicketOf(dc, channel);
-  if (engineAddsInEpilogue(dc, a)) {
+  if (engineChains(dc, a)) {
+    // The chain: our fp32 running sums into our workspace ([M, N] at the product's
+    // rows), the next rank's added from its own (it computed each of our blocks one step
+    // before us), each tile counted on the previous rank's counters [block][piece] (it
+    // adds our sums at its next step), our block's rounded sums into C.
+    const int next = (dc.rank + 1) % dc.nranks, prev = (dc.rank - 1 + dc.nranks) % dc.nranks;
+    g.signal.counters = reinterpret_cast<char*>(tileCountersOf(dc, prev, channel));
+    g.signal.stride = kMaxPieces * sizeof(uint32_t);
+    const bool cAligned = reinterpret_cast<uintptr_t>(a.C) % 16 == 0;
+    g.source = engine::EpilogueSource{ce::slot(dc, next, channel, 0),
+                                      cAligned ? a.C : nullptr,
+                                      dc.rank * ms,
+                                      ms,
+                                      pieceRows,
+                                      tileCountersOf(dc, dc.rank, channel),
+                                      next};
+    g.chain = true;
+    g.tileN = 128;
+  } else if (engineAddsInEpilogue(dc, a)) {
     const int producer = (dc.rank - 1 + dc.nranks) % dc.nranks;
     const size_t blockBytes = size_t(ms) * a.N * dataTypeSize(a.datatype);
     g.source = engine::EpilogueSource{ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes,
@@ -315,6 +344,11 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
     FC_CHECK(copies.waitMark(stream, size_t(W)));
   }
   if (!a.engineBarriers && addInEpilogue) return gemm;
+  // The chain with a C it could not store into (not 16-byte aligned): our block's fp32
+  // sums, in our workspace at its rows, rounded into C here.
+  if (g.chain && g.source.D == nullptr && gemm == fcSuccess)
+    FC_CHECK(launchReducePartials(ce::slot(dc, rank, channel, 0) + size_t(rank) * blockElems * sizeof(float), nullptr,
+                                  blockElems, 0, fcFloat32, a.C, blockElems, a.datatype, stream));
   if (!addInEpilogue) {
     const char* own = ce::slot(dc, rank, channel, 0) + size_t(rank) * blockBytes;
     FC_CHECK(launchReducePartials(own, pulled, blockElems, W - 1, a.datatype, a.C, blockElems, a.datatype, stream));

@@ -1,7 +1,7 @@
-// What the pair probes share (engine-pair, mmar-pair: both ranks of a 2-rank
-// communicator in one process on one GPU): the exact integer inputs, rounding to the
-// 16-bit types on the host, the upload of both ranks' operands and the timed replay of
-// both ranks' graphs together.
+// What the pair probes share (engine-pair, mmar-pair: every rank of a communicator in
+// one process on one GPU): the exact integer inputs, rounding to the 16-bit types on the
+// host, the upload of every rank's operands and the timed replay of their graphs
+// together.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -66,10 +66,10 @@ inline float decode(fcDataType_t t, uint16_t h) {
   return x;
 }
 
-// Both ranks' A [M, K] and B (pattern(seed) and pattern(seed + 1) of each rank).
+// Every rank's A [M, K] and B (pattern(seed) and pattern(seed + 1) of each rank).
 template <class Rank>
-void upload(const Shape& s, uint64_t seed, Rank (&ranks)[2]) {
-  for (int r = 0; r < 2; ++r) {
+void upload(const Shape& s, uint64_t seed, Rank* ranks, int nranks) {
+  for (int r = 0; r < nranks; ++r) {
     std::vector<uint16_t> a(s.M * s.K), b(s.K * s.N);
     for (size_t i = 0; i < a.size(); ++i) a[i] = encode(s.t, float(pattern(seed, r, i)));
     for (size_t i = 0; i < b.size(); ++i) b[i] = encode(s.t, float(pattern(seed + 1, r, i)));
@@ -77,19 +77,30 @@ void upload(const Shape& s, uint64_t seed, Rank (&ranks)[2]) {
     CK(cudaMemcpy(ranks[r].B, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
   }
 }
+template <class Rank, size_t W>
+void upload(const Shape& s, uint64_t seed, Rank (&ranks)[W]) {
+  upload(s, seed, ranks, int(W));
+}
 
-// Both ranks' graphs launched together; ms until the later one ends.
+// Every rank's graph launched together; ms until the last one ends.
 template <class Rank>
-float replay(cudaGraphExec_t (&exec)[2], Rank (&ranks)[2], cudaEvent_t start, cudaEvent_t (&stop)[2]) {
+float replay(const cudaGraphExec_t* exec, Rank* ranks, int nranks, cudaEvent_t start, const cudaEvent_t* stop) {
   CK(cudaEventRecord(start, ranks[0].stream));
-  CK(cudaStreamWaitEvent(ranks[1].stream, start, 0));
-  for (int r = 0; r < 2; ++r) CK(cudaGraphLaunch(exec[r], ranks[r].stream));
-  for (int r = 0; r < 2; ++r) CK(cudaEventRecord(stop[r], ranks[r].stream));
+  for (int r = 1; r < nranks; ++r) CK(cudaStreamWaitEvent(ranks[r].stream, start, 0));
+  for (int r = 0; r < nranks; ++r) CK(cudaGraphLaunch(exec[r], ranks[r].stream));
+  for (int r = 0; r < nranks; ++r) CK(cudaEventRecord(stop[r], ranks[r].stream));
   CK(cudaDeviceSynchronize());
-  float t0, t1;
-  CK(cudaEventElapsedTime(&t0, start, stop[0]));
-  CK(cudaEventElapsedTime(&t1, start, stop[1]));
-  return std::max(t0, t1);
+  float most = 0.f;
+  for (int r = 0; r < nranks; ++r) {
+    float t = 0.f;
+    CK(cudaEventElapsedTime(&t, start, stop[r]));
+    most = std::max(most, t);
+  }
+  return most;
+}
+template <class Rank, size_t W>
+float replay(cudaGraphExec_t (&exec)[W], Rank (&ranks)[W], cudaEvent_t start, cudaEvent_t (&stop)[W]) {
+  return replay(exec, ranks, int(W), start, stop);
 }
 
 }  // namespace pair_probe

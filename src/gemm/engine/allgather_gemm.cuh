@@ -57,8 +57,10 @@ using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
 // reduce-scatter's (kSignal), each tile signalling its owner once stored
 // (tile_signal_epilogue.cuh) and our own block adding the peer's partial
 // (own_block_epilogue.cuh), with 16 KiB of shared memory for C; GEMM + all-reduce's
-// (kGather), that one whose own block's sums also go to the peer (GatherFusionOf).
-template <typename Element, typename Config, bool kSignal, bool kGather = false>
+// (kGather), that one whose own block's sums also go to the peer (GatherFusionOf);
+// GEMM + reduce-scatter's at 3-8 ranks (kChain), the chain of fp32 running sums
+// (ChainFusionOf, own_block_epilogue.cuh).
+template <typename Element, typename Config, bool kSignal, bool kGather = false, bool kChain = false>
 struct EngineEpilogue {
   using LayoutD = cutlass::layout::RowMajor;  // [M, N]
   static constexpr int kAlign = 16 / sizeof(Element);
@@ -70,7 +72,7 @@ struct EngineEpilogue {
   using type = Stock;
 };
 template <typename Element, typename Config, bool kGather>
-struct EngineEpilogue<Element, Config, true, kGather> {
+struct EngineEpilogue<Element, Config, true, kGather, false> {
   using LayoutD = cutlass::layout::RowMajor;
   static constexpr int kAlign = 16 / sizeof(Element);
   using Gather = GatherFusionOf<Element, typename Config::TileShape, typename Config::EpilogueSchedule>;
@@ -83,16 +85,35 @@ struct EngineEpilogue<Element, Config, true, kGather> {
   using Stock = typename WithOwnSmemC<Built, kStagesC>::type;
   using type = TileSignalEpilogue<OwnBlockEpilogue<Stock>>;
 };
+// The chain: C and D fp32 (the running sums, 4 elements per 16 bytes), the output by the
+// fusion's auxiliary store; C's shared memory 16 KiB as above.
+template <typename Element, typename Config>
+struct EngineEpilogue<Element, Config, true, false, true> {
+  using LayoutD = cutlass::layout::RowMajor;
+  static constexpr int kAlign = 16 / sizeof(float);
+  using Chain = ChainFusionOf<Element, typename Config::TileShape, typename Config::EpilogueSchedule>;
+  using Built = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape, typename Config::ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, float, LayoutD, kAlign, float, LayoutD, kAlign,
+      typename Config::EpilogueSchedule, typename Chain::type>::CollectiveOp;
+  static constexpr int kStagesC = int(16384 / (cute::size(typename Built::EpilogueTile{}) * sizeof(float)));
+  using Stock = typename WithOwnSmemC<Built, kStagesC>::type;
+  using type = TileSignalEpilogue<OwnBlockEpilogue<Stock, true>>;
+};
 
 // SchedulerTag: ours (ReadinessSchedulerTag; ScatterSchedulerTag, tiles handed out
 // dynamically, for GEMM + reduce-scatter), or CUTLASS's stock persistent scheduler
 // (cutlass::gemm::PersistentScheduler; the GEMM-alone probe compares them).
 // kSignal: GEMM + reduce-scatter's epilogue (EngineEpilogue); kGather: with the store
-// of our block's sums into the peer (GEMM + all-reduce; g.source.gather required).
+// of our block's sums into the peer (GEMM + all-reduce; g.source.gather required);
+// kChain: the 3-8-rank chain of running sums (g.chain required).
 template <typename Element, bool kTransB, typename Config = Config128x256c2x1,
-          typename SchedulerTag = ReadinessSchedulerTag, bool kSignal = false, bool kGather = false>
+          typename SchedulerTag = ReadinessSchedulerTag, bool kSignal = false, bool kGather = false,
+          bool kChain = false>
 struct EngineGemmKernel {
   static_assert(kSignal || !kGather, "the gather rides in GEMM + reduce-scatter's epilogue");
+  static_assert(kSignal || !kChain, "the chain is GEMM + reduce-scatter's epilogue");
+  static_assert(!(kGather && kChain), "the chain has no gather");
   using LayoutA = cutlass::layout::RowMajor;  // [M, K]
   // CUTLASS sees B as K x N: [N, K] row-major (fcOpT) is its column-major (K-major).
   using LayoutB = std::conditional_t<kTransB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
@@ -102,8 +123,8 @@ struct EngineGemmKernel {
   using ClusterShape = typename Config::ClusterShape;
   static_assert(cute::size<2>(TileShape{}) == kEngineTileK, "pieces of K columns are whole k-blocks");
 
-  using StockEpilogue = typename EngineEpilogue<Element, Config, kSignal, kGather>::Stock;
-  using Epilogue = typename EngineEpilogue<Element, Config, kSignal, kGather>::type;
+  using StockEpilogue = typename EngineEpilogue<Element, Config, kSignal, kGather, kChain>::Stock;
+  using Epilogue = typename EngineEpilogue<Element, Config, kSignal, kGather, kChain>::type;
 
   using StockMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA, kAlign, Element, LayoutB, kAlign, float,
@@ -166,8 +187,9 @@ struct EngineGemmKernel {
       if (g.source.C != nullptr) sched.max_swizzle_size = 1;
     typename Epilogue::Arguments epilogue{};
     if constexpr (kSignal) {
-      if (kGather != (g.source.gather != nullptr) || (kGather && g.source.C == nullptr))
-        return setError(fcInternalError, "the GEMM engine's gather store and its kernel do not match");
+      if (kGather != (g.source.gather != nullptr) || (kGather && g.source.C == nullptr) || kChain != g.chain ||
+          (kChain && g.source.C == nullptr))
+        return setError(fcInternalError, "the GEMM engine's gather store or chain and its kernel do not match");
       // beta as scatterFusionArguments; gather: where the fusion's second store goes
       // (its tile coordinates' rows, as D's), NULL: nowhere.
       auto fusion = [&](float beta, Element* gather) {
@@ -182,16 +204,39 @@ struct EngineGemmKernel {
       };
       // Every tile but our block's: its partial into g.D, C never read (beta 0; its
       // descriptor over D, a valid address), no second store.
-      static_cast<typename StockEpilogue::Arguments&>(epilogue) = {fusion(0.f, nullptr),
-                                                                   static_cast<const Element*>(g.D), strideD,
-                                                                   static_cast<Element*>(g.D), strideD};
+      if constexpr (!kChain)
+        static_cast<typename StockEpilogue::Arguments&>(epilogue) = {fusion(0.f, nullptr),
+                                                                     static_cast<const Element*>(g.D), strideD,
+                                                                     static_cast<Element*>(g.D), strideD};
       epilogue.signal = g.signal;
       epilogue.signal.eachTile = g.source.C != nullptr;  // see tile_signal_epilogue.cuh
       epilogue.signal.afterPreviousGrid = g.pdl;
       epilogue.dc = g.ready.dc;
       epilogue.channel = g.ready.channel;
       epilogue.source = g.source;
-      if (g.source.C != nullptr) {
+      if constexpr (kChain) {
+        // The chain (3-8 ranks): every tile's fp32 running sum into our workspace g.D
+        // ([M, N] at the product's rows), step 1 adding nothing (C over D, never read),
+        // steps 2..W-1 and our block adding the next rank's running sum (g.source.C, the
+        // same layout in its workspace); our block's tiles also store the rounded sum
+        // into the output (g.source.D: the block's rows, its base shifted back by
+        // firstRow rows as above; NULL: no such store, the caller rounds the fp32 sums).
+        (void)fusion;
+        using Chain = typename EngineEpilogue<Element, Config, true, false, true>::Chain;
+        typename Chain::Stride strideOut{};
+        strideOut = strideD;
+        [[maybe_unused]] float* sums = static_cast<float*>(g.D);
+        [[maybe_unused]] const float* next = static_cast<const float*>(g.source.C);
+        [[maybe_unused]] Element* out =
+            g.source.D == nullptr ? nullptr
+                                  : reinterpret_cast<Element*>(reinterpret_cast<uintptr_t>(g.source.D) -
+                                                               uintptr_t(g.source.firstRow) * g.N * sizeof(Element));
+        static_cast<typename StockEpilogue::Arguments&>(epilogue) = {Chain::arguments(0.f, nullptr, strideOut), sums,
+                                                                     strideD, sums, strideD};
+        epilogue.mid = {Chain::arguments(1.f, nullptr, strideOut), next, strideD, sums, strideD};
+        epilogue.own = {Chain::arguments(1.f, out, strideOut), next, strideD, sums, strideD};
+        epilogue.ownLocal = epilogue.own;
+      } else if (g.source.C != nullptr) {
         // Our block's tiles: C (the peer's partial) and D (the output) hold only the
         // block's rows: bases shifted back by firstRow rows (integers: outside the
         // buffers), so that the tiles' own coordinates land on them.

@@ -26,6 +26,12 @@ FC_ENGINE_DECLARE_ALL(Scatter)
 FC_ENGINE_DECLARE_ALL(ScatterGather)
 #undef FC_ENGINE_DECLARE_ALL
 #undef FC_ENGINE_DECLARE
+// GEMM + reduce-scatter at 3-8 ranks (scatter_chain_gemm_...): 128 x 128 ping-pong only,
+// the tiles fcMatmulAllReduce's engine measured ahead at every K.
+fcResult_t runScatterChainGemm_bf16_n_128x128c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterChainGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterChainGemm_fp16_n_128x128c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterChainGemm_fp16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
 
 namespace {
 
@@ -40,6 +46,8 @@ const Run kScatter[2][2][2] = FC_ENGINE_TABLE(Scatter);
 const Run kScatterGather[2][2][2] = FC_ENGINE_TABLE(ScatterGather);
 #undef FC_ENGINE_TABLE
 #undef FC_ENGINE_ENTRY
+const Run kScatterChain[2][2] = {{runScatterChainGemm_bf16_n_128x128c2x1p, runScatterChainGemm_bf16_t_128x128c2x1p},
+                                 {runScatterChainGemm_fp16_n_128x128c2x1p, runScatterChainGemm_fp16_t_128x128c2x1p}};
 
 fcResult_t dispatch(const Run (&table)[2][2][2], const EngineGemm& g, bool small, cudaStream_t stream) {
   return table[g.datatype == fcFloat16][g.transB == fcOpT][small](g, stream);
@@ -88,15 +96,21 @@ bool scatterGemmSupports(const EngineGemm& g) {
                                            s.firstRow % 128 == 0 && s.blockRows % 128 == 0 &&
                                            s.pieceRows > 0 && s.pieceRows % 128 == 0);
   const int64_t b = g.signal.blockRows, p = g.signal.pieceRows;
-  return engineSupports(g) && sourceOk && (s.gather == nullptr || s.C != nullptr) && b > 0 && b % 128 == 0 && p > 0 && p % 128 == 0 &&
-         (b + p - 1) / p <= kMaxPieces;
+  // The chain: its source, 128 x 128 tiles, fp32 rows of 16 bytes, no gather.
+  const bool chainOk = !g.chain || (s.C != nullptr && g.tileN == 128 && g.N % 4 == 0 && s.gather == nullptr);
+  return engineSupports(g) && sourceOk && chainOk && (s.gather == nullptr || s.C != nullptr) && b > 0 &&
+         b % 128 == 0 && p > 0 && p % 128 == 0 && (b + p - 1) / p <= kMaxPieces;
 }
 
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream) {
   const bool small = scatterSmallTiles(g);
   const bool gather = g.source.gather != nullptr;
-  FC_TRACE("GEMM engine, reduce-scatter%s: M %zu N %zu K %zu: %s", gather ? " + gather" : "", g.M, g.N, g.K,
-           small ? "128 x 128 ping-pong" : "128 x 256 cooperative");
+  FC_TRACE("GEMM engine, reduce-scatter%s: M %zu N %zu K %zu: %s", g.chain ? " (chain)" : gather ? " + gather" : "",
+           g.M, g.N, g.K, small ? "128 x 128 ping-pong" : "128 x 256 cooperative");
+  if (g.chain) {
+    if (!small) return setError(fcInternalError, "the GEMM engine's chain runs on 128 x 128 tiles only");
+    return kScatterChain[g.datatype == fcFloat16][g.transB == fcOpT](g, stream);
+  }
   return dispatch(gather ? kScatterGather : kScatter, g, small, stream);
 }
 

@@ -64,7 +64,7 @@ struct TileSignal {
   bool afterPreviousGrid = false;
 };
 
-// GEMM + reduce-scatter at 2 ranks: the tiles of our own block (computed last) add the
+// GEMM + reduce-scatter at 2 ranks (EngineGemm::chain false): the tiles of our own block (computed last) add the
 // peer's partial of the block, which the peer's GEMM computes first, read in place
 // from the peer's workspace, and store the rounded sum straight into the op's output
 // (own_block_epilogue.cuh): D = round(round(A x op(B)) + C) there, fp32 sum, i.e.
@@ -72,6 +72,10 @@ struct TileSignal {
 // a tile the epilogue waits (bounded, the library's deadline) until the peer's tiles
 // of the piece those rows lie in have landed: counters[piece] counts them (the peer's
 // TileSignal, in our memory). NULL C: no own-block epilogue.
+// At 3-8 ranks (EngineGemm::chain): C is the next rank's fp32 running sums ([M, N], the
+// product's rows, in its workspace), counters ours ([block * kMaxPieces + piece]: the next
+// rank's tiles of that block and piece landed), D our block's output, producer the next
+// rank; every tile from step 2 on waits and adds (own_block_epilogue.cuh).
 struct EpilogueSource {
   const void* C = nullptr;  // [blockRows, N]: the peer's partial of our block, in its workspace
   void* D = nullptr;        // [blockRows, N]: our block's output
@@ -133,6 +137,12 @@ struct EngineGemm {
   // kernels' epilogue waits for it (griddepcontrol.wait) before its first store
   // (TileSignal::afterPreviousGrid): fcMatmulAllReduce's stores go into the peer.
   bool pdl = false;
+  // GEMM + reduce-scatter at 3-8 ranks: the chain of fp32 running sums
+  // (own_block_epilogue.cuh): D is our workspace's [M, N] fp32 running sums, source the
+  // next rank's (EpilogueSource), signal the previous rank's counters with the block as
+  // the owner (TileSignal: counters = its [block][piece] words, stride kMaxPieces
+  // words). 128 x 128 ping-pong tiles only (tileN 128).
+  bool chain = false;
 };
 
 // Whether the engine takes this problem: bf16 / fp16, and every row of A, B and D
@@ -154,7 +164,8 @@ size_t scatterGemmPieceTiles(const EngineGemm& g, int64_t piece);
 // Enqueue the GEMM + reduce-scatter kernel (g.signal and g.tileTicket set, g.source
 // optional; the scheduler waits for nothing: ready.flags NULL; tiles handed out in
 // order to the clusters that ask: scatter_scheduler.cuh). With g.source.gather, the
-// kernels whose epilogue also stores our block's sums into the peer's memory.
+// kernels whose epilogue also stores our block's sums into the peer's memory; with
+// g.chain, the chain's kernels (128 x 128 tiles).
 fcResult_t launchMatmulScatterGemm(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine

@@ -49,6 +49,22 @@
 // fence.proxy.async.global: the rows are read next by TMA (the async proxy). Only that
 // warp waits: the consumers go on with the tile's mainloop and meet the data at the
 // pipeline's barrier.
+//
+// At 3-8 ranks (kChain, the chain of running sums; docs/design.md, "At 3-8 ranks"): rank
+// r computes block r+t at step t (t = 1..W, its own block last), and rank r+1 computed
+// the same block one step earlier. So every tile from step 2 on adds one source, rank
+// r+1's running sum of the same tile, and stores its own for rank r-1's next step: the
+// 2-rank epilogue add at every step, each tile waiting for one peer's previous step. The
+// running sums are fp32 (C and D of this epilogue), each partial rounded once to the
+// input type before it is added (ChainFusionOf), so the sum keeps the 2-rank precision
+// contract: fp32 over the rounded partials, rounded once at the end. Three parameter
+// sets again: the base one (step 1: beta 0, D = our workspace), `mid` (steps 2..W-1:
+// C = rank r+1's workspace, beta 1, D = ours) and `own` (step W: the same C, and the
+// rounded sum stored by the fusion's auxiliary store into the op's output; D, fp32,
+// into our workspace's rows of our block, which nobody reads). The workspace holds the
+// product's M x N running sums at their own rows, so no base is shifted but the
+// output's. Rank r+1 counts its tiles of block b on our counters [b][piece]
+// (TileSignal with the block as its "owner": tile_signal_epilogue.cuh).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -110,6 +126,37 @@ struct GatherFusionOf {
   }
 };
 
+// The chain's fusion (kChain, 3-8 ranks): D = beta * C + round(acc) in fp32, not
+// rounded (the running sum, C and D fp32), and the same value rounded once to the input
+// type by CUTLASS's auxiliary store (the op's output, our block's tiles only; NULL
+// elsewhere: no store). The partial is rounded once to Element before the fp32 add, as
+// ScatterFusion rounds it.
+template <class Element, class TileShape, class EpilogueSchedule>
+struct ChainFusionOf {
+  using Sum = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float,
+                                             cutlass::FloatRoundStyle::round_to_nearest>,
+      cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
+      cutlass::epilogue::fusion::Sm90SrcFetch<float>,
+      cutlass::epilogue::fusion::Sm90EVT<
+          cutlass::epilogue::fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, float,
+                                                 cutlass::FloatRoundStyle::round_to_nearest>,
+          cutlass::epilogue::fusion::Sm90AccFetch>>;
+  using Descriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
+      TileShape, cutlass::epilogue::collective::EpilogueTileAuto, float, float, EpilogueSchedule>;
+  using Aux = cutlass::epilogue::collective::detail::AuxStoreDescriptor<Descriptor, cutlass::layout::RowMajor, Element>;
+  using type = cutlass::epilogue::fusion::Sm90EVT<
+      cutlass::epilogue::fusion::Sm90AuxStore<Aux::Stages, typename Aux::EpilogueTile, Element,
+                                              cutlass::FloatRoundStyle::round_to_nearest, typename Aux::Stride,
+                                              typename Aux::SmemLayoutAtom, typename Aux::CopyOpR2S>,
+      Sum>;
+  using Stride = typename Aux::Stride;
+  // beta: 0 (step 1: the partial alone) or 1; out: the output's base (NULL: no store).
+  static typename type::Arguments arguments(float beta, Element* out, Stride stride) {
+    return {{{{beta}, {nullptr}, {}}, {}, {{}, {}}, {}}, {out, stride}};  // the sum's, then the store's
+  }
+};
+
 // A built sm90 TMA epilogue with its own shared memory for C (ReuseSmemC off) in
 // kStagesC stages.
 template <class Epilogue, int kStagesC>
@@ -124,25 +171,30 @@ struct WithOwnSmemC<
                                                         Rest...>;
 };
 
-template <class Base>
+// kChain: the 3-8-rank chain (above); false: the 2-rank epilogue add, whose kernels
+// carry no `mid` instance.
+template <class Base, bool kChain = false>
 class OwnBlockEpilogue : public Base {
   static_assert(Base::get_load_pipe_increment(typename Base::CtaTileMNK{}) %
                         (2 * int(Base::LoadPipelineState::Stages)) ==
                     0,
                 "a tile's C stages must be an even multiple of StagesC for other tiles to skip the C pipeline");
+  static constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
 
  public:
   struct Arguments : Base::Arguments {
     typename Base::Arguments own;       // our block's tiles: C, D (shifted bases), beta 1
     typename Base::Arguments ownLocal;  // the same without the gather (source.gatherMet)
+    typename Base::Arguments mid;       // kChain: steps 2..W-1 (C the next rank's running sums, beta 1)
     EpilogueSource source;              // source.C NULL: no own-block epilogue
     DeviceComm dc{};               // the wait's deadline and error record
     int channel = 0;
   };
 
   struct Params : Base::Params {
-    typename Base::Params own, ownLocal;
+    typename Base::Params own, ownLocal, mid;
     int32_t ownTileBegin = 0, ownTileEnd = 0;  // tile rows [begin, end): our block
+    int32_t blockTiles = 1;                    // tile rows per block (kChain)
     EpilogueSource source;
     DeviceComm dc;
     int channel;
@@ -154,16 +206,18 @@ class OwnBlockEpilogue : public Base {
     Params p;
     static_cast<typename Base::Params&>(p) = Base::to_underlying_arguments(problem_shape, args, workspace);
     p.own = p;
+    p.mid = p;
     p.source = args.source;
     p.dc = args.dc;
     p.channel = args.channel;
     if (args.source.C != nullptr) {
-      constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
       p.own = Base::to_underlying_arguments(problem_shape, args.own, workspace);
       p.ownLocal = args.source.gatherMet != nullptr ? Base::to_underlying_arguments(problem_shape, args.ownLocal, workspace)
                                                     : p.own;
+      if constexpr (kChain) p.mid = Base::to_underlying_arguments(problem_shape, args.mid, workspace);
       p.ownTileBegin = int32_t(args.source.firstRow / kTileM);
       p.ownTileEnd = int32_t((args.source.firstRow + args.source.blockRows) / kTileM);
+      p.blockTiles = int32_t(args.source.blockRows / kTileM);
     }
     return p;
   }
@@ -171,26 +225,40 @@ class OwnBlockEpilogue : public Base {
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
     Base::prefetch_tma_descriptors(p);
     if (p.ownTileEnd > p.ownTileBegin) Base::prefetch_tma_descriptors(p.own);
+    if constexpr (kChain)
+      if (p.ownTileEnd > p.ownTileBegin) Base::prefetch_tma_descriptors(p.mid);
   }
 
   CUTLASS_HOST_DEVICE OwnBlockEpilogue(Params const& params, typename Base::TensorStorage& shared)
-      : Base(params, shared), own_(params.own, shared), ownLocal_(params.ownLocal, shared), p_(params) {}
+      : Base(params, shared),
+        own_(params.own, shared),
+        ownLocal_(params.ownLocal, shared),
+        mid_(params.mid, shared),
+        p_(params) {}
 
   // Whether the kernel runs the epilogue's load warp at all: only where some tiles are
   // our block's (the base epilogue, beta 0, would say never).
   CUTLASS_DEVICE bool is_producer_load_needed() const { return p_.ownTileEnd > p_.ownTileBegin; }
 
   // The load warp's C loads of one tile (all 32 lanes call it): none, and the
-  // pipeline state untouched, for every tile but our block's (see above). Arguments as
+  // pipeline state untouched, for every tile without a source (see above). Arguments as
   // CUTLASS's kernels pass them: pipeline, state, problem shape, tile shape, tile
   // coordinate, ...
   template <class Pipeline, class State, class Problem, class TileShape, class TileCoord, class... Rest>
   CUTLASS_DEVICE State load(Pipeline pipeline, State state, Problem problem, TileShape tileShape, TileCoord coord,
                             Rest&&... rest) {
     const int32_t m = int32_t(cute::get<0>(coord));
-    if (!isOwn(m)) return state;
-    waitForPiece(m, int64_t(cute::get<1>(problem)));
-    return own_.load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
+    if (isOwn(m)) {
+      waitForPiece(m, int64_t(cute::get<1>(problem)));
+      return own_.load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
+    }
+    if constexpr (kChain) {
+      if (isMid(m)) {
+        waitForPiece(m, int64_t(cute::get<1>(problem)));
+        return mid_.load(pipeline, state, problem, tileShape, coord, std::forward<Rest>(rest)...);
+      }
+    }
+    return state;
   }
 
   // The consumers' epilogue of one tile. Arguments: ..., tile coordinate (6), ...
@@ -206,34 +274,50 @@ class OwnBlockEpilogue : public Base {
         return ownLocal_.store(std::forward<Args>(args)...);
       return own_.store(std::forward<Args>(args)...);
     }
+    if constexpr (kChain)
+      if (isMid(m)) return mid_.store(std::forward<Args>(args)...);
     return Base::store(std::forward<Args>(args)...);
   }
 
  private:
   CUTLASS_DEVICE bool isOwn(int32_t tileRow) const { return tileRow >= p_.ownTileBegin && tileRow < p_.ownTileEnd; }
 
-  // The piece holding tile row tileRow, counted as the peer's signals count it: its
+  // The block of tile row tileRow (nranks and beyond: rows past M).
+  CUTLASS_DEVICE int32_t blockOf(int32_t tileRow) const { return tileRow / p_.blockTiles; }
+
+  // kChain: a tile of steps 2..W-1, i.e. of a block other than ours and rank+1's (step
+  // 1, which adds nothing), within M. The source's tiles: the next rank computed them
+  // one step earlier.
+  CUTLASS_DEVICE bool isMid(int32_t tileRow) const {
+    const int32_t b = blockOf(tileRow), W = p_.dc.nranks;
+    return b < W && b != p_.dc.rank && b != (p_.dc.rank + 1) % W;
+  }
+
+  // The piece holding tile row tileRow, counted as the producer's signals count it: its
   // tile rows times the tiles of a row (our tiles: both ranks run the same shape, so
   // the same configuration; columns past N count nothing). The host's gates count the
   // same from the configuration it dispatches (engine.cc, scatterGemmPieceTiles).
+  // At 2 ranks the counters are the peer's for our block; in the chain our counters
+  // [block][piece] (kMaxPieces per block).
   CUTLASS_DEVICE void waitForPiece(int32_t tileRow, int64_t N) const {
     const EpilogueSource& s = p_.source;
     if (s.counters == nullptr) return;
     if (cute::elect_one_sync()) {
-      constexpr int64_t kTileM = cute::size<0>(typename Base::CtaTileMNK{});
       constexpr int64_t kTileN = cute::size<1>(typename Base::CtaTileMNK{});
-      const int64_t piece = (int64_t(tileRow) * kTileM - s.firstRow) / s.pieceRows;  // within our block
+      const int64_t block = kChain ? blockOf(tileRow) : 0;
+      const int64_t first = kChain ? block * s.blockRows : s.firstRow;
+      const int64_t piece = (int64_t(tileRow) * kTileM - first) / s.pieceRows;  // within the block
       const int64_t rows = s.blockRows - piece * s.pieceRows < s.pieceRows ? s.blockRows - piece * s.pieceRows
                                                                            : s.pieceRows;
       const uint32_t tiles = uint32_t(rows / kTileM * ((N + kTileN - 1) / kTileN));
-      fc::dev::waitAtLeast(p_.dc, fc::Op::MatmulReduceScatter, s.counters + piece, tiles, s.producer, p_.channel,
-                           fc::WaitKind::Tiles);
+      fc::dev::waitAtLeast(p_.dc, fc::Op::MatmulReduceScatter, s.counters + block * kMaxPieces + piece, tiles,
+                           s.producer, p_.channel, fc::WaitKind::Tiles);
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
     __syncwarp();
   }
 
-  Base own_, ownLocal_;
+  Base own_, ownLocal_, mid_;
   Params const& p_;
 };
 
