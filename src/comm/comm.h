@@ -45,7 +45,8 @@ enum class MmrsEngineStages {
   NoPull,    // the gates but no pulls: the sum adds stale partials
   GemmOnly,  // neither gates nor pulls: the GEMM and the fixed costs (sum, barrier) only
   EpilogueAdd  // the default: at 2 ranks the peer's partial read in place and added in the
-               // GEMM's epilogue (fused/matmul_reduce_scatter.cc); elsewhere Full
+               // GEMM's epilogue, at 3-8 ranks the chain of running sums where they fit
+               // the workspace (fused/matmul_reduce_scatter.cc); elsewhere Full
 };
 
 // FC_MMAR_ENGINE_STAGES: fcMatmulAllReduce's engine path (2 ranks, the GEMM with its

@@ -86,8 +86,9 @@ struct MatmulReduceScatterArgs {
   // FC_MMRS_ENGINE_STAGES, timing only (wrong results when false): the engine path's
   // copy queue waits for each peer's tiles of our block (gates), then pulls the block.
   bool engineGates = true, enginePulls = true;
-  // The engine's own tiles add the pulled partial in the GEMM's epilogue, waiting there
-  // for it (FC_MMRS_ENGINE_STAGES=epilogue-add, at 2 ranks; not on ranks time-slicing a
+  // The engine's own tiles add the peer's partial in the GEMM's epilogue, waiting there
+  // for it; at 3-8 ranks every tile from the second step adds the next rank's running
+  // sum (the chain) (FC_MMRS_ENGINE_STAGES=epilogue-add; not on ranks time-slicing a
   // GPU: FC_SHARE_GPU without FC_ENGINE_SMS).
   bool engineEpilogueAdd = false;
   int enginePieces = 4;  // FC_MMRS_ENGINE_PIECES (1 to kMaxPieces)

@@ -3,7 +3,7 @@
 // its owner's copy engine under the next GEMM, after torch symm_mem's
 // fused_matmul_reduce_scatter), the persistent GEMM engine (one CUTLASS GEMM whose
 // tiles signal their owner; at 2 ranks the owner's tiles add the peer's partial in
-// their epilogue), and three unfused forms for small products (GEMM + the Lamport
+// their epilogue, at 3-8 ranks each tile adds the next rank's fp32 running sum), and three unfused forms for small products (GEMM + the Lamport
 // reduce-scatter, the scatter GEMM into the owners' workspaces, GEMM + fcReduceScatter's
 // kernel). tuning::chooseMatmulReduceScatter picks one; planOf sizes its scratch.
 // Partials in the input type (default) or fp32, summed in fp32, rounded once.
@@ -297,8 +297,8 @@ fcResult_t fusedRows(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm&
 // counters once stored. Either the copy queue pulls our block from each peer piece by
 // piece as soon as that peer's gate for the piece opens (it computes our block at
 // step rank - r), while the GEMM goes on, and the final sum follows the GEMM; or (the
-// epilogue add, 2 ranks) the GEMM's own tiles wait for the peer's tiles themselves
-// and add its partial in place. Then the final barrier.
+// epilogue add, 2 ranks; the chain, 3-8) the GEMM's tiles wait for the peer's tiles
+// themselves and add its partial or running sum in place. Then the final barrier.
 fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const MatmulReduceScatterArgs& a,
                      uint32_t sig, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;

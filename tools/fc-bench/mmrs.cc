@@ -199,8 +199,9 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
 //   gemm-only  neither: the engine's GEMM (signalling its tiles), the flags or the sum,
 //              the barrier
 //   epilogue-add  the engine's default flow: at 2 ranks the peer's partial read in place
-//              and added in the GEMM's epilogue instead of pulled and summed after it
-//              (FC_MMRS_ENGINE_STAGES=epilogue-add)
+//              and added in the GEMM's epilogue instead of pulled and summed after it;
+//              at 3-8 ranks the chain of fp32 running sums, each tile adding the next
+//              rank's (FC_MMRS_ENGINE_STAGES=epilogue-add)
 //   auto       fcMatmulReduceScatter's own choice
 // Read: engine - no-gate = the waiting for the peers' tiles the GEMM does not hide;
 // engine - no-pull = the pulls' exposed time; gemm-only - gemm = the engine GEMM's own

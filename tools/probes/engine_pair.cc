@@ -11,7 +11,8 @@
 //
 // Checks, per shape: every rank's block against an exact reference (integer inputs:
 // each rank's partial rounded once to the type, their fp32 sum rounded once), eager
-// and after graph replays, outputs poisoned before; then times, per variant (the
+// and after graph replays, outputs poisoned before (the epilogue add also eagerly with
+// every rank's C 2 bytes off 16-byte alignment); then times, per variant (the
 // engine (the sum after the GEMM), the engine with the epilogue add in 4, 1 and 2
 // pieces, and timing only - wrong results, unchecked - without the gates, and without
 // gates and pulls: FC_MMRS_ENGINE_STAGES), a graph of -n calls per rank, all graphs launched together, the
@@ -50,6 +51,7 @@ struct Variant {
 struct Rank {
   cudaStream_t stream;
   void *A, *B, *C;
+  void* Cbase;  // C's allocation: C is Cbase, or Cbase + 2 bytes (the unaligned-C check)
 };
 
 int W = 2;  // ranks (-w)
@@ -174,7 +176,8 @@ int main(int argc, char** argv) {
     CK(cudaStreamCreateWithFlags(&k.stream, cudaStreamNonBlocking));
     CK(cudaMalloc(&k.A, maxA));
     CK(cudaMalloc(&k.B, maxB));
-    CK(cudaMalloc(&k.C, maxC));
+    CK(cudaMalloc(&k.Cbase, maxC + 16));
+    k.C = k.Cbase;
   }
   cudaEvent_t start, stop[kMaxRanks];
   CK(cudaEventCreate(&start));
@@ -209,6 +212,19 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 20; ++i) replay(one, ranks, W, start, stop);
         b += check(s, seed, ranks);
         for (int r = 0; r < W; ++r) CK(cudaGraphExecDestroy(one[r]));
+      }
+      // The epilogue add with every rank's C one element off 16-byte alignment: at 2 ranks
+      // that rank sums after the GEMM instead, at 3-4 the chain rounds our block's fp32
+      // sums into C after the GEMM (no TMA store into it). Eager, once.
+      if (v == 1) {
+        for (int r = 0; r < W; ++r) ranks[r].C = static_cast<char*>(ranks[r].Cbase) + 2;
+        poison(s, ranks);
+        call(variants[v], s, ranks);
+        CK(cudaDeviceSynchronize());
+        const size_t u = check(s, seed, ranks);
+        if (u) fprintf(stderr, "%s, C not 16-byte aligned: %zu x %zu x %zu: %zu wrong\n", variants[v].name, s.M, s.N, s.K, u);
+        b += u;
+        for (int r = 0; r < W; ++r) ranks[r].C = ranks[r].Cbase;
       }
       if (b) fprintf(stderr, "%s: %zu x %zu x %zu: %zu wrong\n", variants[v].name, s.M, s.N, s.K, b);
       bad += b;
