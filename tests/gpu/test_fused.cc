@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -555,4 +558,153 @@ TEST_CASE("scratch: grows for an eager call, is refused inside a capture naming 
   CUDA_REQUIRE(cudaGraphDestroy(graph));
   CUDA_REQUIRE(cudaStreamDestroy(s));
   FC_REQUIRE(fcCommDestroy(comm2));
+}
+
+namespace {
+
+// FC_* variables set for the communicators made while it lives, restored after.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::string>> saved;  // name, old value ("\x01": unset)
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      const char* old = getenv(name);
+      saved.emplace_back(name, old ? old : "\x01");
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, old] : saved) {
+      if (old == "\x01") unsetenv(name.c_str());
+      else setenv(name.c_str(), old.c_str(), 1);
+    }
+  }
+};
+
+}  // namespace
+
+// The GEMM + reduce-scatter engine at 3 and 4 ranks waits inside the GEMM (the chain of
+// running sums: every tile from the second step adds the next rank's), which ranks in
+// separate processes sharing a GPU cannot run (their contexts time-slice), so the suite
+// makes all ranks in one process here (fcCommInitAll over this GPU listed W times, each
+// GEMM's grid capped so that all are resident at once), on rank 0 only. Checked exactly
+// on every rank, eagerly and after graph replays, with C off 16-byte alignment (the
+// chain rounds its fp32 sums into C after the GEMM then), and a rank that never calls:
+// the others' waits inside the GEMM end at the deadline with fcTimeout, not a hang
+// (2 s here: the suite's other ranks wait for rank 0 at their next collective meanwhile).
+TEST_CASE("fcMatmulReduceScatter: the engine's chain at 3 and 4 ranks, every rank in one process") {
+  const GpuEnv& env = gpuEnv();
+  if (env.rank != 0) return;  // the one process of this test: rank 0's
+  int sms = 0, major = 0;
+  CUDA_REQUIRE(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, env.device));
+  CUDA_REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, env.device));
+  if (major != 9 || sms < 4 * 32) SKIP("needs an sm_90 GPU of at least 128 SMs (the engine; 4 grids of 32 SMs)");
+  // compute-sanitizer (and ncu) inject themselves through this variable and serialise
+  // kernels, so the ranks' GEMMs, which wait for each other, could not run together.
+  if (getenv("CUDA_INJECTION64_PATH") != nullptr) SKIP("kernels serialised by a CUDA tool: the ranks cannot run together");
+  struct Shape {
+    size_t ms, N, K;
+    fcOperation_t op;
+    fcDataType_t t;
+  };
+  // Blocks of whole 128-row tiles (the engine's); N cut by the tile; both layouts and types.
+  const Shape shapes[] = {{128, 392, 264, fcOpT, fcBfloat16}, {256, 1000, 520, fcOpN, fcFloat16},
+                          {384, 1536, 1024, fcOpT, fcBfloat16}};
+  for (int W : {3, 4}) {
+    INFO(W << " ranks in one process");
+    std::vector<fcComm_t> comms(static_cast<size_t>(W), nullptr);
+    std::vector<int> devs(static_cast<size_t>(W), env.device);
+    {
+      ScopedEnv vars{{"FC_SHARE_GPU", "1"},           {"FC_ENGINE_SMS", "32"},        {"FC_MMRS_ALGO", "engine"},
+                     {"FC_WORKSPACE_BYTES", "16777216"}, {"FC_SCRATCH_BYTES", "1048576"}, {"FC_TIMEOUT_MS", "2000"}};
+      FC_REQUIRE(fcCommInitAll(comms.data(), W, devs.data()));
+    }
+    std::vector<cudaStream_t> streams(static_cast<size_t>(W));
+    for (cudaStream_t& s : streams) CUDA_REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (const Shape& sh : shapes) {
+      const size_t M = sh.ms * size_t(W), cBytes = sh.ms * sh.N * 2;
+      INFO(fcTypeName(sh.t) << (sh.op == fcOpT ? " B^T" : " B") << " M " << M << " N " << sh.N << " K " << sh.K);
+      std::vector<std::unique_ptr<DeviceBuffer>> A, B, C;
+      std::vector<MmrsProblem> p;
+      const uint64_t seedA = freshSeed(), seedB = freshSeed();
+      for (int r = 0; r < W; ++r) {
+        A.push_back(std::make_unique<DeviceBuffer>(M * sh.K * 2));
+        B.push_back(std::make_unique<DeviceBuffer>(sh.K * sh.N * 2));
+        C.push_back(std::make_unique<DeviceBuffer>(cBytes + 16));
+        p.push_back(MmrsProblem{sh.ms, sh.N, sh.K, sh.op, sh.t, seedA, seedB, W, r});
+        p.back().fp32Partials = false;
+        uploadMmrs(p.back(), A[r]->p, B[r]->p, C[r]->p);
+      }
+      // Every rank's call, C at `offset` bytes into its buffer; then every rank's block.
+      auto callAll = [&](size_t offset) {
+        for (int r = 0; r < W; ++r) {
+          const fcResult_t res = fcMatmulReduceScatter(A[r]->p, B[r]->p, C[r]->c() + offset, M, sh.N, sh.K, sh.op,
+                                                       sh.t, comms[r], streams[r]);
+          INFO("rank " << r << ": " << fcGetLastError(nullptr));
+          CHECK(res == fcSuccess);
+        }
+      };
+      auto checkAll = [&](size_t offset, const char* what) {
+        CUDA_REQUIRE(cudaDeviceSynchronize());
+        for (int r = 0; r < W; ++r) {
+          INFO(what << ", rank " << r);
+          fcResult_t async = fcSuccess;
+          CHECK(fcCommGetAsyncError(comms[r], &async) == fcSuccess);
+          CHECK(async == fcSuccess);
+          std::vector<char> h = download(C[r]->c() + offset, cBytes);
+          CHECK(checkMmrs(p[r], h) == 0);
+        }
+      };
+      callAll(0);
+      checkAll(0, "eager");
+      // C 2 bytes off 16-byte alignment on every rank.
+      for (int r = 0; r < W; ++r) CUDA_REQUIRE(cudaMemset(C[r]->p, 0xff, cBytes + 16));
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      callAll(2);
+      checkAll(2, "C not 16-byte aligned");
+      // A graph of two calls per rank, replayed with every C poisoned before.
+      std::vector<cudaGraphExec_t> execs(static_cast<size_t>(W));
+      for (int r = 0; r < W; ++r) {
+        cudaGraph_t g;
+        CUDA_REQUIRE(cudaStreamBeginCapture(streams[r], cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < 2; ++i)
+          CHECK(fcMatmulReduceScatter(A[r]->p, B[r]->p, C[r]->p, M, sh.N, sh.K, sh.op, sh.t, comms[r], streams[r]) ==
+                fcSuccess);
+        CUDA_REQUIRE(cudaStreamEndCapture(streams[r], &g));
+        CUDA_REQUIRE(cudaGraphInstantiate(&execs[r], g, 0));
+        CUDA_REQUIRE(cudaGraphDestroy(g));
+      }
+      for (int replay = 0; replay < 3; ++replay) {
+        for (int r = 0; r < W; ++r) CUDA_REQUIRE(cudaMemset(C[r]->p, 0xff, cBytes));
+        CUDA_REQUIRE(cudaDeviceSynchronize());
+        for (int r = 0; r < W; ++r) CUDA_REQUIRE(cudaGraphLaunch(execs[r], streams[r]));
+        checkAll(0, "graph replay");
+      }
+      for (cudaGraphExec_t e : execs) CUDA_REQUIRE(cudaGraphExecDestroy(e));
+    }
+    // The last rank never calls: the rank before it waits inside its GEMM for its running
+    // sums until the deadline (FC_TIMEOUT_MS above), the others at the final barrier or
+    // for a peer that gave up; every caller reports it, naming the op; nothing hangs.
+    {
+      const Shape& sh = shapes[0];
+      const size_t M = sh.ms * size_t(W);
+      DeviceBuffer A(M * sh.K * 2), B(sh.K * sh.N * 2), C(sh.ms * sh.N * 2);
+      CUDA_REQUIRE(cudaMemset(A.p, 0, M * sh.K * 2));
+      CUDA_REQUIRE(cudaMemset(B.p, 0, sh.K * sh.N * 2));
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      for (int r = 0; r + 1 < W; ++r)
+        CHECK(fcMatmulReduceScatter(A.p, B.p, C.p, M, sh.N, sh.K, sh.op, sh.t, comms[r], streams[r]) == fcSuccess);
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      for (int r = 0; r + 1 < W; ++r) {
+        fcResult_t async = fcSuccess;
+        CHECK(fcCommGetAsyncError(comms[r], &async) == fcSuccess);
+        const std::string msg = fcGetLastError(nullptr);
+        INFO("rank " << r << ": " << msg);
+        CHECK((async == fcTimeout || async == fcRemoteError));
+        if (r + 2 == W) CHECK(async == fcTimeout);  // the one that waits for the missing rank
+        CHECK(msg.find("fcMatmulReduceScatter") != std::string::npos);
+      }
+    }
+    for (int r = 0; r < W; ++r) fcCommAbort(comms[r]);
+    for (cudaStream_t s : streams) CUDA_REQUIRE(cudaStreamDestroy(s));
+  }
 }

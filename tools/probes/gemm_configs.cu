@@ -36,6 +36,7 @@ fcResult_t runAllGatherGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t)
 // GPU's memory, as if the rows were two ranks' blocks): the cost of the signals.
 fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runScatterGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runScatterChainGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
 }  // namespace fc::engine
 
 namespace {
@@ -61,6 +62,27 @@ fcResult_t scatterOwnAdd(const fc::engine::EngineGemm& g, cudaStream_t stream) {
   own.source.firstRow = first;
   own.source.blockRows = own.source.pieceRows = g.signal.blockRows;
   return fc::engine::runScatterGemm_bf16_t_128x128c2x1p(own, stream);
+}
+
+// The chain's kernel (3-8 ranks) with every tile an own tile, as the last step of the
+// chain computes them: an fp32 "running sum" of zeros read through the epilogue's C
+// pipeline (no waits: no counters), the fp32 sum stored into a scratch [M, N] and the
+// rounded one into D by the auxiliary store: the chain's heaviest epilogue, against the
+// scatter kernel's (the op's steps 2..W-1 store the fp32 sum only).
+const void* gZeroSums = nullptr;  // [M, N] fp32 zeros, set per shape
+void* gChainSums = nullptr;       // [M, N] fp32 scratch, set per shape
+fcResult_t chainOwn(const fc::engine::EngineGemm& g, cudaStream_t stream) {
+  fc::engine::EngineGemm own = g;
+  own.chain = true;
+  own.tileN = 128;
+  own.signal.counters = nullptr;
+  own.D = gChainSums;
+  own.source = {};
+  own.source.C = gZeroSums;
+  own.source.D = g.D;
+  own.source.firstRow = 0;
+  own.source.blockRows = own.source.pieceRows = int64_t((g.M + 127) / 128 * 128);
+  return fc::engine::runScatterChainGemm_bf16_t_128x128c2x1p(own, stream);
 }
 
 #define OK(call)                                                                  \
@@ -107,6 +129,7 @@ const Candidate kCandidates[] = {
     {"scatter128x128c2x1p_nosignal", scatterNoSignal},
     {"scatter128x128c2x1p_ownadd", scatterOwnAdd},
     {"scatter128x128c2x1p_nopipeline", fc::engine::probe::scatterStatic128x128c2x1p},
+    {"chain128x128c2x1p_own", chainOwn},
     // The first CUTLASS column again, last: what a column's place in the round costs.
     {"coop128x256c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
     {"pingpong128x128c2x1_again", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
@@ -236,6 +259,12 @@ int main(int argc, char** argv) {
     OK(cudaMalloc(&zeros, s.M * s.N * 2));
     OK(cudaMemsetAsync(zeros, 0, s.M * s.N * 2, stream));
     gZeroPartial = zeros;
+    void *zeroSums, *chainSums;
+    OK(cudaMalloc(&zeroSums, s.M * s.N * 4));
+    OK(cudaMalloc(&chainSums, s.M * s.N * 4));
+    OK(cudaMemsetAsync(zeroSums, 0, s.M * s.N * 4, stream));
+    gZeroSums = zeroSums;
+    gChainSums = chainSums;
     OK(cudaGetLastError());
     const int n = int(cols.size());
     std::vector<__nv_bfloat16*> D(n);
@@ -335,6 +364,8 @@ int main(int argc, char** argv) {
     OK(cudaFree(A));
     OK(cudaFree(B));
     OK(cudaFree(zeros));
+    OK(cudaFree(zeroSums));
+    OK(cudaFree(chainSums));
   }
   return failures ? 1 : 0;
 }
