@@ -310,25 +310,30 @@ fcResult_t commCheckAsync(fcComm* comm) {
              "communicator is unusable, destroy it",
              e->channel, e->rank, mine, e->peer, theirs);
   } else {
-    char waited[96];
+    // Where a peer's give-up ended the wait, e->peer is that peer, not necessarily the one
+    // waited for (a GEMM + reduce-scatter chain waits for the next rank while any rank may
+    // give up first): the wait is then described without a rank.
+    char whose[32], reason[64], waited[96];
+    if (why == GiveUp::PeerAbort) {
+      snprintf(whose, sizeof whose, "a peer");
+      snprintf(reason, sizeof reason, "gave up because rank %d aborted or gave up", e->peer);
+    } else {
+      snprintf(whose, sizeof whose, "rank %d", e->peer);
+      snprintf(reason, sizeof reason, "%s",
+               why == GiveUp::Abort ? "was aborted (fcCommAbort)" : "timed out (FC_TIMEOUT_MS)");
+    }
     if (WaitKind(e->waitKind) == WaitKind::LamportData)
-      snprintf(waited, sizeof waited, "for rank %d's data in Lamport push buffer %u", e->peer, e->expected);
+      snprintf(waited, sizeof waited, "for %s's data in Lamport push buffer %u", whose, e->expected);
     else if (WaitKind(e->waitKind) == WaitKind::Shard)
-      snprintf(waited, sizeof waited, "for rank %d's shard of A to land (copy engine)", e->peer);
+      snprintf(waited, sizeof waited, "for %s's shard of A to land (copy engine)", whose);
     else if (WaitKind(e->waitKind) == WaitKind::Tiles)
-      snprintf(waited, sizeof waited, "for rank %d's partial tiles of our block, %u of %u stored", e->peer,
-               e->seen, e->expected);
+      snprintf(waited, sizeof waited, "for %s's partial tiles, %u of %u stored", whose, e->seen, e->expected);
     else
-      snprintf(waited, sizeof waited, "for rank %d to reach epoch %u, last saw %u", e->peer, e->expected,
-               e->seen);
+      snprintf(waited, sizeof waited, "for %s to reach epoch %u, last saw %u", whose, e->expected, e->seen);
     snprintf(msg, sizeof msg,
              "%s on rank %d %s (block %d, channel %d): waited %s; the communicator is unusable, "
              "destroy it",
-             opName(e->op), e->rank,
-             why == GiveUp::Abort       ? "was aborted (fcCommAbort)"
-             : why == GiveUp::PeerAbort ? "gave up because that rank aborted or gave up"
-                                        : "timed out (FC_TIMEOUT_MS)",
-             e->block, e->channel, waited);
+             opName(e->op), e->rank, reason, e->block, e->channel, waited);
   }
   comm->asyncMessage = msg;
   const fcResult_t res = why == GiveUp::Timeout    ? fcTimeout

@@ -17,7 +17,9 @@
 //   [kPushFlagsOffset, +128)        pushFlags[channel][rank]: all-gather + GEMM's pushed
 //                                   shards (written by the peers' copy engines)
 //   [kTileCountersOffset, +1 KiB)   tileCounters[channel][rank][piece]: GEMM + reduce-
-//                                   scatter's tiles of our block stored by each rank
+//                                   scatter's tiles of our block stored by each rank (the
+//                                   chain, 3-8 ranks: [channel][block][piece], the next
+//                                   rank's running sums of that block)
 //   [kTileTicketsOffset, +8)        tileTickets[channel]: the GEMM + reduce-scatter
 //                                   engine's next tile to hand out (this rank's GEMM)
 //   [kPushCountersOffset, +128)     pushCounters[channel][piece]: the SM push kernel's
@@ -298,7 +300,8 @@ inline uint32_t* shardFlags(const DeviceComm& dc, int channel) {
 }
 
 // Rank r's tile counters of channel c (GEMM + reduce-scatter), as this rank maps
-// them: entry [signaller * kMaxPieces + piece].
+// them: entry [signaller * kMaxPieces + piece]; at 3-8 ranks with the chain of running
+// sums, [block * kMaxPieces + piece], all signalled by rank r+1.
 #ifdef __CUDACC__
 __host__ __device__
 #endif

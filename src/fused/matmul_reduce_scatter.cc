@@ -3,9 +3,10 @@
 // its owner's copy engine under the next GEMM, after torch symm_mem's
 // fused_matmul_reduce_scatter), the persistent GEMM engine (one CUTLASS GEMM whose
 // tiles signal their owner; at 2 ranks the owner's tiles add the peer's partial in
-// their epilogue, at 3-8 ranks each tile adds the next rank's fp32 running sum), and three unfused forms for small products (GEMM + the Lamport
-// reduce-scatter, the scatter GEMM into the owners' workspaces, GEMM + fcReduceScatter's
-// kernel). tuning::chooseMatmulReduceScatter picks one; planOf sizes its scratch.
+// their epilogue, at 3-8 ranks each tile adds the next rank's fp32 running sum), and
+// three unfused forms for small products (GEMM + the Lamport reduce-scatter, the
+// scatter GEMM into the owners' workspaces, GEMM + fcReduceScatter's kernel).
+// tuning::chooseMatmulReduceScatter picks one; planOf sizes its scratch.
 // Partials in the input type (default) or fp32, summed in fp32, rounded once.
 // docs/design.md, "Fused matmul + reduce-scatter" (the flows step by step).
 #include <algorithm>

@@ -600,7 +600,8 @@ TEST_CASE("fcMatmulReduceScatter: the engine's chain at 3 and 4 ranks, every ran
   if (major != 9 || sms < 4 * 32) SKIP("needs an sm_90 GPU of at least 128 SMs (the engine; 4 grids of 32 SMs)");
   // compute-sanitizer (and ncu) inject themselves through this variable and serialise
   // kernels, so the ranks' GEMMs, which wait for each other, could not run together.
-  if (getenv("CUDA_INJECTION64_PATH") != nullptr) SKIP("kernels serialised by a CUDA tool: the ranks cannot run together");
+  if (getenv("CUDA_INJECTION64_PATH") != nullptr)
+    SKIP("kernels serialised by a CUDA tool: the ranks cannot run together");
   struct Shape {
     size_t ms, N, K;
     fcOperation_t op;
@@ -682,8 +683,10 @@ TEST_CASE("fcMatmulReduceScatter: the engine's chain at 3 and 4 ranks, every ran
       for (cudaGraphExec_t e : execs) CUDA_REQUIRE(cudaGraphExecDestroy(e));
     }
     // The last rank never calls: the rank before it waits inside its GEMM for its running
-    // sums until the deadline (FC_TIMEOUT_MS above), the others at the final barrier or
-    // for a peer that gave up; every caller reports it, naming the op; nothing hangs.
+    // sums, the others at the final barrier or for those sums, until the deadline
+    // (FC_TIMEOUT_MS above) or a peer's give-up, whichever comes first (the order is a
+    // race); every caller reports an error naming the op, one of them the timeout;
+    // nothing hangs.
     {
       const Shape& sh = shapes[0];
       const size_t M = sh.ms * size_t(W);
@@ -694,15 +697,17 @@ TEST_CASE("fcMatmulReduceScatter: the engine's chain at 3 and 4 ranks, every ran
       for (int r = 0; r + 1 < W; ++r)
         CHECK(fcMatmulReduceScatter(A.p, B.p, C.p, M, sh.N, sh.K, sh.op, sh.t, comms[r], streams[r]) == fcSuccess);
       CUDA_REQUIRE(cudaDeviceSynchronize());
+      int timeouts = 0;
       for (int r = 0; r + 1 < W; ++r) {
         fcResult_t async = fcSuccess;
         CHECK(fcCommGetAsyncError(comms[r], &async) == fcSuccess);
         const std::string msg = fcGetLastError(nullptr);
         INFO("rank " << r << ": " << msg);
         CHECK((async == fcTimeout || async == fcRemoteError));
-        if (r + 2 == W) CHECK(async == fcTimeout);  // the one that waits for the missing rank
         CHECK(msg.find("fcMatmulReduceScatter") != std::string::npos);
+        timeouts += async == fcTimeout;
       }
+      CHECK(timeouts >= 1);
     }
     for (int r = 0; r < W; ++r) fcCommAbort(comms[r]);
     for (cudaStream_t s : streams) CUDA_REQUIRE(cudaStreamDestroy(s));

@@ -185,7 +185,8 @@ int main(int argc, char** argv) {
   printf("# engine-pair: fcMatmulReduceScatter, %d ranks in one process on one GPU (GEMM grids of FC_ENGINE_SMS=%s "
          "less the gates' 2 CTAs each, local exchange; epilogue-add: %s); exact checks eager and after 20 graph "
          "replays; us per call, graph of %d calls per rank, median of %d replays, variants interleaved\n",
-         W, getenv("FC_ENGINE_SMS"), W == 2 ? "the peer's partial added by our block's tiles" : "the chain of running sums",
+         W, getenv("FC_ENGINE_SMS"),
+         W == 2 ? "the peer's partial added by our block's tiles" : "the chain of running sums",
          iters, replays);
   printf("M,N,K,transB,dtype");
   for (const Variant& v : variants) printf(",%s_us", v.name);
@@ -222,7 +223,9 @@ int main(int argc, char** argv) {
         call(variants[v], s, ranks);
         CK(cudaDeviceSynchronize());
         const size_t u = check(s, seed, ranks);
-        if (u) fprintf(stderr, "%s, C not 16-byte aligned: %zu x %zu x %zu: %zu wrong\n", variants[v].name, s.M, s.N, s.K, u);
+        if (u)
+          fprintf(stderr, "%s, C not 16-byte aligned: %zu x %zu x %zu: %zu wrong\n", variants[v].name, s.M, s.N, s.K,
+                  u);
         b += u;
         for (int r = 0; r < W; ++r) ranks[r].C = ranks[r].Cbase;
       }

@@ -64,8 +64,9 @@ struct TileSignal {
   bool afterPreviousGrid = false;
 };
 
-// GEMM + reduce-scatter at 2 ranks (EngineGemm::chain false): the tiles of our own block (computed last) add the
-// peer's partial of the block, which the peer's GEMM computes first, read in place
+// GEMM + reduce-scatter at 2 ranks (EngineGemm::chain false): the tiles of our own
+// block (computed last) add the peer's partial of the block, which the peer's GEMM
+// computes first, read in place
 // from the peer's workspace, and store the rounded sum straight into the op's output
 // (own_block_epilogue.cuh): D = round(round(A x op(B)) + C) there, fp32 sum, i.e.
 // each partial rounded once as cuBLAS + NCCL compute it. Before loading the C rows of
