@@ -84,21 +84,23 @@ namespace fc::engine {
 
 // D = round(beta * C + round(acc)), fp32 sum (ElementCompute float); beta a scalar.
 // The C pipeline is taken where beta != 0 (CUTLASS's homogeneous_multiply_add visitor
-// asks for C only then): by our block's tiles.
-template <class Element>
+// asks for C only then): by our block's tiles. Sum: the type of C and of the sum as
+// stored, the input type (the 2-rank epilogue add: rounded once more) or float (the
+// chain's running sums: not rounded); the partial is rounded once to Element either way.
+template <class Element, class Sum = Element>
 using ScatterFusion = cutlass::epilogue::fusion::Sm90EVT<
-    cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Element, float,
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, Sum, float,
                                            cutlass::FloatRoundStyle::round_to_nearest>,
     cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
-    cutlass::epilogue::fusion::Sm90SrcFetch<Element>,
+    cutlass::epilogue::fusion::Sm90SrcFetch<Sum>,
     cutlass::epilogue::fusion::Sm90EVT<
         cutlass::epilogue::fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, float,
                                                cutlass::FloatRoundStyle::round_to_nearest>,
         cutlass::epilogue::fusion::Sm90AccFetch>>;
 
 // The fusion's arguments for beta (0: the partial alone; 1: plus C).
-template <class Element>
-typename ScatterFusion<Element>::Arguments scatterFusionArguments(float beta) {
+template <class Element, class Sum = Element>
+typename ScatterFusion<Element, Sum>::Arguments scatterFusionArguments(float beta) {
   return {{{beta}, {nullptr}, {}}, {}, {{}, {}}, {}};
 }
 
@@ -109,53 +111,27 @@ typename ScatterFusion<Element>::Arguments scatterFusionArguments(float beta) {
 // many stages as D's), which the mainloop's stage count makes room for; the kernels
 // without it (fcMatmulReduceScatter's) keep theirs. The same bits as D: the node
 // converts D's rounded value to its own type, the same type.
-template <class Element, class TileShape, class EpilogueSchedule>
+// With Sum = float, the chain's fusion (kChain, 3-8 ranks): D = beta * C + round(acc),
+// the fp32 running sum (C and D fp32, not rounded), and the same value rounded once to
+// the input type by the auxiliary store: the op's output (our block's tiles only).
+template <class Element, class TileShape, class EpilogueSchedule, class Sum = Element>
 struct GatherFusionOf {
   using Descriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
-      TileShape, cutlass::epilogue::collective::EpilogueTileAuto, Element, Element, EpilogueSchedule>;
+      TileShape, cutlass::epilogue::collective::EpilogueTileAuto, Sum, Sum, EpilogueSchedule>;
   using Aux = cutlass::epilogue::collective::detail::AuxStoreDescriptor<Descriptor, cutlass::layout::RowMajor, Element>;
   using type = cutlass::epilogue::fusion::Sm90EVT<
       cutlass::epilogue::fusion::Sm90AuxStore<Aux::Stages, typename Aux::EpilogueTile, Element,
                                               cutlass::FloatRoundStyle::round_to_nearest, typename Aux::Stride,
                                               typename Aux::SmemLayoutAtom, typename Aux::CopyOpR2S>,
-      ScatterFusion<Element>>;
+      ScatterFusion<Element, Sum>>;
   using Stride = typename Aux::Stride;
   // beta as scatterFusionArguments; gather: the second tensor's base (NULL: none).
   static typename type::Arguments arguments(float beta, Element* gather, Stride stride) {
-    return {scatterFusionArguments<Element>(beta), {gather, stride}};
+    return {scatterFusionArguments<Element, Sum>(beta), {gather, stride}};
   }
 };
-
-// The chain's fusion (kChain, 3-8 ranks): D = beta * C + round(acc) in fp32, not
-// rounded (the running sum, C and D fp32), and the same value rounded once to the input
-// type by CUTLASS's auxiliary store (the op's output, our block's tiles only; NULL
-// elsewhere: no store). The partial is rounded once to Element before the fp32 add, as
-// ScatterFusion rounds it.
 template <class Element, class TileShape, class EpilogueSchedule>
-struct ChainFusionOf {
-  using Sum = cutlass::epilogue::fusion::Sm90EVT<
-      cutlass::epilogue::fusion::Sm90Compute<cutlass::homogeneous_multiply_add, float, float,
-                                             cutlass::FloatRoundStyle::round_to_nearest>,
-      cutlass::epilogue::fusion::Sm90ScalarBroadcast<float, cute::Stride<cute::_0, cute::_0, int64_t>>,
-      cutlass::epilogue::fusion::Sm90SrcFetch<float>,
-      cutlass::epilogue::fusion::Sm90EVT<
-          cutlass::epilogue::fusion::Sm90Compute<cutlass::epilogue::thread::Identity, Element, float,
-                                                 cutlass::FloatRoundStyle::round_to_nearest>,
-          cutlass::epilogue::fusion::Sm90AccFetch>>;
-  using Descriptor = cutlass::epilogue::collective::detail::EpilogueDescriptor<
-      TileShape, cutlass::epilogue::collective::EpilogueTileAuto, float, float, EpilogueSchedule>;
-  using Aux = cutlass::epilogue::collective::detail::AuxStoreDescriptor<Descriptor, cutlass::layout::RowMajor, Element>;
-  using type = cutlass::epilogue::fusion::Sm90EVT<
-      cutlass::epilogue::fusion::Sm90AuxStore<Aux::Stages, typename Aux::EpilogueTile, Element,
-                                              cutlass::FloatRoundStyle::round_to_nearest, typename Aux::Stride,
-                                              typename Aux::SmemLayoutAtom, typename Aux::CopyOpR2S>,
-      Sum>;
-  using Stride = typename Aux::Stride;
-  // beta: 0 (step 1: the partial alone) or 1; out: the output's base (NULL: no store).
-  static typename type::Arguments arguments(float beta, Element* out, Stride stride) {
-    return {{{{beta}, {nullptr}, {}}, {}, {{}, {}}, {}}, {out, stride}};  // the sum's, then the store's
-  }
-};
+using ChainFusionOf = GatherFusionOf<Element, TileShape, EpilogueSchedule, float>;
 
 // A built sm90 TMA epilogue with its own shared memory for C (ReuseSmemC off) in
 // kStagesC stages.
