@@ -229,8 +229,9 @@ constexpr size_t kDecodeGemmTileCols = 64;
 // 16, 32, 64 or 128 tokens. Up to 48 rows in one wave (pushes at the end of one wave:
 // tiles that end in waves cost the GEMM, 16 x 4096 x 2048 on a third of the SMs 1.42x;
 // at 48 x 4096 a second wave of 16-token tiles 1.05-1.23x against one of 32-token tiles
-// 0.88-1.07x cuBLASLt). The 2-GPU timing (gpu-check mmar: mmar-decode-2.csv) decides where
-// auto takes the engine, if anywhere.                     perf-log: decodeGemmTokens
+// 0.88-1.07x cuBLASLt). Auto takes it nowhere: on 2 H200s, forced against auto at 1-128
+// rows of the four issue-42 layers, 0.94-1.05x at long K and up to 1.43x behind at short K
+// (perf-log, fortieth session).                             perf-log: decodeGemmTokens
 constexpr size_t kDecodeEngineMaxRows = 256;
 // ... above 48 rows, the tile that pads the fewest rows, then the fewest waves, then the
 // narrowest: a part-filled last token tile cost as much as a wave there (one H200,
