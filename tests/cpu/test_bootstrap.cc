@@ -397,6 +397,34 @@ TEST_CASE("unique id: make, parse, rendezvous name", "[bootstrap][uniqueid]") {
   CHECK_THAT(std::string(fc::lastError()), ContainsSubstring("checksum"));
 }
 
+// tools/launch-ranks (a launcher for carried binaries, without the library) makes its
+// ids itself: the library must accept them, and two must differ.
+TEST_CASE("unique id: tools/launch-ranks's ids parse", "[bootstrap][uniqueid]") {
+  const char* tool = getenv("FC_LAUNCH_RANKS");
+  if (tool == nullptr) SKIP("FC_LAUNCH_RANKS (the tool's path) is not set: run under meson test");
+  auto made = [&] {
+    std::string hex;
+    FILE* f = popen((std::string("python3 ") + tool + " --print-id").c_str(), "r");
+    REQUIRE(f != nullptr);
+    char buf[512];
+    while (fgets(buf, sizeof buf, f) != nullptr) hex += buf;
+    REQUIRE(pclose(f) == 0);
+    while (!hex.empty() && (hex.back() == '\n' || hex.back() == '\r')) hex.pop_back();
+    REQUIRE(hex.size() == 2 * sizeof(fcUniqueId::internal));
+    fcUniqueId id;
+    for (size_t i = 0; i < sizeof id.internal; ++i) id.internal[i] = char(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+    return id;
+  };
+  const fcUniqueId a = made(), b = made();
+  UniqueIdBody ba, bb;
+  INFO(fc::lastError());
+  REQUIRE(fc::parseUniqueId(a, &ba) == fcSuccess);
+  REQUIRE(fc::parseUniqueId(b, &bb) == fcSuccess);
+  CHECK(fc::rendezvousName(ba) != fc::rendezvousName(bb));
+  CHECK(memcmp(ba.secret, bb.secret, sizeof ba.secret) != 0);
+  CHECK_FALSE(ba.hasCreatorHost());
+}
+
 TEST_CASE("Bootstrap::create argument checks and the world of one", "[bootstrap]") {
   const UniqueIdBody id = freshId();
   std::unique_ptr<Bootstrap> b;
