@@ -148,7 +148,8 @@ struct WithOwnSmemC<
 };
 
 // kChain: the 3-8-rank chain (above); false: the 2-rank epilogue add, whose kernels
-// carry no `mid` instance.
+// never use the `mid` instance (its parameters a copy of the base ones; ptxas: the same
+// registers and stack as before it existed).
 template <class Base, bool kChain = false>
 class OwnBlockEpilogue : public Base {
   static_assert(Base::get_load_pipe_increment(typename Base::CtaTileMNK{}) %
