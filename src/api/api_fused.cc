@@ -132,6 +132,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   args.enginePieces = comm->params.agmmEnginePieces;
   args.engineKPieces = comm->params.agmmEngineKPieces;
   args.enginePushBySm = comm->params.agmmEnginePushBySm;
+  args.engineTileN = comm->params.agmmEngineTileN;
   args.engineWaits = comm->params.agmmEngineStages != fc::EngineStages::NoWait;
   args.enginePulls = comm->params.agmmEngineStages != fc::EngineStages::NoPull;
   args.passes = comm->params.agmmPasses;

@@ -113,6 +113,9 @@ constexpr std::pair<const char*, MmarEngineStages> kMmarEngineStageSets[] = {
     {"no-gather", MmarEngineStages::NoGather}, {"no-wait", MmarEngineStages::NoWait},
     {"no-copy", MmarEngineStages::NoCopy},    {"gemm-only", MmarEngineStages::GemmOnly},
     {"bare", MmarEngineStages::Bare}};
+// FC_AGMM_ENGINE_TILES: fcAllGatherMatmul's engine's tile shape (auto: the rule).
+constexpr std::pair<const char*, int> kAgmmEngineTiles[] = {
+    {"auto", 0}, {"128x256", 256}, {"128x128", 128}, {"128x112", 112}, {"128x96", 96}};
 // FC_MMAR_ENGINE_TILES: fcMatmulAllReduce's engine's tile shape (auto: the rule).
 constexpr std::pair<const char*, int> kMmarEngineTiles[] = {{"auto", 0}, {"128x128", 128}, {"128x256", 256}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).
@@ -230,6 +233,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_STAGES", kMmarEngineStageSets, &p->mmarEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_TILES", kMmarEngineTiles, &p->mmarEngineTileN));
+  FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_TILES", kAgmmEngineTiles, &p->agmmEngineTileN));
   FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {
     if (config->magic != FC_CONFIG_MAGIC)

@@ -94,10 +94,12 @@ const char* shardSource(const DeviceComm& dc, int channel, const SymSource* symA
 // pieces of pieceRows rows, each counted in flags[shard] (NULL: nothing to wait for).
 engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGatherMatmulArgs& a, const void* A,
                                  size_t shardRows, size_t pieceRows, const uint32_t* flags) {
-  return {A,       a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
-          engine::ShardReadiness{flags, int64_t(a.M), int64_t(shardRows), int64_t(pieceRows),
-                                 int64_t(dc.rank) * int64_t(shardRows), dc, channel},
-          a.smCount};
+  engine::EngineGemm g{A,       a.B, a.C, a.M, a.N, a.K, a.transB, a.datatype,
+                       engine::ShardReadiness{flags, int64_t(a.M), int64_t(shardRows), int64_t(pieceRows),
+                                              int64_t(dc.rank) * int64_t(shardRows), dc, channel},
+                       a.smCount};
+  g.tileN = a.engineTileN;
+  return g;
 }
 
 // The engine's pieces (FC_AGMM_ENGINE_PIECES) in rows: whole 128-row tile rows, so

@@ -47,6 +47,9 @@ struct AllGatherMatmulArgs {
   // FC_AGMM_ENGINE_PUSH=sm: where the engine pushes the shards, a kernel on a few SMs in
   // front of the GEMM stores them (fused/shard_push.cu) instead of the copy queue.
   bool enginePushBySm = false;
+  // FC_AGMM_ENGINE_TILES: the engine's tile width (engine::EngineGemm::tileN; 0: the
+  // rule, tuning::engineTileN). Each rank's GEMM is its own: ranks may differ.
+  int engineTileN = 0;
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.
   bool engineWaits = true, enginePulls = true;

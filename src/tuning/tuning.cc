@@ -295,6 +295,14 @@ constexpr size_t kScatterSmallTilesMaxK = 2048;
 // 75 / 99 / 100 us over the same stores made locally at 4096 x 5120 x 2560, 8192 x 5120 x
 // 2560, 8192 x 4096 x 7168 (128 x 256), 20-44 us at K 2048 (128 x 128 by the rule above).
 //                                                          perf-log: engineSmallTiles
+// The all-gather engine's narrow ping-pong tiles (128 x 112, 128 x 96): the width whose
+// waves x width (the columns each SM computes, tile rows alike) is least, taken only
+// where it beats the 128-wide tiles' by more than 10 %: a narrow tile loads more per
+// FLOP, so a near tie stays with the wider one. cuBLASLt takes the same shapes
+// (96 x 128 and 112 x 128 in its column-major view at 512 x 3072 / 3584 rows, one
+// full wave of 128 tiles, where 128-wide tiles leave 36 / 20 SMs idle). perf-log: engineTileN
+constexpr double kNarrowTilesRatio = 0.9;
+constexpr int kNarrowTileWidths[] = {112, 96};
 
 // ======================================================================================
 
@@ -612,6 +620,21 @@ bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
   const size_t big = tiles(M, N, 256), small = tiles(M, N, 128);
   const size_t bigWaves2 = 2 * ((big + sms - 1) / sms), smallWaves = (small + sms - 1) / sms;
   return double(smallWaves) < kSmallTilesWaveRatio * double(bigWaves2);
+}
+
+int engineTileN(size_t M, size_t N, size_t K, int smCount) {
+  const size_t sms = size_t(smCount);
+  // Columns per SM: every SM computes at most waves tiles of `width` columns.
+  auto columns = [&](size_t width) { return (tiles(M, N, width) + sms - 1) / sms * width; };
+  size_t best = 128, bestColumns = columns(128);
+  for (int width : kNarrowTileWidths) {
+    const size_t c = columns(size_t(width));
+    if (c < bestColumns && double(c) <= kNarrowTilesRatio * double(columns(128))) best = size_t(width), bestColumns = c;
+  }
+  if (best == 128) return engineSmallTiles(M, N, K, smCount) ? 128 : 256;
+  // Against 128 x 256 cooperative tiles as engineSmallTiles weighs them.
+  const bool narrow = N * K * 2 > kSmallTilesMinBBytes || double(bestColumns) < kSmallTilesWaveRatio * double(columns(256));
+  return narrow ? int(best) : 256;
 }
 
 bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount, bool gathers) {

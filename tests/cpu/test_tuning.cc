@@ -468,6 +468,17 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   // Where the SM count decides.
   CHECK_FALSE(engineSmallTiles(1024, 4096, 4096, 132));
   CHECK(engineSmallTiles(1024, 4096, 4096, 114));
+  // The all-gather engine's width: narrow tiles where they fill the waves better by more
+  // than 10 %.
+  CHECK(engineTileN(512, 3072, 4096, 132) == 96);    // 128 tiles of 128 x 96: one wave
+  CHECK(engineTileN(1024, 3072, 4096, 132) == 96);   // 256: two waves, as 192 of 128 x 128
+  CHECK(engineTileN(512, 3584, 5120, 132) == 112);   // 128 x 96 would need two waves
+  CHECK(engineTileN(512, 14336, 4096, 132) == 112);  // 4 waves of 112 columns, not of 128 or 256
+  CHECK(engineTileN(512, 27648, 5120, 132) == 128);  // 864 columns against 896: too close
+  CHECK(engineTileN(8192, 3072, 4096, 132) == 256);  // many waves: no gain to buy
+  CHECK(engineTileN(2048, 4096, 2048, 132) == 256);
+  CHECK(engineTileN(512, 4096, 4096, 132) == 128);   // 128 tiles of 128 x 128 fill a wave already
+  CHECK(engineTileN(512, 3072, 4096, 114) == 112);   // 128 tiles of 128 x 96 overflow 114 SMs
   // The reduce-scatter engine also where K <= 2048.
   CHECK_FALSE(scatterEngineSmallTiles(8192, 4096, 4096, 130));
   CHECK(scatterEngineSmallTiles(8192, 4096, 2048, 130));

@@ -12,7 +12,8 @@
 // configuration cuBLASLt's heuristic picked (its tile, stages and cluster enums,
 // cublasLt.h: the tile is in its column-major view, N x M of ours).
 // FC_PROBE_SWIZZLES=0,1,4 times every CUTLASS candidate at each of these swizzles
-// (EngineGemm::swizzle; 0: the engine's rule), one column each.
+// (EngineGemm::swizzle; 0: the engine's rule), one column each. FC_PROBE_COLUMNS=a,b
+// times only these candidates (names as in the header, without _us) beside cuBLASLt.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,6 +33,8 @@ namespace fc::engine {
 // The library's own instantiations (src/gemm/engine).
 fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x112c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x96c2x1p(const EngineGemm&, cudaStream_t);
 // GEMM + reduce-scatter's, each tile signalling a counter (here two counters in this
 // GPU's memory, as if the rows were two ranks' blocks): the cost of the signals.
 fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
@@ -121,6 +124,9 @@ const Candidate kCandidates[] = {
     {"cublaslt", nullptr},
     {"coop128x256c2x1", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
     {"pingpong128x128c2x1", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
+    {"pingpong128x112c2x1", fc::engine::runAllGatherGemm_bf16_t_128x112c2x1p},
+    {"pingpong128x96c2x1", fc::engine::runAllGatherGemm_bf16_t_128x96c2x1p},
+    {"engine_rule", fc::engine::launchAllGatherGemm},  // the tiles tuning::engineTileN takes
     {"coop128x128c2x1", fc::engine::probe::coop128x128c2x1},
     {"stock128x256c2x1", fc::engine::probe::stock128x256c2x1},
     {"coop256x128c2x1", fc::engine::probe::coop256x128c2x1},
@@ -188,6 +194,14 @@ std::string cublasChoice(const Shape& s) {
   return out;
 }
 
+// Whether FC_PROBE_COLUMNS (a comma-separated list; unset: all) names this candidate.
+bool columnWanted(const char* name) {
+  const char* env = getenv("FC_PROBE_COLUMNS");
+  if (env == nullptr || *env == 0) return true;
+  const std::string list = std::string(",") + env + ",";
+  return list.find(std::string(",") + name + ",") != std::string::npos;
+}
+
 // The swizzles to time each CUTLASS candidate at (FC_PROBE_SWIZZLES; default: the rule).
 std::vector<int> swizzles() {
   std::vector<int> out;
@@ -239,12 +253,14 @@ int main(int argc, char** argv) {
   };
   std::vector<Column> cols;
   const std::vector<int> swz = swizzles();
-  for (const Candidate& c : kCandidates)
+  for (const Candidate& c : kCandidates) {
+    if (c.run && !columnWanted(c.name)) continue;
     for (int w : c.run ? swz : std::vector<int>{0}) {
       std::string name = c.name;
       if (c.run && (swz.size() > 1 || w != 0)) name += "_s" + std::to_string(w);
       cols.push_back({&c, w, name});
     }
+  }
   printf("M,N,K");
   for (const Column& c : cols) printf(",%s_us", c.name.c_str());
   printf(",best,best_over_cublaslt,exact,cublaslt_choice\n");

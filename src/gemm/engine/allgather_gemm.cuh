@@ -52,6 +52,10 @@ struct EngineConfig {
 using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
 using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
 using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
+// Narrow ping-pong tiles for products whose 128-wide tiles leave most of a wave idle
+// (tuning::engineTileN: 512 x 3072 is 96 tiles of 128 x 128 on 132 SMs, 128 of 128 x 96).
+using Config128x96c2x1Pingpong = EngineConfig<128, 96, 64, 2, 1, true>;
+using Config128x112c2x1Pingpong = EngineConfig<128, 112, 64, 2, 1, true>;
 
 // The epilogue: all-gather + GEMM's, D = A x op(B) (stock, no C); GEMM +
 // reduce-scatter's (kSignal), each tile signalling its owner once stored

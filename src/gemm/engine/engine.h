@@ -126,10 +126,12 @@ struct EngineGemm {
   // kernel launched without it - the entry barrier - which starts after the previous
   // GEMM has ended and put the word back to zero): scatter_scheduler.cuh. Required there.
   uint32_t* tileTicket = nullptr;
-  // GEMM + reduce-scatter's tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256
-  // cooperative); 0: tuning::scatterEngineSmallTiles without the gather. The fused op
-  // that schedules the engine decides (fused/matmul_reduce_scatter.cc), and both ranks'
-  // counts of a piece's tiles follow it.
+  // The tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256 cooperative), and for
+  // the all-gather engine also 112 or 96 (narrow ping-pong tiles); 0: the tuning rule
+  // (all-gather: tuning::engineTileN; reduce-scatter: tuning::scatterEngineSmallTiles
+  // without the gather). For GEMM + reduce-scatter the fused op that schedules the
+  // engine decides (fused/matmul_reduce_scatter.cc), and both ranks' counts of a
+  // piece's tiles follow it.
   int tileN = 0;
   // Launch with programmatic stream serialization: the kernel may start once the
   // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and its
@@ -150,8 +152,9 @@ struct EngineGemm {
 // 16-byte aligned (TMA), sizes within int range.
 bool engineSupports(const EngineGemm& g);
 
-// Enqueue the all-gather + GEMM kernel on `stream` (one launch; no signals).
-// fcNotSupported when CUTLASS refuses the problem.
+// Enqueue the all-gather + GEMM kernel on `stream` (one launch; no signals), on tiles
+// of 128 x g.tileN (0: tuning::engineTileN). fcNotSupported when CUTLASS refuses the
+// problem.
 fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream);
 
 // GEMM + reduce-scatter: 128 x 256 x 64 cooperative or 128 x 128 x 64 ping-pong tiles

@@ -1,0 +1,11 @@
+// One instantiation of the all-gather + GEMM engine: bf16, B [N, K] (fcOpT), tiles and
+// cluster 128x112c2x1, ping-pong (engine.cc chooses; allgather_gemm.cuh has the kernel).
+#include "gemm/engine/allgather_gemm.cuh"
+
+namespace fc::engine {
+
+fcResult_t runAllGatherGemm_bf16_t_128x112c2x1p(const EngineGemm& g, cudaStream_t stream) {
+  return EngineGemmKernel<cutlass::bfloat16_t, true, Config128x112c2x1Pingpong>::run(g, stream);
+}
+
+}  // namespace fc::engine
