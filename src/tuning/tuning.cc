@@ -295,14 +295,21 @@ constexpr size_t kScatterSmallTilesMaxK = 2048;
 // 75 / 99 / 100 us over the same stores made locally at 4096 x 5120 x 2560, 8192 x 5120 x
 // 2560, 8192 x 4096 x 7168 (128 x 256), 20-44 us at K 2048 (128 x 128 by the rule above).
 //                                                          perf-log: engineSmallTiles
-// The all-gather engine's narrow ping-pong tiles (128 x 112, 128 x 96): the width whose
-// waves x width (the columns each SM computes, tile rows alike) is least, taken only
-// where it beats the 128-wide tiles' by more than 10 %: a narrow tile loads more per
-// FLOP, so a near tie stays with the wider one. cuBLASLt takes the same shapes
-// (96 x 128 and 112 x 128 in its column-major view at 512 x 3072 / 3584 rows, one
-// full wave of 128 tiles, where 128-wide tiles leave 36 / 20 SMs idle). perf-log: engineTileN
-constexpr double kNarrowTilesRatio = 0.9;
-constexpr int kNarrowTileWidths[] = {112, 96};
+// The all-gather engine's tile width (engineTileN): the least waves x width x cost, the
+// columns each SM computes (tile rows alike) weighted by what a column costs on that
+// tile against 128 x 128 ping-pong; ties to the wider. cuBLASLt picks its tiles the same
+// way (at 512 x 3072, 96 x 128 in its column-major view: one wave of 128 tiles, where
+// 128-wide ones leave 36 of 132 SMs idle).
+struct TileWidth {
+  int width;
+  double cost;    // per column, against 128 x 128 ping-pong
+  bool pingpong;  // where B is beyond L2 (kSmallTilesMinBBytes), only these
+};
+// 128 x 96 ping-pong: 1.07-1.10 in one wave (0.80-0.83x the 128-wide tiles' time at 256-768
+// x 3072 x 4096, 256 x 5120 / 6144, against 0.75 in columns), 1.10-1.24 over full waves
+// (1024 x 4096 x 4096, 512 / 1024 x 14336 x 4096). gemm-configs, one H200, forty-first
+// session. 128 x 256 cooperative: engineSmallTiles' 5 %.          perf-log: engineTileN
+constexpr TileWidth kTileWidths[] = {{256, 0.95, false}, {192, 0.95, false}, {128, 1.0, true}, {96, 1.15, true}};
 
 // ======================================================================================
 
@@ -623,18 +630,17 @@ bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
 }
 
 int engineTileN(size_t M, size_t N, size_t K, int smCount) {
-  const size_t sms = size_t(smCount);
-  // Columns per SM: every SM computes at most waves tiles of `width` columns.
-  auto columns = [&](size_t width) { return (tiles(M, N, width) + sms - 1) / sms * width; };
-  size_t best = 128, bestColumns = columns(128);
-  for (int width : kNarrowTileWidths) {
-    const size_t c = columns(size_t(width));
-    if (c < bestColumns && double(c) <= kNarrowTilesRatio * double(columns(128))) best = size_t(width), bestColumns = c;
+  const size_t sms = size_t(std::max(smCount, 1));
+  const bool pingpongOnly = N * K * 2 > kSmallTilesMinBBytes;
+  int best = 128;
+  double bestCost = 0;
+  for (const TileWidth& t : kTileWidths) {  // widest first: a tie stays with the wider
+    if (pingpongOnly && !t.pingpong) continue;
+    const size_t width = size_t(t.width), waves = (tiles(M, N, width) + sms - 1) / sms;
+    const double cost = double(waves * width) * t.cost;
+    if (bestCost == 0 || cost < bestCost) best = t.width, bestCost = cost;
   }
-  if (best == 128) return engineSmallTiles(M, N, K, smCount) ? 128 : 256;
-  // Against 128 x 256 cooperative tiles as engineSmallTiles weighs them.
-  const bool narrow = N * K * 2 > kSmallTilesMinBBytes || double(bestColumns) < kSmallTilesWaveRatio * double(columns(256));
-  return narrow ? int(best) : 256;
+  return best;
 }
 
 bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount, bool gathers) {

@@ -218,10 +218,11 @@ int decodeEngineTokens(size_t M, size_t N, int smCount);
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather
 // engine's M x N x K GEMM (2-byte elements) on smCount SMs.
 bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount);
-// The all-gather engine's tile width: 256 (128 x 256 cooperative), 128 (128 x 128
-// ping-pong, engineSmallTiles), or 112 / 96 (narrow ping-pong tiles, where they spread
-// the product over the SMs in fewer columns per SM: one wave of 128 x 96 tiles at 512 x
-// 3072 instead of 96 tiles of 128 x 128 on 132 SMs).
+// The all-gather engine's tile width: 256 or 192 (128 x 256 / 128 x 192 cooperative),
+// 128 or 96 (128 x 128 / 128 x 96 ping-pong): the one whose waves spread the product
+// over the SMs in the fewest columns per SM, weighted by a column's cost on each tile
+// (one wave of 128 x 96 tiles at 512 x 3072 instead of 96 tiles of 128 x 128 on 132
+// SMs). Between 128 and 256 it decides as engineSmallTiles.
 int engineTileN(size_t M, size_t N, size_t K, int smCount);
 // The same for the reduce-scatter engine (which also takes them where K is short, and
 // for fcMatmulAllReduce, whose engine stores into the peer's memory from every tile

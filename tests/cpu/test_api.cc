@@ -299,7 +299,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_AGMM_ENGINE_STAGES", "no-copy"}, Case{"FC_MMRS_ENGINE_STAGES", "no-wait"},
                         Case{"FC_MMAR_ENGINE_STAGES", "no-pull"}, Case{"FC_MMAR_ENGINE_STAGES", "epilogue-add"},
                         Case{"FC_MMAR_ENGINE_TILES", "256"}, Case{"FC_MMAR_ENGINE_TILES", "128x64"},
-                        Case{"FC_AGMM_ENGINE_TILES", "96"}, Case{"FC_AGMM_ENGINE_TILES", "128x64"},
+                        Case{"FC_AGMM_ENGINE_TILES", "96"}, Case{"FC_AGMM_ENGINE_TILES", "128x112"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
                         Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
                         Case{"FC_ENGINE_SMS", "half"}, Case{"FC_ARNORM_WIDE_CTAS", "2"},
@@ -358,7 +358,7 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_MMRS_ENGINE_STAGES", "full"}, Case{"FC_MMAR_ENGINE_STAGES", "full"},
                         Case{"FC_MMAR_ENGINE_TILES", "128x128"}, Case{"FC_MMAR_ENGINE_TILES", "128x256"},
                         Case{"FC_MMAR_ENGINE_TILES", "auto"}, Case{"FC_PDL_START_EDGE", "0"}, Case{"FC_DECODE_GEMM", "0"},
-                        Case{"FC_AGMM_ENGINE_TILES", "128x96"}, Case{"FC_AGMM_ENGINE_TILES", "128x112"},
+                        Case{"FC_AGMM_ENGINE_TILES", "128x96"}, Case{"FC_AGMM_ENGINE_TILES", "128x192"},
                         Case{"FC_AGMM_ENGINE_TILES", "auto"},
                         Case{"FC_MMAR_ALGO", "decode"}, Case{"FC_MMAR_ALGO", "engine"},
                         Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {

@@ -468,17 +468,24 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   // Where the SM count decides.
   CHECK_FALSE(engineSmallTiles(1024, 4096, 4096, 132));
   CHECK(engineSmallTiles(1024, 4096, 4096, 114));
-  // The all-gather engine's width: narrow tiles where they fill the waves better by more
-  // than 10 %.
+  // The all-gather engine's width: the fewest columns per SM, weighted by each tile's
+  // cost per column.
   CHECK(engineTileN(512, 3072, 4096, 132) == 96);    // 128 tiles of 128 x 96: one wave
-  CHECK(engineTileN(1024, 3072, 4096, 132) == 96);   // 256: two waves, as 192 of 128 x 128
-  CHECK(engineTileN(512, 3584, 5120, 132) == 112);   // 128 x 96 would need two waves
-  CHECK(engineTileN(512, 14336, 4096, 132) == 112);  // 4 waves of 112 columns, not of 128 or 256
-  CHECK(engineTileN(512, 27648, 5120, 132) == 128);  // 864 columns against 896: too close
-  CHECK(engineTileN(8192, 3072, 4096, 132) == 256);  // many waves: no gain to buy
+  CHECK(engineTileN(256, 6144, 4096, 132) == 96);
+  CHECK(engineTileN(1536, 3072, 4096, 132) == 96);   // 3 waves of 96 columns, not of 128
+  CHECK(engineTileN(512, 3584, 5120, 132) == 128);   // 128 x 96 would need two waves
+  CHECK(engineTileN(512, 3072, 4096, 114) == 128);   // 128 tiles of 128 x 96 overflow 114 SMs
+  CHECK(engineTileN(1024, 3072, 4096, 132) == 192);  // 128 tiles of 128 x 192: one wave
+  CHECK(engineTileN(512, 14336, 4096, 132) == 256);
+  CHECK(engineTileN(512, 27648, 5120, 132) == 128);  // B over 128 MiB: ping-pong only
+  CHECK(engineTileN(8192, 3072, 4096, 132) == 256);  // many waves: a tie stays with the wider
   CHECK(engineTileN(2048, 4096, 2048, 132) == 256);
   CHECK(engineTileN(512, 4096, 4096, 132) == 128);   // 128 tiles of 128 x 128 fill a wave already
-  CHECK(engineTileN(512, 3072, 4096, 114) == 112);   // 128 tiles of 128 x 96 overflow 114 SMs
+  // Between 128 and 256 as engineSmallTiles.
+  for (size_t M : {512, 1024, 2048, 8192})
+    for (size_t N : {4096, 7168, 8192})
+      if (const int w = engineTileN(M, N, 4096, 132); w == 128 || w == 256)
+        CHECK((w == 128) == engineSmallTiles(M, N, 4096, 132));
   // The reduce-scatter engine also where K <= 2048.
   CHECK_FALSE(scatterEngineSmallTiles(8192, 4096, 4096, 130));
   CHECK(scatterEngineSmallTiles(8192, 4096, 2048, 130));

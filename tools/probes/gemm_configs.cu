@@ -33,7 +33,7 @@ namespace fc::engine {
 // The library's own instantiations (src/gemm/engine).
 fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
-fcResult_t runAllGatherGemm_bf16_t_128x112c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x192c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x96c2x1p(const EngineGemm&, cudaStream_t);
 // GEMM + reduce-scatter's, each tile signalling a counter (here two counters in this
 // GPU's memory, as if the rows were two ranks' blocks): the cost of the signals.
@@ -124,7 +124,7 @@ const Candidate kCandidates[] = {
     {"cublaslt", nullptr},
     {"coop128x256c2x1", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
     {"pingpong128x128c2x1", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
-    {"pingpong128x112c2x1", fc::engine::runAllGatherGemm_bf16_t_128x112c2x1p},
+    {"coop128x192c2x1", fc::engine::runAllGatherGemm_bf16_t_128x192c2x1},
     {"pingpong128x96c2x1", fc::engine::runAllGatherGemm_bf16_t_128x96c2x1p},
     {"engine_rule", fc::engine::launchAllGatherGemm},  // the tiles tuning::engineTileN takes
     {"coop128x128c2x1", fc::engine::probe::coop128x128c2x1},

@@ -52,10 +52,13 @@ struct EngineConfig {
 using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
 using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
 using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
-// Narrow ping-pong tiles for products whose 128-wide tiles leave most of a wave idle
-// (tuning::engineTileN: 512 x 3072 is 96 tiles of 128 x 128 on 132 SMs, 128 of 128 x 96).
+// The all-gather engine's other widths, for products whose 128- and 256-wide tiles
+// leave much of a wave idle (tuning::engineTileN): 128 x 96 ping-pong (512 x 3072 is 96
+// tiles of 128 x 128 on 132 SMs, 128 of 128 x 96) and 128 x 192 cooperative (1024 x
+// 3072: 128 tiles, one wave). 128 x 112 ping-pong was measured at about twice the
+// 128-wide tiles' time (perf-log, forty-first session) and is not built.
 using Config128x96c2x1Pingpong = EngineConfig<128, 96, 64, 2, 1, true>;
-using Config128x112c2x1Pingpong = EngineConfig<128, 112, 64, 2, 1, true>;
+using Config128x192c2x1 = EngineConfig<128, 192, 64, 2, 1>;
 
 // The epilogue: all-gather + GEMM's, D = A x op(B) (stock, no C); GEMM +
 // reduce-scatter's (kSignal), each tile signalling its owner once stored

@@ -13,7 +13,8 @@ namespace fc::engine {
 // GEMM + reduce-scatter (scatter_gemm_...) and GEMM + all-reduce (scatter_gather_gemm_...:
 // the reduce-scatter's kernel whose own block's sums also go to the peer), each in two
 // configurations ('p': ping-pong), in a table [fp16][B^T][128 x 128 tiles]; the
-// all-gather engine also on narrow ping-pong tiles, [fp16][B^T][128 x 96 tiles].
+// all-gather engine also on 128 x 192 cooperative and 128 x 96 ping-pong tiles,
+// [fp16][B^T][128 x 96 tiles].
 #define FC_ENGINE_DECLARE(kind, type, layout)                                                  \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
@@ -27,9 +28,9 @@ FC_ENGINE_DECLARE_ALL(Scatter)
 FC_ENGINE_DECLARE_ALL(ScatterGather)
 #undef FC_ENGINE_DECLARE_ALL
 #undef FC_ENGINE_DECLARE
-// The all-gather engine's narrow ping-pong tiles (tuning::engineTileN).
-#define FC_ENGINE_DECLARE_NARROW(type, layout)                                                     \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x112c2x1p(const EngineGemm&, cudaStream_t); \
+// The all-gather engine's other widths (tuning::engineTileN).
+#define FC_ENGINE_DECLARE_NARROW(type, layout)                                                    \
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x192c2x1(const EngineGemm&, cudaStream_t); \
   fcResult_t runAllGatherGemm_##type##_##layout##_128x96c2x1p(const EngineGemm&, cudaStream_t);
 FC_ENGINE_DECLARE_NARROW(bf16, n)
 FC_ENGINE_DECLARE_NARROW(bf16, t)
@@ -57,9 +58,9 @@ const Run kScatterGather[2][2][2] = FC_ENGINE_TABLE(ScatterGather);
 #undef FC_ENGINE_TABLE
 #undef FC_ENGINE_ENTRY
 #define FC_ENGINE_NARROW(type, layout) \
-  { runAllGatherGemm_##type##_##layout##_128x112c2x1p, runAllGatherGemm_##type##_##layout##_128x96c2x1p }
-const Run kAllGatherNarrow[2][2][2] = {{FC_ENGINE_NARROW(bf16, n), FC_ENGINE_NARROW(bf16, t)},
-                                       {FC_ENGINE_NARROW(fp16, n), FC_ENGINE_NARROW(fp16, t)}};
+  { runAllGatherGemm_##type##_##layout##_128x192c2x1, runAllGatherGemm_##type##_##layout##_128x96c2x1p }
+const Run kAllGatherOther[2][2][2] = {{FC_ENGINE_NARROW(bf16, n), FC_ENGINE_NARROW(bf16, t)},
+                                      {FC_ENGINE_NARROW(fp16, n), FC_ENGINE_NARROW(fp16, t)}};
 #undef FC_ENGINE_NARROW
 const Run kScatterChain[2][2] = {{runScatterChainGemm_bf16_n_128x128c2x1p, runScatterChainGemm_bf16_t_128x128c2x1p},
                                  {runScatterChainGemm_fp16_n_128x128c2x1p, runScatterChainGemm_fp16_t_128x128c2x1p}};
@@ -82,12 +83,12 @@ bool engineSupports(const EngineGemm& g) {
 fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
   const int width = g.tileN != 0 ? g.tileN : tuning::engineTileN(g.M, g.N, g.K, g.smCount);
   FC_TRACE("GEMM engine, all-gather: M %zu N %zu K %zu: 128 x %d %s", g.M, g.N, g.K, width,
-           width == 256 ? "cooperative" : "ping-pong");
+           width > 128 ? "cooperative" : "ping-pong");
   switch (width) {
     case 256: return dispatch(kAllGather, g, false, stream);
+    case 192: return dispatch(kAllGatherOther, g, false, stream);
     case 128: return dispatch(kAllGather, g, true, stream);
-    case 112: return dispatch(kAllGatherNarrow, g, false, stream);
-    case 96: return dispatch(kAllGatherNarrow, g, true, stream);
+    case 96: return dispatch(kAllGatherOther, g, true, stream);
     default: return setError(fcInternalError, "the all-gather engine has no 128 x %d tiles", width);
   }
 }

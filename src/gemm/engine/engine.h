@@ -127,7 +127,7 @@ struct EngineGemm {
   // GEMM has ended and put the word back to zero): scatter_scheduler.cuh. Required there.
   uint32_t* tileTicket = nullptr;
   // The tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256 cooperative), and for
-  // the all-gather engine also 112 or 96 (narrow ping-pong tiles); 0: the tuning rule
+  // the all-gather engine also 192 (cooperative) or 96 (ping-pong); 0: the tuning rule
   // (all-gather: tuning::engineTileN; reduce-scatter: tuning::scatterEngineSmallTiles
   // without the gather). For GEMM + reduce-scatter the fused op that schedules the
   // engine decides (fused/matmul_reduce_scatter.cc), and both ranks' counts of a
