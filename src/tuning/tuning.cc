@@ -312,6 +312,21 @@ struct TileWidth {
 // 3072-27648; gemm-configs, one H200, forty-first session): the rule's width takes 1.005x
 // the best of the four's time there (geometric mean; 1.066 with 128 / 256 alone), and
 // nowhere more than it did with 128 / 256 alone.                  perf-log: engineTileN
+// The engine's bands (engineBands): only where B is beyond 64 MiB, the band's rows of A
+// within 24 MiB (half of L2). One H200, interleaved: 8192 x 14336 x 4096 in 1.03x
+// cuBLASLt's time with bands of 8 against 1.07 unbanded; at K = 6912 and 16384 bands of 8
+// (28 and 64 MiB of A) took 1.32x where bands of 2-4 take 1.01-1.02; where B (nearly)
+// fits, banding costs A's reuse: 8192 x 3584 x 5120 (35 MiB) 1.15x with bands of 4, 1.01
+// without.                                                  perf-log: engine bands
+constexpr size_t kBandsMinBBytes = 64 * MiB;
+constexpr size_t kBandsMaxABytes = 24 * MiB;
+// ... and never where CUTLASS would pad the tile grid to whole bands by more than 3 %:
+// it pads both M (in clusters) and N (in tiles) up to the band and runs the padding as
+// tiles. 1536 / 3072 x 14336 x 4096 (6 / 12 cluster rows in bands of 4 / 8) took 1.18-1.64x
+// the time with bands of 2 / 4 across the four widths; 768 x 8192 x 8192 (3 rows in bands
+// of 2) 1.04-1.66x that of no bands. gemm-configs, one H200, forty-first session.
+//                                                          perf-log: engine bands
+constexpr size_t kBandsMaxPaddingPercent = 3;
 constexpr TileWidth kTileWidths[] = {{256, 0.95, false}, {192, 1.0, false}, {128, 1.0, true}, {96, 1.15, true}};
 
 // ======================================================================================
@@ -644,6 +659,23 @@ int engineTileN(size_t M, size_t N, size_t K, int smCount) {
     if (bestCost == 0 || cost < bestCost) best = t.width, bestCost = cost;
   }
   return best;
+}
+
+int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN) {
+  if (N * K * 2 <= kBandsMinBBytes || tileN <= 0) return 1;
+  auto up = [](size_t x, size_t b) { return (x + b - 1) / b * b; };
+  const size_t mClusters = up(M, kEngineClusterRows) / kEngineClusterRows;
+  const size_t shardClusters = up(shardRows, kEngineClusterRows) / kEngineClusterRows;
+  const size_t nTiles = up(N, size_t(tileN)) / size_t(tileN);
+  // Whether the grid padded to whole bands of b has at most kBandsMaxPaddingPercent more tiles.
+  auto padsLittle = [&](size_t b) {
+    return up(mClusters, b) * up(nTiles, b) * 100 <= (100 + kBandsMaxPaddingPercent) * mClusters * nTiles;
+  };
+  size_t bands = 1;
+  while (bands < 8 && 2 * bands <= shardClusters && 2 * bands * kEngineClusterRows * K * 2 <= kBandsMaxABytes &&
+         padsLittle(2 * bands))
+    bands *= 2;
+  return int(bands);
 }
 
 bool scatterEngineSmallTiles(size_t M, size_t N, size_t K, int smCount, bool gathers) {

@@ -481,6 +481,17 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   CHECK(engineTileN(8192, 3072, 4096, 132) == 256);  // many waves: a tie stays with the wider
   CHECK(engineTileN(2048, 4096, 2048, 132) == 256);
   CHECK(engineTileN(512, 4096, 4096, 132) == 128);   // 128 tiles of 128 x 128 fill a wave already
+  // The bands: only where B is beyond 64 MiB, none wider than a shard, than 24 MiB of A's
+  // rows, or than the grid takes without padding it by more than 3 %.
+  CHECK(engineBands(8192, 3584, 5120, 8192, 256) == 1);   // B 35 MiB
+  CHECK(engineBands(8192, 14336, 4096, 8192, 256) == 8);  // 32 cluster rows, 56 tiles
+  CHECK(engineBands(8192, 14336, 4096, 1024, 256) == 4);  // a shard of 4 cluster rows
+  CHECK(engineBands(8192, 14336, 16384, 8192, 256) == 2);  // a band of 4 would be 32 MiB of A
+  CHECK(engineBands(3072, 14336, 4096, 3072, 256) == 4);  // 12 cluster rows: not 8
+  CHECK(engineBands(1536, 14336, 4096, 1536, 256) == 2);  // 6: not 4
+  CHECK(engineBands(768, 8192, 8192, 768, 192) == 1);     // 3: not 2
+  CHECK(engineBands(8192, 14336, 4096, 8192, 192) == 4);  // 75 tiles: 76 (1.3 %), not 80
+  CHECK(engineBands(8192, 14336, 4096, 8192, 0) == 1);
   // Between 128 and 256 as engineSmallTiles.
   for (size_t M : {512, 1024, 2048, 8192})
     for (size_t N : {4096, 7168, 8192})

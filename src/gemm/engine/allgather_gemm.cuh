@@ -26,6 +26,7 @@
 
 #include "core/preload.h"
 #include "core/result.h"
+#include "tuning/tuning.h"
 #include "gemm/engine/readiness_scheduler.cuh"
 #include "gemm/engine/engine.h"
 #include "gemm/engine/own_block_epilogue.cuh"
@@ -169,23 +170,11 @@ struct EngineGemmKernel {
       if (g.tileTicket == nullptr) return setError(fcInternalError, "the GEMM engine's tile ticket is missing");
       sched.ticket = g.tileTicket;
     }
-    // When B is well beyond L2 (50 MiB), raster along N in bands of 2, 4 or 8 clusters
-    // of tile rows, M fastest inside a band (CUTLASS's swizzle): each B tile is then
-    // read by the band's rows while it is in L2 instead of once per tile row. The band's
-    // rows of A must stay in L2 too: the widest band whose A takes at most 24 MiB (half
-    // of L2), and none wider than a shard. Measured on one H200, interleaved
-    // (docs/perf-log.md): 8192 x 14336 x 4096 in 1.03x cuBLASLt's time with bands of 8
-    // against 1.07 unbanded; at K = 6912 and 16384 bands of 8 (28 and 64 MiB of A) took
-    // 1.32x where bands of 2-4 take 1.01-1.02; where B (nearly) fits, banding costs A's
-    // reuse: 8192 x 3584 x 5120 (35 MiB) 1.15x with bands of 4, 1.01 without.
-    constexpr int kRowsPerCluster = cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{});
-    const int64_t shardClusters = (g.ready.shardRows + kRowsPerCluster - 1) / kRowsPerCluster;
-    const bool bInL2 = g.N * g.K * sizeof(Element) <= (64u << 20);
-    int bands = 1;
-    if (!bInL2)
-      while (bands < 8 && 2 * bands <= shardClusters &&
-             uint64_t(2 * bands) * kRowsPerCluster * g.K * sizeof(Element) <= (24u << 20))
-        bands *= 2;
+    // Where B is well beyond L2, raster along N in bands of clusters of tile rows
+    // (CUTLASS's swizzle), so that each B tile is read by a band's rows while in L2:
+    // tuning::engineBands says how wide.
+    static_assert(cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{}) == int(tuning::kEngineClusterRows));
+    const int bands = tuning::engineBands(g.M, g.N, g.K, size_t(g.ready.shardRows), cute::size<1>(TileShape{}));
     sched.max_swizzle_size = g.swizzle > 0 ? g.swizzle : bands;
     // The epilogue add needs each CTA's own-block tiles after all its others (a band
     // across the block boundary would put a peer's tile behind a wait for that peer):
