@@ -7,8 +7,10 @@
 // both CTAs of a cluster, which work on neighbouring rows of A), stages as many as
 // shared memory holds after the epilogue's - PyTorch's async-input GEMM's choice -
 // and 128 x 128 x 64 ping-pong where those need fewer waves of the GPU or K is short
-// (engine.cc). Measured on one H200 against 256 x 128 (1 x 2 and 2 x 1 clusters),
-// 128 x 256 / 1 x 1 and 2 x 2, and cooperative 128 x 128 (docs/perf-log.md).
+// (engine.cc); for the all-gather engine also 128 x 192 cooperative and 128 x 96
+// ping-pong (tuning::engineTileN). Measured on one H200 against 256 x 128 (1 x 2 and
+// 2 x 1 clusters), 128 x 256 / 1 x 1 and 2 x 2, cooperative 128 x 128 and ping-pong
+// 128 x 112 (docs/perf-log.md).
 #pragma once
 
 #include <cute/tensor.hpp>
