@@ -312,6 +312,7 @@ struct TileWidth {
 // 3072-27648; gemm-configs, one H200, forty-first session): the rule's width takes 1.005x
 // the best of the four's time there (geometric mean; 1.066 with 128 / 256 alone), and
 // nowhere more than it did with 128 / 256 alone.                  perf-log: engineTileN
+constexpr TileWidth kTileWidths[] = {{256, 0.95, false}, {192, 1.0, false}, {128, 1.0, true}, {96, 1.15, true}};
 // The engine's bands (engineBands): only where B is beyond 64 MiB, the band's rows of A
 // within 24 MiB (half of L2). One H200, interleaved: 8192 x 14336 x 4096 in 1.03x
 // cuBLASLt's time with bands of 8 against 1.07 unbanded; at K = 6912 and 16384 bands of 8
@@ -327,7 +328,6 @@ constexpr size_t kBandsMaxABytes = 24 * MiB;
 // of 2) 1.04-1.66x that of no bands. gemm-configs, one H200, forty-first session.
 //                                                          perf-log: engine bands
 constexpr size_t kBandsMaxPaddingPercent = 3;
-constexpr TileWidth kTileWidths[] = {{256, 0.95, false}, {192, 1.0, false}, {128, 1.0, true}, {96, 1.15, true}};
 
 // ======================================================================================
 

@@ -29,14 +29,14 @@ FC_ENGINE_DECLARE_ALL(ScatterGather)
 #undef FC_ENGINE_DECLARE_ALL
 #undef FC_ENGINE_DECLARE
 // The all-gather engine's other widths (tuning::engineTileN).
-#define FC_ENGINE_DECLARE_NARROW(type, layout)                                                    \
+#define FC_ENGINE_DECLARE_OTHER(type, layout)                                                   \
   fcResult_t runAllGatherGemm_##type##_##layout##_128x192c2x1(const EngineGemm&, cudaStream_t); \
   fcResult_t runAllGatherGemm_##type##_##layout##_128x96c2x1p(const EngineGemm&, cudaStream_t);
-FC_ENGINE_DECLARE_NARROW(bf16, n)
-FC_ENGINE_DECLARE_NARROW(bf16, t)
-FC_ENGINE_DECLARE_NARROW(fp16, n)
-FC_ENGINE_DECLARE_NARROW(fp16, t)
-#undef FC_ENGINE_DECLARE_NARROW
+FC_ENGINE_DECLARE_OTHER(bf16, n)
+FC_ENGINE_DECLARE_OTHER(bf16, t)
+FC_ENGINE_DECLARE_OTHER(fp16, n)
+FC_ENGINE_DECLARE_OTHER(fp16, t)
+#undef FC_ENGINE_DECLARE_OTHER
 // GEMM + reduce-scatter at 3-8 ranks (scatter_chain_gemm_...): 128 x 128 ping-pong only,
 // the tiles fcMatmulAllReduce's engine measured ahead at every K.
 fcResult_t runScatterChainGemm_bf16_n_128x128c2x1p(const EngineGemm&, cudaStream_t);
@@ -57,11 +57,11 @@ const Run kScatter[2][2][2] = FC_ENGINE_TABLE(Scatter);
 const Run kScatterGather[2][2][2] = FC_ENGINE_TABLE(ScatterGather);
 #undef FC_ENGINE_TABLE
 #undef FC_ENGINE_ENTRY
-#define FC_ENGINE_NARROW(type, layout) \
+#define FC_ENGINE_OTHER(type, layout) \
   { runAllGatherGemm_##type##_##layout##_128x192c2x1, runAllGatherGemm_##type##_##layout##_128x96c2x1p }
-const Run kAllGatherOther[2][2][2] = {{FC_ENGINE_NARROW(bf16, n), FC_ENGINE_NARROW(bf16, t)},
-                                      {FC_ENGINE_NARROW(fp16, n), FC_ENGINE_NARROW(fp16, t)}};
-#undef FC_ENGINE_NARROW
+const Run kAllGatherOther[2][2][2] = {{FC_ENGINE_OTHER(bf16, n), FC_ENGINE_OTHER(bf16, t)},
+                                      {FC_ENGINE_OTHER(fp16, n), FC_ENGINE_OTHER(fp16, t)}};
+#undef FC_ENGINE_OTHER
 const Run kScatterChain[2][2] = {{runScatterChainGemm_bf16_n_128x128c2x1p, runScatterChainGemm_bf16_t_128x128c2x1p},
                                  {runScatterChainGemm_fp16_n_128x128c2x1p, runScatterChainGemm_fp16_t_128x128c2x1p}};
 
