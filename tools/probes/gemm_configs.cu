@@ -14,6 +14,7 @@
 // FC_PROBE_SWIZZLES=0,1,4 times every CUTLASS candidate at each of these swizzles
 // (EngineGemm::swizzle; 0: the engine's rule), one column each. FC_PROBE_COLUMNS=a,b
 // times only these candidates (names as in the header, without _us) beside cuBLASLt.
+// FC_PROBE_B=kn: B [K, N] (fcOpN) instead, the candidates built for it only.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -35,6 +36,11 @@ fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x192c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x96c2x1p(const EngineGemm&, cudaStream_t);
+// ... and with B [K, N] (fcOpN; FC_PROBE_B=kn).
+fcResult_t runAllGatherGemm_bf16_n_128x256c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_n_128x192c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_n_128x128c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_n_128x96c2x1p(const EngineGemm&, cudaStream_t);
 // GEMM + reduce-scatter's, each tile signalling a counter (here two counters in this
 // GPU's memory, as if the rows were two ranks' blocks): the cost of the signals.
 fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
@@ -118,15 +124,21 @@ const std::vector<Shape> kShapes = {
 using Run = fcResult_t (*)(const fc::engine::EngineGemm&, cudaStream_t);
 struct Candidate {
   const char* name;
-  Run run;  // nullptr: cuBLASLt
+  Run run;          // B [N, K]; nullptr: cuBLASLt
+  Run runN = nullptr;  // the same with B [K, N] (FC_PROBE_B=kn); nullptr: not built so
 };
 const Candidate kCandidates[] = {
     {"cublaslt", nullptr},
-    {"coop128x256c2x1", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1},
-    {"pingpong128x128c2x1", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p},
-    {"coop128x192c2x1", fc::engine::runAllGatherGemm_bf16_t_128x192c2x1},
-    {"pingpong128x96c2x1", fc::engine::runAllGatherGemm_bf16_t_128x96c2x1p},
-    {"engine_rule", fc::engine::launchAllGatherGemm},  // the tiles tuning::engineTileN takes
+    {"coop128x256c2x1", fc::engine::runAllGatherGemm_bf16_t_128x256c2x1,
+     fc::engine::runAllGatherGemm_bf16_n_128x256c2x1},
+    {"pingpong128x128c2x1", fc::engine::runAllGatherGemm_bf16_t_128x128c2x1p,
+     fc::engine::runAllGatherGemm_bf16_n_128x128c2x1p},
+    {"coop128x192c2x1", fc::engine::runAllGatherGemm_bf16_t_128x192c2x1,
+     fc::engine::runAllGatherGemm_bf16_n_128x192c2x1},
+    {"pingpong128x96c2x1", fc::engine::runAllGatherGemm_bf16_t_128x96c2x1p,
+     fc::engine::runAllGatherGemm_bf16_n_128x96c2x1p},
+    // the tiles tuning::engineTileN takes (either layout: g.transB)
+    {"engine_rule", fc::engine::launchAllGatherGemm, fc::engine::launchAllGatherGemm},
     {"coop128x128c2x1", fc::engine::probe::coop128x128c2x1},
     {"stock128x256c2x1", fc::engine::probe::stock128x256c2x1},
     {"coop256x128c2x1", fc::engine::probe::coop256x128c2x1},
@@ -152,18 +164,27 @@ __global__ void fillSmallInts(__nv_bfloat16* p, size_t n, uint32_t seed) {
   }
 }
 
-// What cuBLASLt's heuristic picks for D [M, N] = A [M, K] x B^T (bf16, fp32 compute,
+// B's layout (FC_PROBE_B): [N, K] (fcOpT, the default) or [K, N] (fcOpN).
+fcOperation_t probeOp() {
+  const char* env = getenv("FC_PROBE_B");
+  return env != nullptr && std::string(env) == "kn" ? fcOpN : fcOpT;
+}
+
+// What cuBLASLt's heuristic picks for D [M, N] = A [M, K] x op(B) (bf16, fp32 compute,
 // the library's column-major view: m = N, n = M): "tile/stages/cluster/splitK/swizzle".
-std::string cublasChoice(const Shape& s) {
+std::string cublasChoice(const Shape& s, fcOperation_t op) {
   cublasLtHandle_t h;
   if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS) return "?";
   cublasLtMatmulDesc_t desc;
   cublasLtMatrixLayout_t a, b, d;
   cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   const cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+  // B [N, K] row-major is column-major K x N, used transposed; B [K, N] is N x K, as is.
+  const cublasOperation_t opA = op == fcOpT ? opT : opN;
+  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
   cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN);
-  cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, s.K, s.N, s.K);
+  if (op == fcOpT) cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, s.K, s.N, s.K);
+  else cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, s.N, s.K, s.N);
   cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, s.K, s.M, s.K);
   cublasLtMatrixLayoutCreate(&d, CUDA_R_16BF, s.N, s.M, s.N);
   cublasLtMatmulPreference_t pref;
@@ -243,8 +264,9 @@ int main(int argc, char** argv) {
   OK(cudaMalloc(&ticket, sizeof(uint32_t)));
   OK(cudaMemset(ticket, 0, sizeof(uint32_t)));
 
-  printf("# gemm-configs: %s, %d SMs, bf16, B [N, K]; graph of %d GEMMs, %d interleaved rounds (median)\n",
-         prop.name, sms, kIters, rounds);
+  const fcOperation_t op = probeOp();
+  printf("# gemm-configs: %s, %d SMs, bf16, B %s; graph of %d GEMMs, %d interleaved rounds (median)\n",
+         prop.name, sms, op == fcOpT ? "[N, K]" : "[K, N]", kIters, rounds);
   // Columns: cuBLASLt, then every CUTLASS candidate at every swizzle asked for.
   struct Column {
     const Candidate* c;
@@ -254,7 +276,7 @@ int main(int argc, char** argv) {
   std::vector<Column> cols;
   const std::vector<int> swz = swizzles();
   for (const Candidate& c : kCandidates) {
-    if (c.run && !columnWanted(c.name)) continue;
+    if (c.run && (!columnWanted(c.name) || (op == fcOpN && c.runN == nullptr))) continue;
     for (int w : c.run ? swz : std::vector<int>{0}) {
       std::string name = c.name;
       if (c.run && (swz.size() > 1 || w != 0)) name += "_s" + std::to_string(w);
@@ -288,7 +310,7 @@ int main(int argc, char** argv) {
     for (int c = 0; c < n; ++c) {
       OK(cudaMalloc(&D[c], s.M * s.N * 2));
       OK(cudaMemsetAsync(D[c], 0xff, s.M * s.N * 2, stream));  // poison: NaN
-      fc::engine::EngineGemm g{A, B, D[c], s.M, s.N, s.K, fcOpT, fcBfloat16, {}, sms};
+      fc::engine::EngineGemm g{A, B, D[c], s.M, s.N, s.K, op, fcBfloat16, {}, sms};
       g.swizzle = cols[c].swizzle;
       g.tileTicket = ticket;
       // The scatter kernels' signals (the others ignore them): two blocks of rows when
@@ -300,8 +322,8 @@ int main(int argc, char** argv) {
       g.ready.M = int64_t(s.M);
       g.ready.shardRows = g.ready.pieceRows = int64_t(s.M);  // one rank: every row is ours, nothing to wait for
       auto launch = [&] {
-        if (cols[c].c->run) FC(cols[c].c->run(g, stream));
-        else FC(cublas.matmul(A, s.M, B, D[c], s.N, s.K, fcOpT, fcBfloat16, stream));
+        if (cols[c].c->run) FC((op == fcOpT ? cols[c].c->run : cols[c].c->runN)(g, stream));
+        else FC(cublas.matmul(A, s.M, B, D[c], s.N, s.K, op, fcBfloat16, stream));
         OK(cudaGetLastError());
       };
       launch();  // one-time setup outside capture, and the result to check
@@ -369,7 +391,7 @@ int main(int argc, char** argv) {
     printf("%zu,%zu,%zu", s.M, s.N, s.K);
     for (double u : us) printf(",%.1f", u);
     printf(",%s,%.3f,%s,%s\n", cols[best].name.c_str(), us[best] / us[0], exact ? "yes" : "NO",
-           cublasChoice(s).c_str());
+           cublasChoice(s, op).c_str());
     fflush(stdout);
     OK(cudaEventDestroy(t0));
     OK(cudaEventDestroy(t1));
