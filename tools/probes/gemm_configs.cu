@@ -139,6 +139,8 @@ const Candidate kCandidates[] = {
      fc::engine::runAllGatherGemm_bf16_n_128x96c2x1p},
     // the tiles tuning::engineTileN takes (either layout: g.transB)
     {"engine_rule", fc::engine::launchAllGatherGemm, fc::engine::launchAllGatherGemm},
+    {"streamk128x128c2x1", fc::engine::probe::streamK128x128c2x1},
+    {"streamk128x256c2x1", fc::engine::probe::streamK128x256c2x1},
     {"coop128x128c2x1", fc::engine::probe::coop128x128c2x1},
     {"stock128x256c2x1", fc::engine::probe::stock128x256c2x1},
     {"coop256x128c2x1", fc::engine::probe::coop256x128c2x1},

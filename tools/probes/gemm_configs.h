@@ -11,5 +11,8 @@ fcResult_t stock128x256c2x1(const EngineGemm& g, cudaStream_t stream);     // CU
 fcResult_t coop128x128c2x1(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
 fcResult_t coop256x128c2x1(const EngineGemm& g, cudaStream_t stream);      // ours, cooperative
 fcResult_t scatterStatic128x128c2x1p(const EngineGemm& g, cudaStream_t stream);  // scatter, no tile pipeline
+// The stream-K schedule in shard order (shard_streamk_scheduler.cuh), cooperative.
+fcResult_t streamK128x128c2x1(const EngineGemm& g, cudaStream_t stream);
+fcResult_t streamK128x256c2x1(const EngineGemm& g, cudaStream_t stream);
 
 }  // namespace fc::engine::probe
