@@ -53,7 +53,7 @@ class ShardStreamKScheduler {
   };
 
   static constexpr int kClusterM = 2;  // 2 x 1 clusters
-  static constexpr uint64_t kSpinLimit = uint64_t(1) << 32;
+  static constexpr uint64_t kSpinLimit = uint64_t(1) << 26;  // ~5-10 s of polls
 
   struct WorkTileInfo {
     int32_t M_idx = 0;
