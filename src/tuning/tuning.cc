@@ -661,18 +661,18 @@ int engineTileN(size_t M, size_t N, size_t K, int smCount) {
   return best;
 }
 
-int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN) {
-  if (N * K * 2 <= kBandsMinBBytes || tileN <= 0) return 1;
+int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN, size_t clusterRows) {
+  if (N * K * 2 <= kBandsMinBBytes || tileN <= 0 || clusterRows == 0) return 1;
   auto up = [](size_t x, size_t b) { return (x + b - 1) / b * b; };
-  const size_t mClusters = up(M, kEngineClusterRows) / kEngineClusterRows;
-  const size_t shardClusters = up(shardRows, kEngineClusterRows) / kEngineClusterRows;
+  const size_t mClusters = up(M, clusterRows) / clusterRows;
+  const size_t shardClusters = up(shardRows, clusterRows) / clusterRows;
   const size_t nTiles = up(N, size_t(tileN)) / size_t(tileN);
   // Whether the grid padded to whole bands of b has at most kBandsMaxPaddingPercent more tiles.
   auto padsLittle = [&](size_t b) {
     return up(mClusters, b) * up(nTiles, b) * 100 <= (100 + kBandsMaxPaddingPercent) * mClusters * nTiles;
   };
   size_t bands = 1;
-  while (bands < 8 && 2 * bands <= shardClusters && 2 * bands * kEngineClusterRows * K * 2 <= kBandsMaxABytes &&
+  while (bands < 8 && 2 * bands <= shardClusters && 2 * bands * clusterRows * K * 2 <= kBandsMaxABytes &&
          padsLittle(2 * bands))
     bands *= 2;
   return int(bands);

@@ -225,13 +225,14 @@ bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount);
 // SMs). Between 128 and 256 it decides as engineSmallTiles.
 int engineTileN(size_t M, size_t N, size_t K, int smCount);
 // The engine's bands: where B [N, K] (2-byte elements) is well beyond L2, its persistent
-// grid rasters along N in bands of this many 2 x 1 clusters of 128-row tiles (CUTLASS's
-// swizzle: 1, 2, 4 or 8), M fastest inside a band, so that each B tile is read by the
-// band's rows while it is in L2. None wider than a shard of shardRows rows, than half of
-// L2 in A's rows, or than the grid of M x N tiles of tileN columns takes without padding
-// (CUTLASS pads the grid to whole bands and runs the padding as empty tiles).
+// grid rasters along N in bands of this many clusters of clusterRows rows (the library's:
+// 2 x 1 clusters of 128-row tiles; CUTLASS's swizzle: 1, 2, 4 or 8), M fastest inside a
+// band, so that each B tile is read by the band's rows while it is in L2. None wider than
+// a shard of shardRows rows, than half of L2 in A's rows, or than the grid of M x N tiles
+// of tileN columns takes without padding (CUTLASS pads the grid to whole bands and runs
+// the padding as empty tiles).
 constexpr size_t kEngineClusterRows = 256;
-int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN);
+int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN, size_t clusterRows = kEngineClusterRows);
 // The same for the reduce-scatter engine (which also takes them where K is short, and
 // for fcMatmulAllReduce, whose engine stores into the peer's memory from every tile
 // (gathers), always).

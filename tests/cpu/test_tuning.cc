@@ -492,6 +492,7 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   CHECK(engineBands(768, 8192, 8192, 768, 192) == 1);     // 3: not 2
   CHECK(engineBands(8192, 14336, 4096, 8192, 192) == 4);  // 75 tiles: 76 (1.3 %), not 80
   CHECK(engineBands(8192, 14336, 4096, 8192, 0) == 1);
+  CHECK(engineBands(8192, 14336, 4096, 8192, 128, 512) == 4);  // clusters of 512 rows: 8 would be 32 MiB of A
   // Between 128 and 256 as engineSmallTiles.
   for (size_t M : {512, 1024, 2048, 8192})
     for (size_t N : {4096, 7168, 8192})

@@ -175,8 +175,9 @@ struct EngineGemmKernel {
     // Where B is well beyond L2, raster along N in bands of clusters of tile rows
     // (CUTLASS's swizzle), so that each B tile is read by a band's rows while in L2:
     // tuning::engineBands says how wide.
-    static_assert(cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{}) == int(tuning::kEngineClusterRows));
-    const int bands = tuning::engineBands(g.M, g.N, g.K, size_t(g.ready.shardRows), cute::size<1>(TileShape{}));
+    constexpr size_t kClusterRows = size_t(cute::size<0>(TileShape{}) * cute::size<0>(ClusterShape{}));
+    const int bands =
+        tuning::engineBands(g.M, g.N, g.K, size_t(g.ready.shardRows), cute::size<1>(TileShape{}), kClusterRows);
     sched.max_swizzle_size = g.swizzle > 0 ? g.swizzle : bands;
     // The epilogue add needs each CTA's own-block tiles after all its others (a band
     // across the block boundary would put a peer's tile behind a wait for that peer):
