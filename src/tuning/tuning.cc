@@ -312,7 +312,10 @@ struct TileWidth {
 // 3072-27648; gemm-configs, one H200, forty-first session): the rule's width takes 1.005x
 // the best of the four's time there (geometric mean; 1.066 with 128 / 256 alone), and
 // nowhere more than it did with 128 / 256 alone.                  perf-log: engineTileN
-constexpr TileWidth kTileWidths[] = {{256, 0.95, false}, {192, 1.0, false}, {128, 1.0, true}, {96, 1.15, true}};
+constexpr TileWidth kTileWidths[] = {
+    {256, kSmallTilesWaveRatio, false}, {192, 1.0, false}, {128, 1.0, true}, {96, 1.15, true}};
+// The reduce-scatter engine's two (engineSmallTiles), weighed alike.
+constexpr TileWidth kTwoTileWidths[] = {{256, kSmallTilesWaveRatio, false}, {128, 1.0, true}};
 // The engine's bands (engineBands): only where B is beyond 64 MiB, the band's rows of A
 // within 24 MiB (half of L2). One H200, interleaved: 8192 x 14336 x 4096 in 1.03x
 // cuBLASLt's time with bands of 8 against 1.07 unbanded; at K = 6912 and 16384 bands of 8
@@ -639,20 +642,17 @@ int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
 
 // ---- The GEMM engine's tiles ----------------------------------------------------------------
 
-bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
-  if (N * K * 2 > kSmallTilesMinBBytes) return true;
-  const size_t sms = size_t(smCount);
-  const size_t big = tiles(M, N, 256), small = tiles(M, N, 128);
-  const size_t bigWaves2 = 2 * ((big + sms - 1) / sms), smallWaves = (small + sms - 1) / sms;
-  return double(smallWaves) < kSmallTilesWaveRatio * double(bigWaves2);
-}
+namespace {
 
-int engineTileN(size_t M, size_t N, size_t K, int smCount) {
+// The width of `widths` (widest first: a tie stays with the wider) with the least waves
+// x width x cost, the ping-pong ones alone where B is beyond kSmallTilesMinBBytes.
+template <size_t kCount>
+int cheapestTileWidth(size_t M, size_t N, size_t K, int smCount, const TileWidth (&widths)[kCount]) {
   const size_t sms = size_t(std::max(smCount, 1));
   const bool pingpongOnly = N * K * 2 > kSmallTilesMinBBytes;
   int best = 128;
   double bestCost = 0;
-  for (const TileWidth& t : kTileWidths) {  // widest first: a tie stays with the wider
+  for (const TileWidth& t : widths) {
     if (pingpongOnly && !t.pingpong) continue;
     const size_t width = size_t(t.width), waves = (tiles(M, N, width) + sms - 1) / sms;
     const double cost = double(waves * width) * t.cost;
@@ -660,6 +660,14 @@ int engineTileN(size_t M, size_t N, size_t K, int smCount) {
   }
   return best;
 }
+
+}  // namespace
+
+bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
+  return cheapestTileWidth(M, N, K, smCount, kTwoTileWidths) == 128;
+}
+
+int engineTileN(size_t M, size_t N, size_t K, int smCount) { return cheapestTileWidth(M, N, K, smCount, kTileWidths); }
 
 int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN, size_t clusterRows) {
   if (N * K * 2 <= kBandsMinBBytes || tileN <= 0 || clusterRows == 0) return 1;
