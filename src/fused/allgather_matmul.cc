@@ -98,7 +98,9 @@ engine::EngineGemm engineGemm(const DeviceComm& dc, int channel, const AllGather
                        engine::ShardReadiness{flags, int64_t(a.M), int64_t(shardRows), int64_t(pieceRows),
                                               int64_t(dc.rank) * int64_t(shardRows), dc, channel},
                        a.smCount};
-  g.tileN = a.engineTileN;
+  // The width the pulls leave fastest (FC_AGMM_ENGINE_TILES forces one).
+  g.tileN = a.engineTileN != 0 ? a.engineTileN
+                               : tuning::allGatherEngineTileN(a.M, a.N, a.K, dc.nranks, a.smCount);
   return g;
 }
 

@@ -173,6 +173,21 @@ constexpr size_t kAgmmPipelineMinWavesX4 = 8;  // in quarter waves: 2 waves
 //                                                          perf-log: allGatherMatmulGather
 constexpr size_t kAgmmLamportGatherMax = 1 * MiB;
 constexpr int kAgmmLamportGatherMaxRanks = 4;
+// At 2 ranks also shards of 512-1023 rows (where the rules above give the unfused path)
+// where the engine's model (agmmEngineSeconds below) takes at most 0.95x the unfused path's:
+// with a width whose tiles leave local work for the SMs while the peer's shard is pulled
+// (1024 x 3072 x 4096 on 128 x 128 tiles, 1.45 waves: 51.8 us against the unfused 57.5; at
+// 256 x 192 / 256 tiles, one wave, 62.3 / 68.8: every peer tile waits for the whole pull).
+// 2 H200s, forty-second session, fc-bench agmmstages.       perf-log: agmmEngineModel
+constexpr size_t kAgmmEngineModelMinShardRows = 512;
+constexpr double kAgmmEngineModelMargin = 0.95;
+// The model: one SM runs a 128 x 128 tile's mainloop at 6 TFLOP/s (bf16; 22.4 us at K
+// 4096, from the GEMM alone over 1-3 waves), a W-wide tile W / 128 times as long times the
+// width's cost (kTileWidths); the engine adds 7 us (its barrier, flags, launch), the
+// unfused path 3 us to the all-gather and the GEMM. Fitted to 17 engine timings (6 shapes,
+// 2-3 widths each, 512-2048 rows) within 4.5 us.            perf-log: agmmEngineModel
+constexpr double kEngineSmFlopsPerSecond = 6.0e12;
+constexpr double kAgmmEngineFixedSeconds = 7e-6, kAgmmUnfusedFixedSeconds = 3e-6;
 // The pipeline's cost model (4 x H200): a copy-engine pull at 350 GB/s + 8 us per
 // transfer, a bf16 GEMM at 600 TFLOP/s + 5 us.             perf-log: pipelineCostModel
 constexpr double kPullBytesPerSecond = 350e9, kPullFixedSeconds = 8e-6;
@@ -342,6 +357,41 @@ bool fillsWaves(size_t tileCount, size_t quarterWaves, int smCount) {
   return tileCount * 4 >= quarterWaves * size_t(smCount);
 }
 
+// The all-gather engine's GEMM on w-wide tiles as its persistent grid runs it, in seconds
+// (without its fixed costs): CTA c takes tiles c, c + grid, c + 2 grid, ... in the
+// scheduler's order (readiness_scheduler.cuh: our shard's rows of tiles first, then rank+1's,
+// ..., each row of tiles along N), and a tile reading a peer's rows starts no earlier than
+// that shard has landed. The copy engine pulls the shards one after another, so the j-th
+// lands at kPullFixedSeconds + j shards' bytes at kPullBytesPerSecond. Without pulls (every
+// row in place) this is the GEMM alone: ceil(tiles / grid) tiles on the busiest SM, the
+// waves x width x cost of cheapestTileWidth.
+double engineMakespan(size_t M, size_t N, size_t K, int nranks, int smCount, const TileWidth& w, bool pulls) {
+  const size_t ranks = size_t(std::max(nranks, 1)), shardRows = std::max<size_t>(M / ranks, 1);
+  const size_t cols = (N + size_t(w.width) - 1) / size_t(w.width), total = tiles(M, N, size_t(w.width));
+  const size_t grid = std::min(size_t(std::max(smCount, 1)), std::max<size_t>(total, 1));
+  const double tile = 2.0 * 128.0 * double(w.width) * double(K) * w.cost / kEngineSmFlopsPerSecond;
+  // Shard s's tiles: from the first row of tiles holding any of its rows (a row of tiles
+  // across two shards waits for the later one), to the next shard's first.
+  auto first = [&](size_t s) { return s == 0 ? 0 : std::min(total, ((s * shardRows + 1 + 127) / 128 - 1) * cols); };
+  // Tiles k < x with k = c (mod grid).
+  auto upTo = [&](size_t x, size_t c) { return x > c ? (x - c + grid - 1) / grid : 0; };
+  double makespan = 0;
+  for (size_t c = 0; c < grid; ++c) {
+    double t = 0;
+    for (size_t s = 0; s < ranks; ++s) {
+      const size_t n = upTo(s + 1 < ranks ? first(s + 1) : total, c) - upTo(first(s), c);
+      if (n == 0) continue;
+      const double landed = pulls && s > 0 ? kPullFixedSeconds + double(s * shardRows * K * 2) / kPullBytesPerSecond : 0;
+      t = std::max(t, landed) + double(n) * tile;
+    }
+    makespan = std::max(makespan, t);
+  }
+  return makespan;
+}
+
+// Whether a width may run: only the ping-pong ones where B is beyond kSmallTilesMinBBytes.
+bool widthRuns(const TileWidth& w, size_t N, size_t K) { return w.pingpong || N * K * 2 <= kSmallTilesMinBBytes; }
+
 }  // namespace
 
 // ---- All-reduce ----------------------------------------------------------------------------
@@ -502,12 +552,21 @@ bool agmmPipelineFills(const AllGatherMatmulQuery& q) {
 FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
   const size_t shardRows = q.M / size_t(q.nranks);
   const bool pipelineFills = agmmPipelineFills(q);
-  const bool engineShape = shardRows >= kAgmmEngineMinShardRows && q.N <= kAgmmEngineMaxNK &&
-                           q.K <= kAgmmEngineMaxNK && tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms);
+  const bool engineNK = q.N <= kAgmmEngineMaxNK && q.K <= kAgmmEngineMaxNK;
+  const bool engineShape = shardRows >= kAgmmEngineMinShardRows && engineNK &&
+                           tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms);
   if (engineShape && (q.nranks == 2 || (q.nranks <= kAgmmEngineMaxRanks &&
                                         (shardRows <= kAgmmEngineWideMaxShardRows || !pipelineFills))))
     return FusedAlgo::Engine;
   if (pipelineFills) return FusedAlgo::Pipeline;
+  // Smaller shards at 2 ranks: where the model puts the engine ahead of the unfused path.
+  if (q.nranks == 2 && engineNK && shardRows >= kAgmmEngineModelMinShardRows &&
+      shardRows < kAgmmEngineMinShardRows) {
+    const int width = allGatherEngineTileN(q.M, q.N, q.K, q.nranks, q.engineSms);
+    if (allGatherEngineSeconds(q.M, q.N, q.K, q.nranks, q.engineSms, width) <=
+        kAgmmEngineModelMargin * allGatherUnfusedSeconds(q.M, q.N, q.K, q.nranks, q.gpuSms))
+      return FusedAlgo::Engine;
+  }
   return FusedAlgo::Unfused;
 }
 }  // namespace
@@ -649,11 +708,10 @@ namespace {
 template <size_t kCount>
 int cheapestTileWidth(size_t M, size_t N, size_t K, int smCount, const TileWidth (&widths)[kCount]) {
   const size_t sms = size_t(std::max(smCount, 1));
-  const bool pingpongOnly = N * K * 2 > kSmallTilesMinBBytes;
   int best = 128;
   double bestCost = 0;
   for (const TileWidth& t : widths) {
-    if (pingpongOnly && !t.pingpong) continue;
+    if (!widthRuns(t, N, K)) continue;
     const size_t width = size_t(t.width), waves = (tiles(M, N, width) + sms - 1) / sms;
     const double cost = double(waves * width) * t.cost;
     if (bestCost == 0 || cost < bestCost) best = t.width, bestCost = cost;
@@ -668,6 +726,34 @@ bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount) {
 }
 
 int engineTileN(size_t M, size_t N, size_t K, int smCount) { return cheapestTileWidth(M, N, K, smCount, kTileWidths); }
+
+double allGatherEngineSeconds(size_t M, size_t N, size_t K, int nranks, int smCount, int tileN) {
+  for (const TileWidth& w : kTileWidths)
+    if (w.width == tileN) return engineMakespan(M, N, K, nranks, smCount, w, true) + kAgmmEngineFixedSeconds;
+  return 0;
+}
+
+int allGatherEngineTileN(size_t M, size_t N, size_t K, int nranks, int smCount) {
+  int best = 128;
+  double bestSeconds = 0;
+  for (const TileWidth& w : kTileWidths) {  // widest first: a tie stays with the wider
+    if (!widthRuns(w, N, K)) continue;
+    const double seconds = engineMakespan(M, N, K, nranks, smCount, w, true);
+    if (bestSeconds == 0 || seconds < bestSeconds) best = w.width, bestSeconds = seconds;
+  }
+  return best;
+}
+
+double allGatherUnfusedSeconds(size_t M, size_t N, size_t K, int nranks, int smCount) {
+  double gemm = 0;
+  for (const TileWidth& w : kTileWidths)
+    if (widthRuns(w, N, K)) {
+      const double seconds = engineMakespan(M, N, K, 1, smCount, w, false);
+      gemm = gemm == 0 ? seconds : std::min(gemm, seconds);
+    }
+  const size_t peerBytes = (M - M / size_t(std::max(nranks, 1))) * K * 2;
+  return pipelinePullSeconds(peerBytes) + gemm + kAgmmUnfusedFixedSeconds;
+}
 
 int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN, size_t clusterRows) {
   if (N * K * 2 <= kBandsMinBBytes || tileN <= 0 || clusterRows == 0) return 1;

@@ -224,6 +224,17 @@ bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount);
 // (one wave of 128 x 96 tiles at 512 x 3072 instead of 96 tiles of 128 x 128 on 132
 // SMs). Between 128 and 256 it decides as engineSmallTiles.
 int engineTileN(size_t M, size_t N, size_t K, int smCount);
+// The same for fcAllGatherMatmul's engine on nranks ranks, its pulls in the model: the width
+// whose tiles finish first when a peer's tiles wait for its shard to land (the CTAs work
+// through our own rows meanwhile), from allGatherEngineSeconds. Where the pulls hide (many
+// waves) the choice is engineTileN's; where they do not, the width that leaves local tiles
+// for the SMs while the shard lands (1024 x 3072 x 4096 at 2 ranks: 128, not one wave of 192).
+int allGatherEngineTileN(size_t M, size_t N, size_t K, int nranks, int smCount);
+// The model behind it (docs/design.md, "The all-gather engine's model"), in seconds: the
+// engine on tileN-wide tiles, and the unfused path (the all-gather, then the GEMM on the
+// width that finishes first), for an M x N x K product of 2-byte elements.
+double allGatherEngineSeconds(size_t M, size_t N, size_t K, int nranks, int smCount, int tileN);
+double allGatherUnfusedSeconds(size_t M, size_t N, size_t K, int nranks, int smCount);
 // The engine's bands: where B [N, K] (2-byte elements) is well beyond L2, its persistent
 // grid rasters along N in bands of this many clusters of clusterRows rows (the library's:
 // 2 x 1 clusters of 128-row tiles; CUTLASS's swizzle: 1, 2, 4 or 8), M fastest inside a

@@ -303,6 +303,14 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     CHECK(pick(2, sms, 512, 27648, 5120) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 512, 3072, 4096) == FusedAlgo::Unfused);
     CHECK(pick(2, sms, 8192, 3072, 4096, FusedAlgo::Auto, false) == FusedAlgo::Unfused);  // no engine: unfused
+    // Shards of 512-1023 rows at 2 ranks: the engine where its model is 5 % ahead of the
+    // unfused path (narrow tiles in more than one wave), else unfused; the pipeline's N.
+    CHECK(pick(2, sms, 1024, 3072, 4096) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 1024, 4096, 4096) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 1536, 3584, 5120) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 1024, 1536, 4096) == FusedAlgo::Unfused);  // one wave at every width
+    CHECK(pick(2, sms, 1024, 14336, 4096) == FusedAlgo::Pipeline);
+    CHECK(pick(4, sms, 2048, 3072, 4096) == FusedAlgo::Unfused);  // 2 ranks only
     // 3-4 ranks: the engine for shards of 1024 rows, larger ones where the pipeline does
     // not fill its waves; 8 ranks: never.
     CHECK(pick(4, sms, 4096, 1536, 4096) == FusedAlgo::Engine);
@@ -493,6 +501,40 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   CHECK(engineBands(8192, 14336, 4096, 8192, 192) == 4);  // 75 tiles: 76 (1.3 %), not 80
   CHECK(engineBands(8192, 14336, 4096, 8192, 0) == 1);
   CHECK(engineBands(8192, 14336, 4096, 8192, 128, 512) == 4);  // clusters of 512 rows: 8 would be 32 MiB of A
+  // fcAllGatherMatmul's engine, its pulls in the model. The model against the 17 timings it
+  // was fitted to (fc-bench agmmstages, 2 H200s, forty-second session: the engine path at 2
+  // ranks on each width forced, us).
+  struct Timed {
+    size_t M, N, K;
+    int width;
+    double us;
+  };
+  for (const Timed& t : {Timed{512, 3072, 4096, 96, 39.0}, {512, 3072, 4096, 128, 43.7}, {512, 3072, 4096, 256, 61.5},
+                         {1024, 3072, 4096, 192, 62.3}, {1024, 3072, 4096, 128, 51.8}, {1024, 3072, 4096, 256, 68.8},
+                         {2048, 3072, 4096, 192, 75.0}, {2048, 3072, 4096, 128, 85.2}, {2048, 3072, 4096, 256, 88.8},
+                         {512, 3584, 5120, 128, 52.4}, {512, 3584, 5120, 256, 74.9}, {768, 3584, 5120, 192, 68.9},
+                         {768, 3584, 5120, 128, 60.1}, {768, 3584, 5120, 256, 77.9}, {1536, 3072, 4096, 96, 72.4},
+                         {1536, 3072, 4096, 128, 78.8}, {1536, 3072, 4096, 256, 87.6}}) {
+    INFO(t.M << " x " << t.N << " x " << t.K << " on " << t.width);
+    CHECK(std::abs(allGatherEngineSeconds(t.M, t.N, t.K, 2, 132, t.width) * 1e6 - t.us) <= 4.5);
+  }
+  CHECK(allGatherEngineSeconds(1024, 3072, 4096, 2, 132, 100) == 0);  // no such width
+  // Its width: not one wave of 128 x 192 at 1024 x 3072 (every peer tile would wait for the
+  // whole pull), 128 x 96 in two; where the pulls hide, engineTileN's.
+  CHECK(allGatherEngineTileN(1024, 3072, 4096, 2, 132) == 96);
+  CHECK(allGatherEngineTileN(1024, 4096, 4096, 2, 132) == 128);
+  CHECK(allGatherEngineTileN(2048, 3072, 4096, 2, 132) == 192);
+  CHECK(allGatherEngineTileN(8192, 3072, 4096, 2, 132) == 256);
+  CHECK(allGatherEngineTileN(2048, 27648, 5120, 2, 132) == 128);  // B over 128 MiB: ping-pong only
+  for (size_t M : {256, 512, 1024, 1536, 2048, 8192})
+    for (size_t N : {3072, 4096, 7168, 14336})
+      for (int sms : {132, 114}) {
+        INFO(M << " x " << N << " on " << sms << " SMs");
+        CHECK(allGatherEngineTileN(M, N, 4096, 1, sms) == engineTileN(M, N, 4096, sms));  // nothing pulled
+      }
+  // The unfused path: the pull of the peer's shard, then the GEMM alone.
+  CHECK(std::abs(allGatherUnfusedSeconds(1024, 3072, 4096, 2, 132) * 1e6 - 57.5) <= 3.5);
+  CHECK(std::abs(allGatherUnfusedSeconds(2048, 3072, 4096, 2, 132) * 1e6 - 104.2) <= 3.5);
   // Between 128 and 256 as engineSmallTiles.
   for (size_t M : {512, 1024, 2048, 8192})
     for (size_t N : {4096, 7168, 8192})
