@@ -174,11 +174,17 @@ constexpr size_t kAgmmPipelineMinWavesX4 = 8;  // in quarter waves: 2 waves
 constexpr size_t kAgmmLamportGatherMax = 1 * MiB;
 constexpr int kAgmmLamportGatherMaxRanks = 4;
 // At 2 ranks also shards of 512-1023 rows (where the rules above give the unfused path)
-// where the engine's model (agmmEngineSeconds below) takes at most 0.95x the unfused path's:
-// with a width whose tiles leave local work for the SMs while the peer's shard is pulled
-// (1024 x 3072 x 4096 on 128 x 128 tiles, 1.45 waves: 51.8 us against the unfused 57.5; at
-// 256 x 192 / 256 tiles, one wave, 62.3 / 68.8: every peer tile waits for the whole pull).
-// 2 H200s, forty-second session, fc-bench agmmstages.       perf-log: agmmEngineModel
+// where the engine's model (allGatherEngineSeconds) takes at most 0.95x the unfused path's:
+// on a width whose tiles leave local work for the SMs while the peer's shard is pulled. 2
+// H200s, forty-second session, fc-bench agmmstages, us, engine / unfused: 1024 x 3072 x
+// 4096 47.7 / 56.7 (128 x 96 in 1.9 waves; one wave of 128 x 192 took 60.3: every peer tile
+// waits for the whole pull), 1024 x 4096 x 7168 83.3 / 107.8, 1024 x 8192 x 8192 179.2 /
+// 214.6, 1536 x 4096 x 4096 72.6 / 94.3; 6 more shapes likewise, 1024 x 2048 x 4096 left
+// unfused (45.4; the engine's best 44.5).                  perf-log: agmmEngineModel
+// Shards of whole clusters (2 x 1 of 128-row tiles) only: a cluster across two shards
+// shares its B tiles (multicast), so its local tile likely waits with the peer's, which
+// the model leaves out (1280 x 3072 x 4096, shards of 2.5 clusters: the engine 75.7 us on
+// the model's 128 columns, 66.5-73.7 on the others, the unfused path 69.8).
 constexpr size_t kAgmmEngineModelMinShardRows = 512;
 constexpr double kAgmmEngineModelMargin = 0.95;
 // The model: one SM runs a 128 x 128 tile's mainloop at 6 TFLOP/s (bf16; 22.4 us at K
@@ -561,7 +567,7 @@ FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
   if (pipelineFills) return FusedAlgo::Pipeline;
   // Smaller shards at 2 ranks: where the model puts the engine ahead of the unfused path.
   if (q.nranks == 2 && engineNK && shardRows >= kAgmmEngineModelMinShardRows &&
-      shardRows < kAgmmEngineMinShardRows) {
+      shardRows < kAgmmEngineMinShardRows && shardRows % kEngineClusterRows == 0) {
     const int width = allGatherEngineTileN(q.M, q.N, q.K, q.nranks, q.engineSms);
     if (allGatherEngineSeconds(q.M, q.N, q.K, q.nranks, q.engineSms, width) <=
         kAgmmEngineModelMargin * allGatherUnfusedSeconds(q.M, q.N, q.K, q.nranks, q.gpuSms))
