@@ -98,7 +98,7 @@ struct CommParams {
   // of the GEMM; fused/shard_push.cu); opt-in, not yet measured.
   bool agmmEnginePushBySm = false;
   // FC_AGMM_ENGINE_TILES: the all-gather + GEMM engine's tile shape: auto (0, the rule:
-  // tuning::engineTileN), 128x256 (256), 128x192 (192), 128x128 (128), 128x96 (96).
+  // tuning::allGatherEngineTileN), 128x256 (256), 128x192 (192), 128x128 (128), 128x96 (96).
   int agmmEngineTileN = 0;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),

@@ -48,7 +48,7 @@ struct AllGatherMatmulArgs {
   // front of the GEMM stores them (fused/shard_push.cu) instead of the copy queue.
   bool enginePushBySm = false;
   // FC_AGMM_ENGINE_TILES: the engine's tile width (engine::EngineGemm::tileN; 0: the
-  // rule, tuning::engineTileN). Each rank's GEMM is its own: ranks may differ.
+  // rule, tuning::allGatherEngineTileN). Each rank's GEMM is its own: ranks may differ.
   int engineTileN = 0;
   // FC_AGMM_ENGINE_STAGES, timing only (wrong results when false): the engine's GEMM
   // waits for the flags; the remote shards are pulled.

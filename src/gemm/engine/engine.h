@@ -128,10 +128,11 @@ struct EngineGemm {
   uint32_t* tileTicket = nullptr;
   // The tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256 cooperative), and for
   // the all-gather engine also 192 (cooperative) or 96 (ping-pong); 0: the tuning rule
-  // (all-gather: tuning::engineTileN; reduce-scatter: tuning::scatterEngineSmallTiles
-  // without the gather). For GEMM + reduce-scatter the fused op that schedules the
-  // engine decides (fused/matmul_reduce_scatter.cc), and both ranks' counts of a
-  // piece's tiles follow it.
+  // (all-gather: tuning::engineTileN, the GEMM alone's; fcAllGatherMatmul passes
+  // tuning::allGatherEngineTileN's, which weighs the pulls; reduce-scatter:
+  // tuning::scatterEngineSmallTiles without the gather). For GEMM + reduce-scatter the
+  // fused op that schedules the engine decides (fused/matmul_reduce_scatter.cc), and both
+  // ranks' counts of a piece's tiles follow it.
   int tileN = 0;
   // Launch with programmatic stream serialization: the kernel may start once the
   // kernel before it on the stream lets it (griddepcontrol.launch_dependents), and its
