@@ -431,5 +431,25 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(len(mine) == 1 and "commit 2222222 ([its part](docs/perf.md#later-at-2-ranks-" in mine[0],
            "README main job: the later run's line replaces the main run's (%s)" % mine)
 
+# A model run of ours alone (gpu-check's decode-engine run, --variants fc: fc and the bounds):
+# its headline has ours over the bound and says no other variant ran (not "0.00-0.00x").
+with tempfile.TemporaryDirectory() as tmp:
+    alone = os.path.join(tmp, "alone")
+    os.makedirs(alone)
+    shutil.copy(os.path.join(root, "tests", "data", "report-sample-later", "manifest.json"), alone)
+    with open(os.path.join(sample, "model-2.csv")) as f, open(os.path.join(alone, "model-2.csv"), "w") as g:
+        rows = list(csv.DictReader(f))
+        w = csv.DictWriter(g, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        for r in rows:
+            if r["variant"] == "fc" or r["variant"].startswith("bound"):
+                w.writerow(r)
+    perf, plots, readme = docs_in(tmp, None)
+    subprocess.run(report + [alone, "--perf", perf, "--plots", plots, "--readme", ""], check=True)
+    text = open(perf).read()
+    line = [l for l in text.splitlines() if l.startswith("- model (llama3-8b")]
+    expect(len(line) == 1 and "the communication-free bound; no other variant in this run" in line[0] and
+           "0.00" not in line[0], "model of ours alone: the headline says no other variant ran (%s)" % line)
+
 print("FAILED: %s" % ", ".join(failures) if failures else "all report checks passed")
 sys.exit(1 if failures else 0)
