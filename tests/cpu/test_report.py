@@ -49,6 +49,22 @@ def docs_in(tmp, readme_text=STUB):
     return perf, plots, readme
 
 
+def later_model(tmp, name, edit):
+    """tmp/name: report-sample-later's manifest and the main sample's model-2.csv, each row
+    passed through edit (returns the row to write, or None to leave it out)."""
+    folder = os.path.join(tmp, name)
+    os.makedirs(folder)
+    shutil.copy(os.path.join(root, "tests", "data", "report-sample-later", "manifest.json"), folder)
+    with open(os.path.join(sample, "model-2.csv")) as f, open(os.path.join(folder, "model-2.csv"), "w") as g:
+        rows = list(csv.DictReader(f))
+        w = csv.DictWriter(g, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        for r in rows:
+            if edit(r) is not None:
+                w.writerow(r)
+    return folder
+
+
 with tempfile.TemporaryDirectory() as tmp:
     perf, plots, readme = docs_in(
         tmp, "# title\n\nbefore\n<!-- report:begin -->\nstale figures\n<!-- report:end -->\nafter\n")
@@ -413,17 +429,11 @@ with tempfile.TemporaryDirectory() as tmp:
 # a later folder (report-sample-later's manifest) with the main run's model-2.csv, its rows
 # made 10 % faster, replaces the main run's line; the configuration appears once.
 with tempfile.TemporaryDirectory() as tmp:
-    later = os.path.join(tmp, "later")
-    os.makedirs(later)
-    shutil.copy(os.path.join(root, "tests", "data", "report-sample-later", "manifest.json"), later)
-    with open(os.path.join(sample, "model-2.csv")) as f, open(os.path.join(later, "model-2.csv"), "w") as g:
-        rows = list(csv.DictReader(f))
-        w = csv.DictWriter(g, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        for r in rows:
-            if r["step_us"] and not r["variant"].startswith("bound"):
-                r["step_us"] = "%.1f" % (float(r["step_us"]) * 0.9)
-            w.writerow(r)
+    def faster(r):
+        if r["step_us"] and not r["variant"].startswith("bound"):
+            r["step_us"] = "%.1f" % (float(r["step_us"]) * 0.9)
+        return r
+    later = later_model(tmp, "later", faster)
     perf, plots, readme = docs_in(tmp)
     subprocess.run(report + [sample, later, "--perf", perf, "--plots", plots, "--readme", readme], check=True)
     block = open(readme).read().split("<!-- report:begin -->")[1].split("\n\nMeasured")[0]
@@ -434,16 +444,8 @@ with tempfile.TemporaryDirectory() as tmp:
 # A model run of ours alone (gpu-check's decode-engine run, --variants fc: fc and the bounds):
 # its headline has ours over the bound and says no other variant ran (not "0.00-0.00x").
 with tempfile.TemporaryDirectory() as tmp:
-    alone = os.path.join(tmp, "alone")
-    os.makedirs(alone)
-    shutil.copy(os.path.join(root, "tests", "data", "report-sample-later", "manifest.json"), alone)
-    with open(os.path.join(sample, "model-2.csv")) as f, open(os.path.join(alone, "model-2.csv"), "w") as g:
-        rows = list(csv.DictReader(f))
-        w = csv.DictWriter(g, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        for r in rows:
-            if r["variant"] == "fc" or r["variant"].startswith("bound"):
-                w.writerow(r)
+    alone = later_model(tmp, "alone",
+                        lambda r: r if r["variant"] == "fc" or r["variant"].startswith("bound") else None)
     perf, plots, readme = docs_in(tmp, None)
     subprocess.run(report + [alone, "--perf", perf, "--plots", plots, "--readme", ""], check=True)
     text = open(perf).read()
