@@ -381,8 +381,7 @@ double engineMakespan(size_t M, size_t N, size_t K, int nranks, int smCount, con
   auto first = [&](size_t s) { return s == 0 ? 0 : std::min(total, ((s * shardRows + 1 + 127) / 128 - 1) * cols); };
   // Tiles k < x with k = c (mod grid).
   auto upTo = [&](size_t x, size_t c) { return x > c ? (x - c + grid - 1) / grid : 0; };
-  double makespan = 0;
-  for (size_t c = 0; c < grid; ++c) {
+  auto finish = [&](size_t c) {  // CTA c's
     double t = 0;
     for (size_t s = 0; s < ranks; ++s) {
       const size_t n = upTo(s + 1 < ranks ? first(s + 1) : total, c) - upTo(first(s), c);
@@ -390,8 +389,13 @@ double engineMakespan(size_t M, size_t N, size_t K, int nranks, int smCount, con
       const double landed = pulls && s > 0 ? kPullFixedSeconds + double(s * shardRows * K * 2) / kPullBytesPerSecond : 0;
       t = std::max(t, landed) + double(n) * tile;
     }
-    makespan = std::max(makespan, t);
-  }
+    return t;
+  };
+  // upTo(x, c) steps only at c = x mod grid, so a CTA's counts (and finish) are those of
+  // the nearest such step at or below it: the busiest CTA is among CTA 0 and the steps of
+  // the shards' boundaries. O(ranks^2) on the host, not O(grid x ranks).
+  double makespan = finish(0);
+  for (size_t s = 1; s <= ranks; ++s) makespan = std::max(makespan, finish((s < ranks ? first(s) : total) % grid));
   return makespan;
 }
 

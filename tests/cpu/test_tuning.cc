@@ -533,6 +533,35 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
         INFO(M << " x " << N << " on " << sms << " SMs");
         CHECK(allGatherEngineTileN(M, N, 4096, 1, sms) == engineTileN(M, N, 4096, sms));  // nothing pulled
       }
+  using Catch::Matchers::WithinRel;
+  // The busiest CTA found among the shard boundaries' steps (tuning.cc) is the one a
+  // CTA-by-CTA walk of the static schedule finds: at 1-8 ranks, SM counts beyond and below the
+  // tile count, shards not whole tile rows.
+  auto walked = [](size_t M, size_t N, size_t K, int ranks, int sms, int width, double cost) {
+    const size_t shard = M / size_t(ranks), cols = (N + size_t(width) - 1) / size_t(width);
+    const size_t total = (M + 127) / 128 * cols, grid = std::min(size_t(sms), total);
+    double most = 0;
+    for (size_t c = 0; c < grid; ++c) {
+      double t = 0;
+      for (size_t k = c; k < total; k += grid) {
+        const size_t lastRow = std::min(M, (k / cols + 1) * 128) - 1;
+        const size_t s = std::min(lastRow / shard, size_t(ranks) - 1);
+        const double landed = s == 0 ? 0 : 8e-6 + double(s * shard * K * 2) / 350e9;
+        t = std::max(t, landed) + 2.0 * 128 * width * double(K) * cost / 6e12;
+      }
+      most = std::max(most, t);
+    }
+    return most + 7e-6;
+  };
+  for (size_t M : {512, 640, 1024, 1536, 3072, 8192})
+    for (int ranks : {1, 2, 3, 4, 8})
+      for (int sms : {132, 16}) {
+        INFO(M << " x 3584 x 5120 at " << ranks << " ranks on " << sms << " SMs");
+        CHECK_THAT(allGatherEngineSeconds(M, 3584, 5120, ranks, sms, 96),
+                   WithinRel(walked(M, 3584, 5120, ranks, sms, 96, 1.15), 1e-9));
+        CHECK_THAT(allGatherEngineSeconds(M, 3584, 5120, ranks, sms, 192),
+                   WithinRel(walked(M, 3584, 5120, ranks, sms, 192, 1.0), 1e-9));
+      }
   // The unfused path: the pull of the peer's shard, then the GEMM alone.
   CHECK(std::abs(allGatherUnfusedSeconds(1024, 3072, 4096, 2, 132) * 1e6 - 57.5) <= 3.5);
   CHECK(std::abs(allGatherUnfusedSeconds(2048, 3072, 4096, 2, 132) * 1e6 - 104.2) <= 3.5);
