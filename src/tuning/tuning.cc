@@ -713,20 +713,28 @@ int decodeGemmTokens(size_t M, size_t N, size_t K, int smCount) {
 
 namespace {
 
-// The width of `widths` (widest first: a tie stays with the wider) with the least waves
-// x width x cost, the ping-pong ones alone where B is beyond kSmallTilesMinBBytes.
-template <size_t kCount>
-int cheapestTileWidth(size_t M, size_t N, size_t K, int smCount, const TileWidth (&widths)[kCount]) {
-  const size_t sms = size_t(std::max(smCount, 1));
-  int best = 128;
+// The width of `widths` (widest first: a tie stays with the wider) of the least cost(width),
+// the ping-pong ones alone where B is beyond kSmallTilesMinBBytes (128 x 128 always runs).
+template <size_t kCount, class Cost>
+const TileWidth& cheapest(const TileWidth (&widths)[kCount], size_t N, size_t K, Cost cost) {
+  const TileWidth* best = nullptr;
   double bestCost = 0;
   for (const TileWidth& t : widths) {
     if (!widthRuns(t, N, K)) continue;
-    const size_t width = size_t(t.width), waves = (tiles(M, N, width) + sms - 1) / sms;
-    const double cost = double(waves * width) * t.cost;
-    if (bestCost == 0 || cost < bestCost) best = t.width, bestCost = cost;
+    const double c = cost(t);
+    if (best == nullptr || c < bestCost) best = &t, bestCost = c;
   }
-  return best;
+  return *best;
+}
+
+// ... of the least waves x width x cost: the GEMM alone.
+template <size_t kCount>
+int cheapestTileWidth(size_t M, size_t N, size_t K, int smCount, const TileWidth (&widths)[kCount]) {
+  const size_t sms = size_t(std::max(smCount, 1));
+  return cheapest(widths, N, K, [&](const TileWidth& t) {
+           const size_t width = size_t(t.width), waves = (tiles(M, N, width) + sms - 1) / sms;
+           return double(waves * width) * t.cost;
+         }).width;
 }
 
 }  // namespace
@@ -744,25 +752,15 @@ double allGatherEngineSeconds(size_t M, size_t N, size_t K, int nranks, int smCo
 }
 
 int allGatherEngineTileN(size_t M, size_t N, size_t K, int nranks, int smCount) {
-  int best = 128;
-  double bestSeconds = 0;
-  for (const TileWidth& w : kTileWidths) {  // widest first: a tie stays with the wider
-    if (!widthRuns(w, N, K)) continue;
-    const double seconds = engineMakespan(M, N, K, nranks, smCount, w, true);
-    if (bestSeconds == 0 || seconds < bestSeconds) best = w.width, bestSeconds = seconds;
-  }
-  return best;
+  return cheapest(kTileWidths, N, K, [&](const TileWidth& w) {
+           return engineMakespan(M, N, K, nranks, smCount, w, true);
+         }).width;
 }
 
 double allGatherUnfusedSeconds(size_t M, size_t N, size_t K, int nranks, int smCount) {
-  double gemm = 0;
-  for (const TileWidth& w : kTileWidths)
-    if (widthRuns(w, N, K)) {
-      const double seconds = engineMakespan(M, N, K, 1, smCount, w, false);
-      gemm = gemm == 0 ? seconds : std::min(gemm, seconds);
-    }
+  auto alone = [&](const TileWidth& w) { return engineMakespan(M, N, K, 1, smCount, w, false); };
   const size_t peerBytes = (M - M / size_t(std::max(nranks, 1))) * K * 2;
-  return pipelinePullSeconds(peerBytes) + gemm + kAgmmUnfusedFixedSeconds;
+  return pipelinePullSeconds(peerBytes) + alone(cheapest(kTileWidths, N, K, alone)) + kAgmmUnfusedFixedSeconds;
 }
 
 int engineBands(size_t M, size_t N, size_t K, size_t shardRows, int tileN, size_t clusterRows) {
