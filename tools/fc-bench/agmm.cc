@@ -283,7 +283,11 @@ int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const st
 // path): there no-wait leaves out the peers' GEMMs' waits for their pulls, no-pull the
 // pulls and staging copies, so that no-pull - cutlass is the barriers and the GEMM in
 // pieces (fc-bench agmm's gemm column is the cuBLAS GEMM alone to read it against).
-int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
+// `form` is the caller form every column but cutlass runs (--forms / --agathered, one
+// form): A plain or symmetric (fcMemAlloc of each column's own communicator, so that
+// every column sees symmetric memory), Agathered NULL or a plain [M, K] buffer, checked
+// bit for bit against the all-gather (relerr 1 when it differs).
+int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes, const CallerForm& form) {
   const fcDataType_t type = parseType(o.dtype);
   struct Variant {
     const char *name, *var, *value, *var2 = nullptr, *value2 = nullptr;
@@ -308,9 +312,10 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
     }
   }
   if (c.rank == 0) {
-    printf("# fc-bench agmmstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
-           "%d replays (median), %d warm-up\n",
-           describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
+    printf("# fc-bench agmmstages: %s, %s, B [N, K], A %s, Agathered %s, the engine path with stages left out; "
+           "graph of %d calls, %d replays (median), %d warm-up\n",
+           describeRun(c).c_str(), fcTypeName(type), form.symmetric ? "symmetric" : "plain",
+           form.agathered ? "[M, K]" : "NULL", o.iters, o.replays, o.warmup);
     std::string header = "M,N,K,cutlass_us";
     for (const Variant& v : variants) header += std::string(",") + v.name + "_us";
     printf("%s,auto_us,relerr\n", header.c_str());
@@ -318,21 +323,38 @@ int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes) {
   int failures = 0;
   for (const Shape& sh : parseShapes(shapes, size_t(c.nranks))) {
     Operands x(c, type, sh);
-    void *A = x.A, *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
+    void *B = x.B, *G = x.G, *C = x.C, *Cref = x.Cref;
+    const size_t shardBytes = x.shardElems * x.es;
+    // Each column's A: ours, or a symmetric copy on that column's communicator (the
+    // last one, auto, on the run's).
+    std::vector<fcComm_t> all = comms;
+    all.push_back(c.comm);
+    std::vector<void*> As(all.size(), x.A);
+    if (form.symmetric)
+      for (size_t i = 0; i < all.size(); ++i) {
+        FC_OK(fcMemAlloc(all[i], &As[i], shardBytes));
+        CUDA_OK(cudaMemcpyAsync(As[i], x.A, shardBytes, cudaMemcpyDeviceToDevice, c.stream));
+      }
+    void* AG = nullptr;
+    if (form.agathered) CUDA_OK(cudaMalloc(&AG, sh.M * sh.K * x.es));
     x.reference(fcOpT, solo);
     // The engine columns that compute (all but no-wait and no-pull, the last two),
     // against the GEMM alone.
     double relerr = 0;
-    for (size_t v = 0; v + 2 < std::size(variants); ++v) relerr = std::max(relerr, x.relerrOn(fcOpT, comms[v]));
+    for (size_t v = 0; v + 2 < std::size(variants); ++v)
+      relerr = std::max(relerr, x.relerrOf(fcOpT, comms[v], As[v], AG));
     std::vector<std::function<void()>> ops = {[&] {
       FC_OK(fcAllGatherMatmul(G, B, Cref, nullptr, sh.M, sh.N, sh.K, fcOpT, type, soloEngine, c.stream));
     }};
-    for (fcComm_t comm : comms)
-      ops.push_back([&, comm] {
-        FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, comm, c.stream));
+    for (size_t i = 0; i < all.size(); ++i)
+      ops.push_back([&, i] {
+        FC_OK(fcAllGatherMatmul(As[i], B, C, AG, sh.M, sh.N, sh.K, fcOpT, type, all[i], c.stream));
       });
-    ops.push_back([&] { FC_OK(fcAllGatherMatmul(A, B, C, nullptr, sh.M, sh.N, sh.K, fcOpT, type, c.comm, c.stream)); });
     std::vector<double> us = timeGraphsMax(c, o, ops);
+    CUDA_OK(cudaStreamSynchronize(c.stream));
+    if (form.symmetric)
+      for (size_t i = 0; i < all.size(); ++i) FC_OK(fcMemFree(all[i], As[i]));
+    if (AG) CUDA_OK(cudaFree(AG));
     failures += relerr != 0.0;
     char err[32];
     snprintf(err, sizeof err, "%g", relerr);

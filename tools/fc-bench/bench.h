@@ -180,8 +180,10 @@ struct GemmOperands {
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 
-// fc-bench agmmstages (agmm.cc): the engine path's stages left out, pieces 1 / 2 / 4.
-int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes);
+// fc-bench agmmstages (agmm.cc): the engine path's stages left out, pieces 1 / 2 / 4, in
+// one caller form (CallerForm, below).
+struct CallerForm;
+int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes, const CallerForm& form);
 // fc-bench mmrsstages (mmrs.cc): the GEMM + reduce-scatter engine path's stages left out.
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes);
 

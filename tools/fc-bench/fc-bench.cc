@@ -312,6 +312,13 @@ int main(int argc, char** argv) {
   sub("agmm")->add_option("--shapes", shapes, "M,N,K;M,N,K;... (M global)");
   sub("mmrs")->add_option("--shapes", mmrsShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   sub("agmmstages")->add_option("--shapes", stageShapes, "M,N,K;M,N,K;... (M global)");
+  std::string stageForm = "plain", stageAgathered = "0";
+  sub("agmmstages")
+      ->add_option("--form", stageForm, "the caller form of A every column runs: plain (default) or symmetric")
+      ->check(CLI::IsMember({"plain", "symmetric"}));
+  sub("agmmstages")
+      ->add_option("--agathered", stageAgathered, "0 (Agathered NULL, default) or 1 (a [M, K] output) in every column")
+      ->check(CLI::IsMember({"0", "1"}));
   sub("mmrsstages")->add_option("--shapes", mmrsStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   sub("mmarstages")->add_option("--shapes", mmarStageShapes, "M,N,K;M,N,K;... (A is [M, K] on every rank)");
   for (const char* m : {"agmm", "mmrs"})
@@ -421,7 +428,7 @@ int main(int argc, char** argv) {
                  : name == "normstages" ? benchNormStages(c, o, stageTokens, hiddens)
                  : name == "arnorm"     ? benchArnorm(c, o, tokens, hiddens)
                  : name == "agmm"       ? benchAgmm(c, o, shapes, transB)
-                 : name == "agmmstages" ? benchAgmmStages(c, o, stageShapes)
+                 : name == "agmmstages" ? benchAgmmStages(c, o, stageShapes, parseForms(stageForm, stageAgathered)[0])
                  : name == "mmrsstages" ? benchMmrsStages(c, o, mmrsStageShapes)
                  : name == "mmarstages" ? benchMmarStages(c, o, mmarStageShapes)
                  : name == "mmrs"       ? benchMmrs(c, o, mmrsShapes, transB)
