@@ -45,6 +45,8 @@ constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
 // FC_AGMM_PASSES: how the pipeline in passes moves a pass's rows (tuning/algos.h).
 // FC_AGMM_AGATHERED: where the engine path fills a caller's Agathered (fused/fused.h).
 constexpr std::pair<const char*, bool> kAgmmAgathered[] = {{"front", false}, {"beside", true}};
+// FC_AGMM_SYMMETRIC: how the engine path moves a symmetric A's shards (fused/fused.h).
+constexpr std::pair<const char*, bool> kAgmmSymmetric[] = {{"pull", false}, {"push", true}};
 // FC_AGMM_ENGINE_PUSH: who stores the engine's pushed shards (fused/fused.h).
 constexpr std::pair<const char*, bool> kAgmmEnginePush[] = {{"ce", false}, {"sm", true}};
 constexpr std::pair<const char*, AgmmPasses> kAgmmPasses[] = {
@@ -230,6 +232,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_AGMM_PASSES", kAgmmPasses, &p->agmmPasses));
   FC_CHECK(choiceFromEnv("FC_AGMM_AGATHERED", kAgmmAgathered, &p->agmmAgatheredBeside));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_PUSH", kAgmmEnginePush, &p->agmmEnginePushBySm));
+  FC_CHECK(choiceFromEnv("FC_AGMM_SYMMETRIC", kAgmmSymmetric, &p->agmmSymmetricPush));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_STAGES", kMmarEngineStageSets, &p->mmarEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_TILES", kMmarEngineTiles, &p->mmarEngineTileN));

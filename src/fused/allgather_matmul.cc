@@ -335,13 +335,17 @@ bool gatheredInWorkspace(const DeviceComm& dc, const AllGatherMatmulArgs& a, con
   return symA == nullptr && a.Agathered == nullptr && workspaceHoldsGathered(dc, a);
 }
 
-// Whether the engine pushes (viaEnginePush): a plain A (nothing to pull it from), the
-// gathered rows in the workspace (the only buffer of ours the peers can write), and
-// our rows read in place (they are never copied into the workspace). A caller's
-// Agathered only where it is filled beside the GEMM (FC_AGMM_AGATHERED=beside).
+// Whether the engine pushes (viaEnginePush): a plain A (nothing to pull it from) or a
+// symmetric one under FC_AGMM_SYMMETRIC=push, the gathered rows in the workspace (the
+// only buffer of ours the peers can write), and our rows read in place (they are never
+// copied into the workspace). A caller's Agathered only with a plain A and where it is
+// filled beside the GEMM (FC_AGMM_AGATHERED=beside): with a symmetric A the pulls land
+// in it directly, a copy fewer. A symmetric A pushed takes the plain A's signature:
+// ranks whose A differs in that alone run the same form.
 bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymSource* symA) {
-  return symA == nullptr && (a.Agathered == nullptr || a.agatheredBeside) && workspaceHoldsGathered(dc, a) &&
-         ownRowsInPlace(dc, a);
+  const bool form = symA == nullptr ? a.Agathered == nullptr || a.agatheredBeside
+                                    : a.symmetricPush && a.Agathered == nullptr;
+  return form && workspaceHoldsGathered(dc, a) && ownRowsInPlace(dc, a);
 }
 
 // The engine path without a staging copy. On the caller's stream S:

@@ -62,6 +62,10 @@ struct AllGatherMatmulArgs {
   // (plain A: the peers push into our workspace as without Agathered; symmetric A: our
   // rows read in place; allgather_matmul.cc).
   bool agatheredBeside = false;
+  // FC_AGMM_SYMMETRIC=push: the engine path moves a symmetric A's shard as a plain A's,
+  // pushed by us into the peers' workspaces (viaEnginePush), not pulled by them from A
+  // (viaEngine); without Agathered only (pulled rows land in a caller's Agathered at once).
+  bool symmetricPush = false;
 };
 
 

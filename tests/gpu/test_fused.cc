@@ -114,25 +114,28 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
       for (const Shape& sh : shapes)
-        for (int mode = 0; mode < 4; ++mode) {  // 0 no Agathered, 1 Agathered, 2 in place, 3 zero-copy A
+        // 0 no Agathered, 1 Agathered, 2 in place, 3 zero-copy A with Agathered, 4 without
+        // (pulled in place, or pushed under FC_AGMM_SYMMETRIC=push)
+        for (int mode = 0; mode < 5; ++mode) {
           const Problem p{sh.ms, sh.N, sh.K, op, t, freshSeed(), freshSeed(), W};
           const size_t es = 2, M = sh.ms * size_t(W), aBytes = sh.ms * sh.K * es;
           DeviceBuffer A(aBytes), B(sh.K * sh.N * es), C(M * sh.N * es), G(M * sh.K * es);
-          char* a = mode == 2 ? G.c() + size_t(env.rank) * aBytes : mode == 3 ? static_cast<char*>(sym) : A.c();
+          char* a = mode == 2 ? G.c() + size_t(env.rank) * aBytes : mode >= 3 ? static_cast<char*>(sym) : A.c();
+          const bool agathered = mode != 0 && mode != 4;
           CUDA_REQUIRE(cudaMemset(C.p, 0xff, M * sh.N * es));
           CUDA_REQUIRE(cudaMemset(G.p, 0xff, M * sh.K * es));
           std::vector<char> ha = pattern(t, sh.ms * sh.K, p.seedA, env.rank), hb = pattern(t, sh.K * sh.N, p.seedB, 0);
           CUDA_REQUIRE(cudaMemcpy(a, ha.data(), aBytes, cudaMemcpyHostToDevice));
           CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
           CUDA_REQUIRE(cudaDeviceSynchronize());
-          const fcResult_t r = fcAllGatherMatmul(a, B.p, C.p, mode == 0 ? nullptr : G.p, M, sh.N, sh.K, op, t,
+          const fcResult_t r = fcAllGatherMatmul(a, B.p, C.p, agathered ? G.p : nullptr, M, sh.N, sh.K, op, t,
                                                  env.comm, s);
           CUDA_REQUIRE(cudaStreamSynchronize(s));
           INFO(fcTypeName(t) << (op == fcOpT ? " B^T" : " B") << " M " << M << " N " << sh.N << " K " << sh.K
                              << " mode " << mode << ": " << fcGetLastError(nullptr));
           CHECK(r == fcSuccess);
           CHECK(checkC(p, download(C.p, M * sh.N * es)) == 0);
-          if (mode != 0) CHECK(checkGathered(p, download(G.p, M * sh.K * es)) == 0);
+          if (agathered) CHECK(checkGathered(p, download(G.p, M * sh.K * es)) == 0);
         }
   FC_REQUIRE(fcMemFree(env.comm, sym));
 }
