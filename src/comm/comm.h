@@ -114,10 +114,10 @@ struct CommParams {
   // FC_AGMM_AGATHERED: beside, the default, has fcAllGatherMatmul's engine path fill a
   // caller's Agathered beside its GEMM (fused/fused.h); front: in front of it.
   bool agmmAgatheredBeside = true;
-  // FC_AGMM_SYMMETRIC: push has fcAllGatherMatmul's engine path push a symmetric A's
-  // shard into the peers' workspaces as it does a plain A's (no Agathered; fused/fused.h);
-  // pull: the peers read it in place.
-  bool agmmSymmetricPush = false;
+  // FC_AGMM_SYMMETRIC: push, the default, has fcAllGatherMatmul's engine path push a
+  // symmetric A's shard into the peers' workspaces as it does a plain A's (no Agathered;
+  // fused/fused.h); pull: the peers read it in place.
+  bool agmmSymmetricPush = true;
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   MmarEngineStages mmarEngineStages = MmarEngineStages::Full;          // FC_MMAR_ENGINE_STAGES
   int mmarEngineTileN = 0;  // FC_MMAR_ENGINE_TILES: auto (0), 128x128 (128), 128x256 (256)

@@ -62,9 +62,11 @@ struct AllGatherMatmulArgs {
   // (plain A: the peers push into our workspace as without Agathered; symmetric A: our
   // rows read in place; allgather_matmul.cc).
   bool agatheredBeside = false;
-  // FC_AGMM_SYMMETRIC=push: the engine path moves a symmetric A's shard as a plain A's,
-  // pushed by us into the peers' workspaces (viaEnginePush), not pulled by them from A
-  // (viaEngine); without Agathered only (pulled rows land in a caller's Agathered at once).
+  // FC_AGMM_SYMMETRIC=push (the communicator's default): the engine path moves a
+  // symmetric A's shard as a plain A's, pushed by us into the peers' workspaces
+  // (viaEnginePush: no barrier at the end, as nobody reads our A), not pulled by them
+  // from A (viaEngine); without Agathered only (pulled rows land in a caller's Agathered
+  // at once, a copy fewer than pushed ones).
   bool symmetricPush = false;
 };
 
