@@ -140,6 +140,42 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
   FC_REQUIRE(fcMemFree(env.comm, sym));
 }
 
+// The pushed engine form takes a symmetric A as a plain one (FC_AGMM_SYMMETRIC=push, the
+// default): each rank copies its own shard from A into the peers' workspaces, so a rank
+// whose A is symmetric meets ranks whose A is plain (the pulled form needs every A
+// symmetric; ranks that differ there meet a mismatch, so the test skips under pull).
+TEST_CASE("fcAllGatherMatmul: the engine's pushes from a symmetric A on rank 0 and plain A elsewhere") {
+  const GpuEnv& env = gpuEnv();
+  const char* form = getenv("FC_AGMM_SYMMETRIC");
+  if (form != nullptr && std::string(form) == "pull") SKIP("FC_AGMM_SYMMETRIC=pull: the forms differ (a mismatch)");
+  ForcedComm engine("FC_AGMM_ALGO", "engine");
+  const int W = env.nranks;
+  const fcDataType_t t = fcBfloat16;
+  const size_t ms = 256, N = 392, K = 136, M = ms * size_t(W), es = 2;  // shards of whole tile rows
+  void* sym = nullptr;
+  FC_REQUIRE(fcMemAlloc(engine.comm, &sym, ms * K * es));
+  DeviceBuffer A(ms * K * es), B(K * N * es), C(M * N * es);
+  cudaStream_t s = env.streams[0];
+  for (int round = 0; round < 2; ++round) {  // twice: the flags cleared by the first call
+    const Problem p{ms, N, K, fcOpT, t, freshSeed(), freshSeed(), W};
+    void* a = env.rank == 0 ? sym : A.p;
+    std::vector<char> ha = pattern(t, ms * K, p.seedA, env.rank), hb = pattern(t, K * N, p.seedB, 0);
+    CUDA_REQUIRE(cudaMemcpy(a, ha.data(), ha.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemcpy(B.p, hb.data(), hb.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(cudaMemset(C.p, 0xff, M * N * es));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    const fcResult_t r = fcAllGatherMatmul(a, B.p, C.p, nullptr, M, N, K, fcOpT, t, engine.comm, s);
+    CUDA_REQUIRE(cudaStreamSynchronize(s));
+    INFO("round " << round << ": " << fcGetLastError(nullptr));
+    CHECK(r == fcSuccess);
+    fcResult_t async = fcSuccess;
+    CHECK(fcCommGetAsyncError(engine.comm, &async) == fcSuccess);
+    CHECK(async == fcSuccess);
+    CHECK(checkC(p, download(C.p, M * N * es)) == 0);
+  }
+  FC_REQUIRE(fcMemFree(engine.comm, sym));
+}
+
 namespace {
 
 // Shards that fit a workspace slot (the fused paths), and shards of 4.6 and 9.2 MB
