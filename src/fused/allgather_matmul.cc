@@ -554,8 +554,9 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   q.engineTakes = fits && engine::engineSupports(engineGemm(dc, channel, a, gathered, shardRows, shardRows, nullptr));
   q.pipelineFits = fits;
   q.pipelineInPasses = !fits && ce::slotBytes(dc) >= rowBytes;
+  q.enginePushes = pushesShards(dc, a, symA);
   const FusedAlgo path = tuning::chooseAllGatherMatmul(q);
-  const bool push = path == FusedAlgo::Engine && pushesShards(dc, a, symA);
+  const bool push = path == FusedAlgo::Engine && q.enginePushes;
   FC_TRACE("fcAllGatherMatmul: M %zu N %zu K %zu: %s%s%s", a.M, a.N, a.K, pathName(path),
            zeroCopy ? ", zero-copy" : "", push ? ", shards pushed" : "");
   if (push) return viaEnginePush(dc, channel, copies, a, stream);

@@ -181,6 +181,10 @@ constexpr int kAgmmLamportGatherMaxRanks = 4;
 // waits for the whole pull), 1024 x 4096 x 7168 83.3 / 107.8, 1024 x 8192 x 8192 179.2 /
 // 214.6, 1536 x 4096 x 4096 72.6 / 94.3; 6 more shapes likewise, 1024 x 2048 x 4096 left
 // unfused (45.4; the engine's best 44.5).                  perf-log: agmmEngineModel
+// The pushed form only (AllGatherMatmulQuery::enginePushes), the one those timings ran:
+// the pulled form (a symmetric A with Agathered) took 57.8 us at 1024 x 3072 x 4096 where
+// the unfused path, gathering into Agathered from the symmetric A directly, took 53.8
+// (forty-second session, fc-bench agmm --msweep).           perf-log: agmmEngineModel
 // Shards of whole clusters (2 x 1 of 128-row tiles) only: a cluster across two shards
 // shares its B tiles (multicast), so its local tile likely waits with the peer's, which
 // the model leaves out (1280 x 3072 x 4096, shards of 2.5 clusters: the engine 75.7 us on
@@ -570,7 +574,7 @@ FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
     return FusedAlgo::Engine;
   if (pipelineFills) return FusedAlgo::Pipeline;
   // Smaller shards at 2 ranks: where the model puts the engine ahead of the unfused path.
-  if (q.nranks == 2 && engineNK && shardRows >= kAgmmEngineModelMinShardRows &&
+  if (q.nranks == 2 && q.enginePushes && engineNK && shardRows >= kAgmmEngineModelMinShardRows &&
       shardRows < kAgmmEngineMinShardRows && shardRows % kEngineClusterRows == 0) {
     const int width = allGatherEngineTileN(q.M, q.N, q.K, q.nranks, q.engineSms);
     if (allGatherEngineSeconds(q.M, q.N, q.K, q.nranks, q.engineSms, width) <=

@@ -137,9 +137,13 @@ struct AllGatherMatmulQuery {
   bool engineTakes = false;   // the engine supports the shape and its shard fits a slot
   bool pipelineFits = false;  // a shard fits a workspace slot (or A is symmetric)
   bool pipelineInPasses = false;  // it does not, and the pipeline can run in passes of rows
+  // The engine would push the shards (a plain A, or a symmetric one without Agathered):
+  // the form its model (allGatherEngineSeconds) was fitted to; the pulled form (a
+  // symmetric A with Agathered) keeps the unfused path below 1024-row shards.
+  bool enginePushes = true;
 };
-// The path (never Auto): auto is a function of the shape, world size and SM counts only,
-// the same on every rank. A forced engine that cannot run falls back to the pipeline,
+// The path (never Auto): auto is a function of the shape, world size, SM counts and the
+// caller's form (enginePushes), the same on every rank that calls alike. A forced engine that cannot run falls back to the pipeline,
 // the auto one to unfused, or, for a shard beyond a slot (the engine stages whole
 // shards), to the pipeline in passes where that fills its waves; a pipeline that fits
 // neither way to unfused.

@@ -310,6 +310,19 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     CHECK(pick(2, sms, 1536, 3584, 5120) == FusedAlgo::Engine);
     CHECK(pick(2, sms, 1024, 1536, 4096) == FusedAlgo::Unfused);  // one wave at every width
     CHECK(pick(2, sms, 1280, 3072, 4096) == FusedAlgo::Unfused);  // shards of 2.5 clusters
+    {
+      AllGatherMatmulQuery pulled;  // a symmetric A with Agathered: the model's engine is not taken
+      pulled.nranks = 2;
+      pulled.gpuSms = pulled.engineSms = sms;
+      pulled.M = 1024;
+      pulled.N = 3072;
+      pulled.K = 4096;
+      pulled.engineTakes = pulled.pipelineFits = true;
+      pulled.enginePushes = false;
+      CHECK(chooseAllGatherMatmul(pulled) == FusedAlgo::Unfused);
+      pulled.M = 2048;  // the rule for 1024-row shards holds for every form
+      CHECK(chooseAllGatherMatmul(pulled) == FusedAlgo::Engine);
+    }
     CHECK(pick(2, sms, 1024, 14336, 4096) == FusedAlgo::Pipeline);
     CHECK(pick(4, sms, 2048, 3072, 4096) == FusedAlgo::Unfused);  // 2 ranks only
     // 3-4 ranks: the engine for shards of 1024 rows, larger ones where the pipeline does
