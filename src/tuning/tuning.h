@@ -143,10 +143,10 @@ struct AllGatherMatmulQuery {
   bool enginePushes = true;
 };
 // The path (never Auto): auto is a function of the shape, world size, SM counts and the
-// caller's form (enginePushes), the same on every rank that calls alike. A forced engine that cannot run falls back to the pipeline,
-// the auto one to unfused, or, for a shard beyond a slot (the engine stages whole
-// shards), to the pipeline in passes where that fills its waves; a pipeline that fits
-// neither way to unfused.
+// caller's form (enginePushes), the same on every rank that calls alike. A forced engine
+// that cannot run falls back to the pipeline, the auto one to unfused, or, for a shard
+// beyond a slot (the engine stages whole shards), to the pipeline in passes where that
+// fills its waves; a pipeline that fits neither way to unfused.
 FusedAlgo chooseAllGatherMatmul(const AllGatherMatmulQuery& q);
 // The unfused path's all-gather of shards of `shardBytes`: Lamport (into the scratch,
 // not a caller's Agathered: it may rewrite NaN bits), CopyEngine or Sm.
