@@ -115,7 +115,7 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
     for (fcOperation_t op : {fcOpN, fcOpT})
       for (const Shape& sh : shapes)
         // 0 no Agathered, 1 Agathered, 2 in place, 3 zero-copy A with Agathered, 4 without
-        // (pulled in place, or pushed under FC_AGMM_SYMMETRIC=push)
+        // (pushed as a plain A's by default, pulled in place under FC_AGMM_SYMMETRIC=pull)
         for (int mode = 0; mode < 5; ++mode) {
           const Problem p{sh.ms, sh.N, sh.K, op, t, freshSeed(), freshSeed(), W};
           const size_t es = 2, M = sh.ms * size_t(W), aBytes = sh.ms * sh.K * es;
