@@ -180,10 +180,6 @@ struct GemmOperands {
 // fc-bench agmm (agmm.cc): shapes "M,N,K;...", transB "n" | "t" | "both".
 int benchAgmm(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB);
 
-// fc-bench agmmstages (agmm.cc): the engine path's stages left out, pieces 1 / 2 / 4, in
-// one caller form (CallerForm, below).
-struct CallerForm;
-int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes, const CallerForm& form);
 // fc-bench mmrsstages (mmrs.cc): the GEMM + reduce-scatter engine path's stages left out.
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes);
 
@@ -202,6 +198,9 @@ struct CallerForm {
 };
 // --forms "plain,symmetric" crossed with --agathered "0,1" (empty: both); exits on a bad name.
 std::vector<CallerForm> parseForms(const std::string& forms, const std::string& agathered);
+// fc-bench agmmstages (agmm.cc): the engine path's stages left out, pieces 1 / 2 / 4, in
+// one caller form.
+int benchAgmmStages(Ctx& c, const Options& o, const std::string& shapes, const CallerForm& form);
 int benchAgmmForms(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB,
                    const std::vector<CallerForm>& forms);
 int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const std::string& transB,
