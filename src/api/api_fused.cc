@@ -76,9 +76,13 @@ fc::MatmulReduceScatterArgs matmulReduceScatterArgs(const fcComm* comm, const vo
                      stages == fc::MmrsEngineStages::NoPull;
   args.enginePulls = stages == fc::MmrsEngineStages::Full || stages == fc::MmrsEngineStages::EpilogueAdd ||
                      stages == fc::MmrsEngineStages::NoGate;
-  args.engineEpilogueAdd =
-      stages == fc::MmrsEngineStages::EpilogueAdd && (!comm->params.shareGpu || comm->params.engineSms > 0);
+  const bool epilogueAdd = stages == fc::MmrsEngineStages::EpilogueAdd ||
+                           stages == fc::MmrsEngineStages::EpilogueLocal || stages == fc::MmrsEngineStages::EpiloguePush;
+  args.engineEpilogueAdd = epilogueAdd && (!comm->params.shareGpu || comm->params.engineSms > 0);
+  args.engineLocalSource = stages == fc::MmrsEngineStages::EpilogueLocal;
+  args.enginePushPartials = stages == fc::MmrsEngineStages::EpiloguePush;
   args.enginePieces = comm->params.mmrsEnginePieces;
+  args.engineLead = comm->params.mmrsEngineLead;
   // C's bytes: one block of partials in the input type.
   args.lamportReduceScatter = fc::tuning::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
                                                               W * cBytes) == fc::MoveAlgo::Lamport;

@@ -44,9 +44,17 @@ enum class MmrsEngineStages {
   NoGate,    // the pulls start without waiting for the peers' tiles
   NoPull,    // the gates but no pulls: the sum adds stale partials
   GemmOnly,  // neither gates nor pulls: the GEMM and the fixed costs (sum, barrier) only
-  EpilogueAdd  // the default: at 2 ranks the peer's partial read in place and added in the
-               // GEMM's epilogue, at 3-8 ranks the chain of running sums where they fit
-               // the workspace (fused/matmul_reduce_scatter.cc); elsewhere Full
+  EpilogueAdd,  // the default: at 2 ranks the peer's partial read in place and added in the
+                // GEMM's epilogue, at 3-8 ranks the chain of running sums where they fit
+                // the workspace (fused/matmul_reduce_scatter.cc); elsewhere Full
+  // 2 ranks, the epilogue add with our tiles adding a block of our own workspace instead
+  // of the peer's, without waiting: the GEMM and the fixed costs, no NVLink traffic
+  EpilogueLocal,
+  // 2 ranks, the epilogue add with the partials pushed: the peer's block's tiles stored
+  // into the peer's workspace (remote TMA stores, behind an entry barrier), ours adding
+  // the peer's from our own workspace (fcMatmulAllReduce's engine without the gather);
+  // correct where every rank's C is 16-byte aligned
+  EpiloguePush
 };
 
 // FC_MMAR_ENGINE_STAGES: fcMatmulAllReduce's engine path (2 ranks, the GEMM with its
@@ -104,6 +112,10 @@ struct CommParams {
   // the GEMM, pulls) each block in up to this many pieces of whole tile rows (1-8),
   // none smaller than the tuning table's minimum (tuning::matmulReduceScatterEnginePieces).
   int mmrsEnginePieces = tuning::kMmrsEnginePieces;
+  // FC_MMRS_ENGINE_LEAD: at 2 ranks, the engine's epilogue add (both fused ops) hands its
+  // tiles out with the two blocks' pieces interleaved, this many pieces of the peer's
+  // block ahead of our first (gemm/engine/interleave.h); 0: the peer's block, then ours.
+  int mmrsEngineLead = 0;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   // FC_AGMM_PASSES (tuning/algos.h): push-own-first, the default, has fcAllGatherMatmul's
   // pipeline in passes (shards beyond a slot) at 2 ranks with no Agathered push our rows

@@ -108,7 +108,9 @@ constexpr std::pair<const char*, MmrsEngineStages> kMmrsEngineStageSets[] = {{"f
                                                                              {"no-gate", MmrsEngineStages::NoGate},
                                                                              {"no-pull", MmrsEngineStages::NoPull},
                                                                              {"gemm-only", MmrsEngineStages::GemmOnly},
-                                                                             {"epilogue-add", MmrsEngineStages::EpilogueAdd}};
+                                                                             {"epilogue-add", MmrsEngineStages::EpilogueAdd},
+                                                                             {"epilogue-local", MmrsEngineStages::EpilogueLocal},
+                                                                             {"epilogue-push", MmrsEngineStages::EpiloguePush}};
 // FC_MMAR_ENGINE_STAGES: fcMatmulAllReduce's engine path's parts, for timing them.
 constexpr std::pair<const char*, MmarEngineStages> kMmarEngineStageSets[] = {
     {"full", MmarEngineStages::Full},         {"local", MmarEngineStages::Local},
@@ -186,6 +188,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
     return setError(fcInvalidArgument, "FC_MMRS_ENGINE_PIECES=%llu: 1 to %d expected", (unsigned long long)mmrsPieces,
                     kMaxPieces);
   p->mmrsEnginePieces = int(mmrsPieces);
+  uint64_t lead = uint64_t(p->mmrsEngineLead);
+  FC_CHECK(envU64("FC_MMRS_ENGINE_LEAD", lead, &lead));
+  if (lead > uint64_t(kMaxPieces))
+    return setError(fcInvalidArgument, "FC_MMRS_ENGINE_LEAD=%llu: 0 to %d expected", (unsigned long long)lead,
+                    kMaxPieces);
+  p->mmrsEngineLead = int(lead);
   uint64_t clusterPacks = p->normClusterPacks;
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
   // (2^32 - 1 and more mean the default.)

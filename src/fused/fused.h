@@ -101,6 +101,14 @@ struct MatmulReduceScatterArgs {
   // GPU: FC_SHARE_GPU without FC_ENGINE_SMS).
   bool engineEpilogueAdd = false;
   int enginePieces = 4;  // FC_MMRS_ENGINE_PIECES (1 to kMaxPieces)
+  // FC_MMRS_ENGINE_LEAD: at 2 ranks with the epilogue add, the two blocks' pieces
+  // interleaved, this many of the peer's ahead (EngineGemm::lead); 0: blocks whole.
+  int engineLead = 0;
+  // FC_MMRS_ENGINE_STAGES, probe build: epilogue-local (timing only, wrong results): our
+  // tiles add a block of our own workspace without waiting; epilogue-push: our partial
+  // of the peer's block pushed into its workspace, as fcMatmulAllReduce's engine does
+  // (enginePushes), without the gather.
+  bool engineLocalSource = false, enginePushPartials = false;
   // Whether fcReduceScatter would take its Lamport kernel for one block of partials
   // in the input type (tuning::chooseReduceScatter, FC_REDUCE_SCATTER_ALGO included);
   // small products then take the GEMM + that kernel. pdl: its launch (FC_PDL).

@@ -71,9 +71,10 @@ bool engineAddsInEpilogue(const DeviceComm& dc, const MatmulReduceScatterArgs& a
 // fcMatmulAllReduce's form of the engine with the epilogue add (2 ranks): it pushes
 // partials into the peer's workspace and all-gathers the sums there (scatterGemm),
 // behind an entry barrier (viaEngine): the peer may still read its workspace for its
-// previous call until it has reached this one.
+// previous call until it has reached this one. (FC_MMRS_ENGINE_STAGES=epilogue-push:
+// fcMatmulReduceScatter's pushes the partials the same way, without the gather.)
 bool enginePushes(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
-  return a.gatherToPeer && dc.nranks == 2 && engineAddsInEpilogue(dc, a);
+  return (a.gatherToPeer || a.enginePushPartials) && dc.nranks == 2 && engineAddsInEpilogue(dc, a);
 }
 
 // The engine's GEMM: every row of our partial product into our workspace, tile rows
@@ -130,6 +131,13 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       pieceRows,
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
+    g.lead = a.engineLead;
+    // FC_MMRS_ENGINE_STAGES=epilogue-local (timing only): our own workspace's rows of our
+    // block (nothing writes them) instead of the peer's partial, no waits.
+    if (a.engineLocalSource) {
+      g.source.C = ce::slot(dc, dc.rank, channel, 0) + size_t(dc.rank) * blockBytes;
+      g.source.counters = nullptr;
+    }
     if (enginePushes(dc, a)) {
       // fcMatmulAllReduce: our partial of the peer's block goes into the peer's
       // workspace as it is computed (the first half of the GEMM), the peer's partial of
@@ -139,10 +147,10 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
       // pulled partials and pushed sums.
       g.D = ce::slot(dc, producer, channel, 0);
       g.source.C = ce::slot(dc, dc.rank, channel, 0) + size_t(dc.rank) * blockBytes;
-      g.source.gather = ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes;
+      g.source.gather = a.gatherToPeer ? ce::slot(dc, producer, channel, 0) + size_t(dc.rank) * blockBytes : nullptr;
       // C in symmetric memory: straight into the peer's C instead, where the entry
       // barrier met the peers cleanly (a mismatched peer's C may lie elsewhere).
-      if (a.gatherC != nullptr) {
+      if (a.gatherToPeer && a.gatherC != nullptr) {
         g.source.gather = a.gatherC + size_t(dc.rank) * blockBytes;
         g.source.gatherMet = barrierMetOf(dc, channel);
       }
@@ -151,7 +159,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
       // sums, no waits.
       if (!a.enginePeerStores) {
         g.D = ce::slot(dc, dc.rank, channel, 0);
-        g.source.gather = ce::slot(dc, dc.rank, channel, 0) + size_t(producer) * blockBytes;
+        g.source.gather = a.gatherToPeer ? ce::slot(dc, dc.rank, channel, 0) + size_t(producer) * blockBytes : nullptr;
         g.source.gatherMet = nullptr;
       }
       if (!a.engineGatherSums) g.source.gather = nullptr, g.source.gatherMet = nullptr;
@@ -378,7 +386,7 @@ bool matmulReduceScatterGathers(const DeviceComm& dc, const MatmulReduceScatterA
     b.B = aligned(a.B);
     b.C = aligned(a.C);
   }
-  return enginePushes(dc, b) && planOf(dc, b, choice).path == Path::Engine;
+  return a.gatherToPeer && enginePushes(dc, b) && planOf(dc, b, choice).path == Path::Engine;
 }
 
 int matmulReduceScatterGatherTileN(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {

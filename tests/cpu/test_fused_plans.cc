@@ -6,11 +6,14 @@
 // and the chain of running sums (3-8 ranks) read them in place and need none.
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "device/device_comm.h"
 #include "fused/fused.h"
+#include "gemm/engine/interleave.h"
 
 namespace {
 
@@ -87,4 +90,44 @@ TEST_CASE("fcMatmulReduceScatter's engine at 2 ranks: the epilogue add where thi
   // C off 16-byte alignment: this rank sums after the GEMM (its peers are unaffected:
   // they wait for the same counters either way).
   CHECK(scratchOf(0, 2, 130 * MiB, args(M, N, K, 2)) == block);
+}
+
+// The engine's interleaved tile order (gemm/engine/interleave.h), which the scheduler
+// applies to its tickets: a permutation of the plain order (the peer's block, then ours)
+// in which no piece of our block comes before the peer's piece of the same index or
+// lead - 1 more of them, so that every wait of an own tile is for a peer tile handed out
+// earlier on the peer (the progress argument), and which is the plain order without a lead.
+TEST_CASE("the engine's interleaved tile order: a permutation that keeps the peer's pieces ahead") {
+  for (uint32_t blockRows : {1u, 2u, 3u, 4u, 7u, 8u, 16u}) {
+    for (uint32_t pieceRows = 1; pieceRows <= blockRows; ++pieceRows) {
+      const uint32_t pieces = (blockRows + pieceRows - 1) / pieceRows;
+      for (uint32_t lead = 0; lead <= pieces + 1; ++lead) {
+        CAPTURE(blockRows, pieceRows, lead);
+        std::vector<int> seen(2 * blockRows, 0);
+        // Per row of the order: which block and piece it belongs to.
+        int peerDone = 0;  // peer pieces wholly before this row
+        std::vector<uint32_t> peerRowsSeen(pieces, 0);
+        for (uint32_t pos = 0; pos < 2 * blockRows; ++pos) {
+          const uint32_t row = fc::engine::interleavedRow(pos, blockRows, pieceRows, lead);
+          REQUIRE(row < 2 * blockRows);
+          ++seen[row];
+          if (lead == 0 || lead >= pieces) CHECK(row == pos);
+          const bool own = row >= blockRows;
+          const uint32_t piece = (own ? row - blockRows : row) / pieceRows;
+          if (!own) {
+            const uint32_t rowsOfPiece = std::min(pieceRows, blockRows - piece * pieceRows);
+            if (++peerRowsSeen[piece] == rowsOfPiece) ++peerDone;
+          } else {
+            // Own piece k only after the peer's pieces 0..k (+ lead - 1 where there are).
+            const uint32_t need = std::min(pieces, lead == 0 ? pieces : std::max(piece + 1, piece + lead));
+            CHECK(uint32_t(peerDone) >= need);
+          }
+        }
+        for (uint32_t r = 0; r < 2 * blockRows; ++r) CHECK(seen[r] == 1);
+      }
+    }
+  }
+  // 4 pieces of one row, 2 ahead: P0 P1 O0 P2 O1 P3 O2 O3.
+  const uint32_t expected[] = {0, 1, 4, 2, 5, 3, 6, 7};
+  for (uint32_t pos = 0; pos < 8; ++pos) CHECK(fc::engine::interleavedRow(pos, 4, 1, 2) == expected[pos]);
 }

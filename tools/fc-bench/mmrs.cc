@@ -202,23 +202,37 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
 //              and added in the GEMM's epilogue instead of pulled and summed after it;
 //              at 3-8 ranks the chain of fp32 running sums, each tile adding the next
 //              rank's (FC_MMRS_ENGINE_STAGES=epilogue-add)
+//   epilogue-local  at 2 ranks the epilogue add with our tiles adding a block of our own
+//              workspace, without waiting: no NVLink traffic (FC_MMRS_ENGINE_STAGES)
+//   epilogue-push  at 2 ranks our partial of the peer's block pushed into its workspace
+//              from the epilogue, ours adding the peer's from our own (fcMatmulAllReduce's
+//              engine without its gather)
+//   lead1, lead2  the epilogue add with the blocks' pieces interleaved, 1 or 2 pieces of
+//              the peer's block ahead of ours (FC_MMRS_ENGINE_LEAD)
 //   auto       fcMatmulReduceScatter's own choice
 // Read: engine - no-gate = the waiting for the peers' tiles the GEMM does not hide;
 // engine - no-pull = the pulls' exposed time; gemm-only - gemm = the engine GEMM's own
 // cost over cuBLASLt plus the fixed costs (counter reset, the sum of the partials, the
 // final barrier); engine - epilogue-add = what adding the peer's partial in the GEMM's
-// epilogue saves. Every column but engine, epilogue-add and auto computes wrong
-// results; those three are checked exactly (relerr: integer inputs, each rank's partial rounded once).
+// epilogue saves; epilogue-add - epilogue-local = what the peer's partial crossing NVLink
+// (and the waits for it) costs. Every column but engine, epilogue-add, epilogue-push,
+// lead1, lead2 and auto computes wrong results; those are checked exactly (relerr:
+// integer inputs, each rank's partial rounded once).
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t W = size_t(c.nranks);
-  const std::vector<fcComm_t> comms = engineStageComms(c, "FC_MMRS_ALGO", "FC_MMRS_ENGINE_STAGES",
-                                                       {"full", "no-gate", "no-pull", "gemm-only", "epilogue-add"});
+  std::vector<fcComm_t> comms =
+      engineStageComms(c, "FC_MMRS_ALGO", "FC_MMRS_ENGINE_STAGES",
+                       {"full", "no-gate", "no-pull", "gemm-only", "epilogue-add", "epilogue-local", "epilogue-push"});
+  for (const char* lead : {"1", "2"}) {
+    ScopedEnv engine("FC_MMRS_ALGO", "engine");
+    comms.push_back(commWithEnv(c, "FC_MMRS_ENGINE_LEAD", lead));
+  }
   fcComm_t solo = soloComm();
   if (c.rank == 0)
     printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
            "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,epilogue-add_us,"
-           "auto_us,relerr\n",
+           "epilogue-local_us,epilogue-push_us,lead1_us,lead2_us,auto_us,relerr\n",
            describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
   int failures = 0;
   for (const GemmShape& sh : parseShapes(shapes, W * 128)) {
@@ -227,7 +241,8 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
     void *A = x.A, *B = x.B, *P = x.P, *C = x.C;
     // 200 sampled elements, the partials rounded to the type (the default).
     auto relerrOn = [&](fcComm_t comm) { return x.relerr(comm, fcOpT, 200, false); };
-    const double relerr = std::max({relerrOn(comms[0]), relerrOn(comms[4]), relerrOn(c.comm)});
+    const double relerr = std::max({relerrOn(comms[0]), relerrOn(comms[4]), relerrOn(comms[6]), relerrOn(comms[7]),
+                                    relerrOn(comms[8]), relerrOn(c.comm)});
     std::vector<std::function<void()>> ops = {
         [&] { FC_OK(fcAllGatherMatmul(A, B, P, nullptr, M, N, K, fcOpT, type, solo, c.stream)); }};
     for (fcComm_t comm : comms)

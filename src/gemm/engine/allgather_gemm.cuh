@@ -171,6 +171,12 @@ struct EngineGemmKernel {
     if constexpr (kDynamic) {
       if (g.tileTicket == nullptr) return setError(fcInternalError, "the GEMM engine's tile ticket is missing");
       sched.ticket = g.tileTicket;
+      // Interleaved: 2 ranks adding the peer's partial in the epilogue (not the chain).
+      if (g.lead > 0 && g.source.C != nullptr && !g.chain) {
+        sched.lead = uint32_t(g.lead);
+        sched.blockRows = g.signal.blockRows;
+        sched.pieceRows = g.signal.pieceRows;
+      }
     }
     // Where B is well beyond L2, raster along N in bands of clusters of tile rows
     // (CUTLASS's swizzle), so that each B tile is read by a band's rows while in L2:

@@ -147,6 +147,11 @@ struct EngineGemm {
   // the owner (TileSignal: counters = its [block][piece] words, stride kMaxPieces
   // words). 128 x 128 ping-pong tiles only (tileN 128).
   bool chain = false;
+  // GEMM + reduce-scatter at 2 ranks with the epilogue add: the tiles handed out with the
+  // pieces of the two blocks interleaved, `lead` pieces of the peer's block ahead of our
+  // first (interleave.h; where blocks and pieces are whole clusters of tile rows); 0:
+  // the peer's block, then ours.
+  int lead = 0;
 };
 
 // Whether the engine takes this problem: bf16 / fp16, and every row of A, B and D

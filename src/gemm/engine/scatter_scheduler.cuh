@@ -32,6 +32,11 @@
 // warp 1) draws each next ticket, one tile ahead of the mainloop producer, and writes
 // it into every CTA's stage. A ticket past the tiles ends the CTA's work.
 //
+// Interleaved (2 ranks, the epilogue add, Arguments::lead > 0): the tickets walk the
+// cluster rows in interleave.h's order, the pieces of the peer's block and ours
+// alternating, so that the reads of the peer's partials spread over the GEMM (the
+// progress argument holds there too: interleave.h).
+//
 // The ticket goes back to zero in the GEMM itself: every cluster draws exactly one
 // ticket past the tiles (the one that ends its work, possibly its first), so the
 // cluster that draws tiles + clusters - 1 draws last and stores zero; the next call's
@@ -40,6 +45,7 @@
 
 #include <cute/tensor.hpp>
 
+#include "gemm/engine/interleave.h"
 #include "gemm/engine/readiness_scheduler.cuh"
 #include "gemm/engine/ticket_pipeline.cuh"
 
@@ -85,10 +91,16 @@ class ScatterTileScheduler : public ReadinessTileScheduler {
 
   struct Arguments : Base::Arguments {
     uint32_t* ticket = nullptr;  // zero before the kernel; zero again after it
+    // Interleaved (interleave.h): pieces of the peer's block ahead of our first; 0: the
+    // plain order. Blocks and pieces in rows (2 blocks: M = 2 x blockRows).
+    uint32_t lead = 0;
+    int64_t blockRows = 0, pieceRows = 0;
   };
   struct Params : Base::Params {
     uint32_t* ticket = nullptr;
     uint32_t clusterTiles = 0;  // the tickets that are tiles
+    // Interleaved: in cluster rows (0: the plain order); clusters per cluster row.
+    uint32_t lead = 0, blockClusterRows = 0, pieceClusterRows = 0, clustersN = 1;
   };
 
   template <class ProblemShapeMNKL, class TileShape, class ClusterShape>
@@ -100,12 +112,30 @@ class ScatterTileScheduler : public ReadinessTileScheduler {
         Base::to_underlying_arguments(problem_shape_mnkl, tile_shape, cluster_shape, hw_info, args);
     p.ticket = args.ticket;
     p.clusterTiles = uint32_t(p.blocks_per_problem_ / (uint64_t(p.cluster_shape_m_) * p.cluster_shape_n_));
+    // Tickets are cluster tiles in raster order along N (no swizzle: the epilogue add
+    // runs without bands), so ticket t is cluster row t / clustersN. Interleaved only
+    // where blocks and pieces are whole cluster rows and there are exactly 2 blocks.
+    const int64_t clusterRows = int64_t(p.blockM) * p.cluster_shape_m_;
+    if (args.lead > 0 && p.log_swizzle_size_ == 0 && p.raster_order_ == RasterOrder::AlongN && p.cluster_shape_n_ == 1 &&
+        args.blockRows > 0 && args.blockRows % clusterRows == 0 && args.pieceRows > 0 &&
+        args.pieceRows % clusterRows == 0 && int64_t(p.problem_tiles_m_) * clusterRows == 2 * args.blockRows) {
+      p.lead = args.lead;
+      p.blockClusterRows = uint32_t(args.blockRows / clusterRows);
+      p.pieceClusterRows = uint32_t(args.pieceRows / clusterRows);
+      p.clustersN = p.problem_tiles_n_;
+    }
     return p;
   }
 
   CUTLASS_HOST_DEVICE ScatterTileScheduler() {}
   CUTLASS_DEVICE explicit ScatterTileScheduler(Params const& p)
-      : Base(p), ticket_(p.ticket), clusterTiles_(p.clusterTiles) {}
+      : Base(p),
+        ticket_(p.ticket),
+        clusterTiles_(p.clusterTiles),
+        lead_(p.lead),
+        blockClusterRows_(p.blockClusterRows),
+        pieceClusterRows_(p.pieceClusterRows),
+        clustersN_(p.clustersN) {}
 
   CUTLASS_DEVICE void set_data_ptr(CLCResponse* storage) { storage_ = reinterpret_cast<SharedStorage*>(storage); }
 
@@ -177,9 +207,13 @@ class ScatterTileScheduler : public ReadinessTileScheduler {
   CUTLASS_DEVICE static uint32_t clusters() { return gridDim.x * gridDim.y * gridDim.z / fc::engine::clusterCtas(); }
 
   // Ticket t: the first CTA's linear index of cluster tile t in the static scheduler's
-  // order (it maps the CTA's place in its cluster itself), rotated.
+  // order (it maps the CTA's place in its cluster itself), interleaved, rotated.
   CUTLASS_DEVICE WorkTileInfo tileOf(uint32_t t) const {
     if (t >= clusterTiles_) return WorkTileInfo::invalid_work_tile();
+    if (lead_ > 0) {
+      const uint32_t row = t / clustersN_, col = t - row * clustersN_;
+      t = fc::engine::interleavedRow(row, blockClusterRows_, pieceClusterRows_, lead_) * clustersN_ + col;
+    }
     return ready(get_current_work_for_linear_idx(uint64_t(t) * fc::engine::clusterCtas()));
   }
 
@@ -189,6 +223,7 @@ class ScatterTileScheduler : public ReadinessTileScheduler {
 
   uint32_t* ticket_ = nullptr;
   uint32_t clusterTiles_ = 0;
+  uint32_t lead_ = 0, blockClusterRows_ = 0, pieceClusterRows_ = 0, clustersN_ = 1;
   SharedStorage* storage_ = nullptr;
 };
 
