@@ -83,6 +83,7 @@ fc::MatmulReduceScatterArgs matmulReduceScatterArgs(const fcComm* comm, const vo
   args.enginePushPartials = stages == fc::MmrsEngineStages::EpiloguePush;
   args.enginePieces = comm->params.mmrsEnginePieces;
   args.engineLead = comm->params.mmrsEngineLead;
+  args.engineTileN = comm->params.mmrsEngineTileN;
   // C's bytes: one block of partials in the input type.
   args.lamportReduceScatter = fc::tuning::chooseReduceScatter(comm->nranks, comm->params.reduceScatterAlgo, cBytes,
                                                               W * cBytes) == fc::MoveAlgo::Lamport;

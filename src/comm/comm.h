@@ -133,6 +133,10 @@ struct CommParams {
   MmrsEngineStages mmrsEngineStages = MmrsEngineStages::EpilogueAdd;  // FC_MMRS_ENGINE_STAGES
   MmarEngineStages mmarEngineStages = MmarEngineStages::Full;          // FC_MMAR_ENGINE_STAGES
   int mmarEngineTileN = 0;  // FC_MMAR_ENGINE_TILES: auto (0), 128x128 (128), 128x256 (256)
+  // FC_MMRS_ENGINE_TILES: fcMatmulReduceScatter's engine's tile shape, as above (probe
+  // build only: it is not in the op's signature, and ranks that differ would count a
+  // piece's tiles differently).
+  int mmrsEngineTileN = 0;
   FusedAlgo matmulReduceScatterAlgo = FusedAlgo::Auto;  // FC_MMRS_ALGO (engine allowed)
   NormAlgo allReduceNormAlgo = NormAlgo::Auto;  // FC_ARNORM_ALGO
   MatmulAllReduceAlgo matmulAllReduceAlgo = MatmulAllReduceAlgo::Auto;  // FC_MMAR_ALGO

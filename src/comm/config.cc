@@ -159,6 +159,7 @@ fcResult_t checkMeasurementOnly(const CommParams& p) {
                                   p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch))));
   FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_ENGINE_STAGES", p.agmmEngineStages != EngineStages::Full));
   FC_CHECK(refuseUnlessProbeBuild("FC_MMAR_ENGINE_STAGES", p.mmarEngineStages != MmarEngineStages::Full));
+  FC_CHECK(refuseUnlessProbeBuild("FC_MMRS_ENGINE_TILES", p.mmrsEngineTileN != 0));
   return refuseUnlessProbeBuild("FC_MMRS_ENGINE_STAGES", p.mmrsEngineStages != MmrsEngineStages::Full &&
                                                              p.mmrsEngineStages != MmrsEngineStages::EpilogueAdd);
 }
@@ -244,6 +245,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_STAGES", kMmarEngineStageSets, &p->mmarEngineStages));
   FC_CHECK(choiceFromEnv("FC_MMAR_ENGINE_TILES", kMmarEngineTiles, &p->mmarEngineTileN));
+  FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_TILES", kMmarEngineTiles, &p->mmrsEngineTileN));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_TILES", kAgmmEngineTiles, &p->agmmEngineTileN));
   FC_CHECK(checkMeasurementOnly(*p));
   if (config != nullptr) {

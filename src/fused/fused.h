@@ -129,8 +129,9 @@ struct MatmulReduceScatterArgs {
   // block's sums not pushed (gatherSums false), our tiles not waiting (ownWaits false),
   // neither the barriers nor the counters' reset around the GEMM (barriers false).
   bool enginePeerStores = true, engineGatherSums = true, engineOwnWaits = true, engineBarriers = true;
-  // FC_MMAR_ENGINE_TILES: the gathering engine's tile shape (128 or 256 columns; 0: the
-  // rule, tuning::scatterEngineSmallTiles).
+  // FC_MMAR_ENGINE_TILES (fcMatmulAllReduce) / FC_MMRS_ENGINE_TILES (fcMatmulReduceScatter
+  // with the epilogue add, probe build): the engine's tile shape (128 or 256 columns; 0:
+  // the rule, tuning::scatterEngineSmallTiles).
   int engineTileN = 0;
   // The signature the op's barriers compare (0: fcMatmulReduceScatter's, of the shape).
   // fcMatmulAllReduce passes its own, which says whether this rank gathers: a choice

@@ -132,6 +132,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
     g.lead = a.engineLead;
+    if (a.engineTileN != 0) g.tileN = a.engineTileN;  // (else the engine's rule)
     // FC_MMRS_ENGINE_STAGES=epilogue-local (timing only): our own workspace's rows of our
     // block (nothing writes them) instead of the peer's partial, no waits.
     if (a.engineLocalSource) {
