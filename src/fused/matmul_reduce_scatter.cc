@@ -132,7 +132,11 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
     g.lead = a.engineLead;
-    if (a.engineTileN != 0) g.tileN = a.engineTileN;  // (else the engine's rule)
+    // 128 x 128 ping-pong tiles at every K: on 128 x 256 cooperative ones the op took
+    // 1.10-1.37x as long (each against its run's GEMM alone) at 2048-8192 x 4096 x 2048 /
+    // 7168 and x 5120 x 2560 / 13824 (2 H200s, fc-bench mmrsstages with FC_MMRS_ENGINE_TILES;
+    // perf-log, forty-fourth session).
+    g.tileN = a.engineTileN != 0 ? a.engineTileN : 128;
     // FC_MMRS_ENGINE_STAGES=epilogue-local (timing only): our own workspace's rows of our
     // block (nothing writes them) instead of the peer's partial, no waits.
     if (a.engineLocalSource) {

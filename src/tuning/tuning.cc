@@ -209,9 +209,14 @@ constexpr int kMmrsEngineRanks = 2;
 // ... blocks of at least 1024 rows (at 512 the scatter path is ahead).
 //                                                          perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsEngineMinBlockRows = 1024;
-// ... and K at most 2048 (beyond, cuBLASLt's GEMM alone is faster than its kernel).
-//                                                          perf-log: chooseMatmulReduceScatter
+// ... and K at most 2048, or beyond it where the product fills 3.75 waves of 128 x 128
+// tiles: on those tiles (the epilogue add's since the forty-fourth session; 128 x 256
+// before, where cuBLASLt's GEMM alone was faster than the kernel) the engine took 0.88-0.99x
+// the pipeline's time at 2048-8192 x 5120 x 2560, 8192 x 4096 x 7168 and 2048 / 8192 x 5120
+// x 13824, level at 2048 x 4096 x 7168 (2 H200s, two runs; the least filled 3.9 waves: 2048
+// x 4096).                                                 perf-log: chooseMatmulReduceScatter
 constexpr size_t kMmrsEngineMaxK = 2048;
+constexpr size_t kMmrsEngineLongKMinWavesX4 = 15;  // in quarter waves: 3.75 waves
 // ... but for fcMatmulAllReduce (the sums gathered in the same epilogue, no all-gather
 // after) at every K, both forms, since its engine runs on 128 x 128 ping-pong tiles
 // (scatterEngineSmallTiles): 2 H200s, thirty-fourth session, engine forced against GEMM +
@@ -623,8 +628,9 @@ MmrsPath chooseMatmulReduceScatter(const MatmulReduceScatterQuery& q) {
     case FusedAlgo::Unfused: return fallback;
     case FusedAlgo::Auto: break;
   }
-  const bool kFits = q.K <= kMmrsEngineMaxK ||
-                     (q.allReduce && fillsWaves(tiles(q.M, q.N), kMmarEngineLongKMinWavesX4, q.gpuSms));
+  const bool kFits =
+      q.K <= kMmrsEngineMaxK ||
+      fillsWaves(tiles(q.M, q.N), q.allReduce ? kMmarEngineLongKMinWavesX4 : kMmrsEngineLongKMinWavesX4, q.gpuSms);
   if (q.engineFits && q.nranks == kMmrsEngineRanks && q.epilogueAdd &&
       q.M / size_t(q.nranks) >= kMmrsEngineMinBlockRows && kFits)
     return MmrsPath::Engine;

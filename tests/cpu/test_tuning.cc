@@ -411,12 +411,14 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
   };
   for (int sms : {132, 114}) {
     INFO(sms << " SMs");
-    // 2 ranks: the engine (with its epilogue add) at >= 1024-row blocks and K <= 2048.
+    // 2 ranks: the engine (with its epilogue add) at >= 1024-row blocks, K <= 2048 or a
+    // product of 3.75 waves of 128 x 128 tiles.
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}) == MmrsPath::Engine);
     CHECK(pick(2, sms, {8192, 4096, 2048, 4096}) == MmrsPath::Engine);
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Auto, true, false) == MmrsPath::Pipeline);
-    CHECK(pick(2, sms, {2048, 4096, 2560, 1024}) == MmrsPath::Pipeline);
-    CHECK(pick(2, sms, {8192, 4096, 7168, 4096}) == MmrsPath::Pipeline);
+    CHECK(pick(2, sms, {2048, 5120, 2560, 1024}) == MmrsPath::Engine);
+    CHECK(pick(2, sms, {8192, 4096, 7168, 4096}) == MmrsPath::Engine);
+    CHECK(pick(2, sms, {1024, 4096, 7168, 512}) != MmrsPath::Engine);  // 512-row blocks
     // Small products: Lamport where it fits, else the scatter path below 32 MiB of
     // partials, else staged.
     CHECK(pick(2, sms, {512, 4096, 7168, 256}, FusedAlgo::Auto, true, true, true) == MmrsPath::Lamport);
@@ -436,7 +438,8 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Unfused) == MmrsPath::Scatter);
   }
   // fcMatmulAllReduce (either form): the engine (gathering in its epilogue) at every K
-  // from 1024 rows per rank; fcMatmulReduceScatter's to K 2048.
+  // from 1024 rows per rank where the product fills 2 waves; fcMatmulReduceScatter's beyond
+  // K 2048 from 3.75 waves.
   auto gathering = [](Shape s, bool allReduce = true) {
     MatmulReduceScatterQuery q;
     q.nranks = 2;
@@ -454,8 +457,12 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
                   Shape{2048, 8192, 3584, 1024}, Shape{2048, 5120, 13824, 1024}, Shape{8192, 5120, 13824, 2048}}) {
     INFO(s.M << " x " << s.N << " x " << s.K);
     CHECK(gathering(s) == MmrsPath::Engine);
-    CHECK(gathering(s, false) == MmrsPath::Pipeline);  // fcMatmulReduceScatter: K beyond 2048
+    // fcMatmulReduceScatter: K beyond 2048 where the product fills 3.75 waves (495 tiles).
+    const size_t tileCount = (s.M / 128) * ((s.N + 127) / 128);
+    CHECK(gathering(s, false) == (tileCount >= 495 ? MmrsPath::Engine : MmrsPath::Pipeline));
   }
+  CHECK(gathering({2048, 3968, 7168, 1024}, false) == MmrsPath::Engine);    // 496 tiles: 3.76 waves
+  CHECK(gathering({2048, 3840, 7168, 1024}, false) == MmrsPath::Pipeline);  // 480 tiles: 3.64 waves
   CHECK(gathering({1024, 4096, 7168, 512}) != MmrsPath::Engine);  // 512 rows per rank
   // Beyond K 2048 only where the product fills 2 waves of 128 x 128 tiles (264 on 132 SMs).
   CHECK(gathering({2048, 2176, 7168, 1024}) == MmrsPath::Engine);   // 272 tiles: 2.06 waves
