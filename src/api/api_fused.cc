@@ -142,6 +142,7 @@ FC_API fcResult_t fcAllGatherMatmul(const void* A, const void* B, void* C, void*
   args.enginePulls = comm->params.agmmEngineStages != fc::EngineStages::NoPull;
   args.passes = comm->params.agmmPasses;
   args.agatheredBeside = comm->params.agmmAgatheredBeside;
+  args.agatheredStages = comm->params.agmmAgatheredStages;
   args.symmetricPush = comm->params.agmmSymmetricPush;
   fcResult_t res = fc::commScratch(comm, fn, lane, fc::allGatherMatmulScratch(comm->dev, args), &args.scratch);
   const size_t c = size_t(lane.channel);

@@ -126,6 +126,9 @@ struct CommParams {
   // FC_AGMM_AGATHERED: beside, the default, has fcAllGatherMatmul's engine path fill a
   // caller's Agathered beside its GEMM (fused/fused.h); front: in front of it.
   bool agmmAgatheredBeside = true;
+  // ... stages: as beside, but with a plain A the GEMM's tiles of column 0 store their A
+  // stages into it instead of the copy queue copying the rows (own_rows_mainloop.cuh).
+  bool agmmAgatheredStages = false;
   // FC_AGMM_SYMMETRIC: push, the default, has fcAllGatherMatmul's engine path push a
   // symmetric A's shard into the peers' workspaces as it does a plain A's (no Agathered;
   // fused/fused.h); pull: the peers read it in place.

@@ -44,7 +44,7 @@ constexpr std::pair<const char*, MoveAlgo> kReduceScatterAlgos[] = {
     {"auto", MoveAlgo::Auto}, {"sm", MoveAlgo::Sm}, {"ce", MoveAlgo::CopyEngine}, {"lamport", MoveAlgo::Lamport}};
 // FC_AGMM_PASSES: how the pipeline in passes moves a pass's rows (tuning/algos.h).
 // FC_AGMM_AGATHERED: where the engine path fills a caller's Agathered (fused/fused.h).
-constexpr std::pair<const char*, bool> kAgmmAgathered[] = {{"front", false}, {"beside", true}};
+constexpr std::pair<const char*, int> kAgmmAgathered[] = {{"front", 0}, {"beside", 1}, {"stages", 2}};
 // FC_AGMM_SYMMETRIC: how the engine path moves a symmetric A's shards (fused/fused.h).
 constexpr std::pair<const char*, bool> kAgmmSymmetric[] = {{"pull", false}, {"push", true}};
 // FC_AGMM_ENGINE_PUSH: who stores the engine's pushed shards (fused/fused.h).
@@ -239,7 +239,10 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_STAGES", kNormStageSets, &p->normStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_STAGES", kEngineStageSets, &p->agmmEngineStages));
   FC_CHECK(choiceFromEnv("FC_AGMM_PASSES", kAgmmPasses, &p->agmmPasses));
-  FC_CHECK(choiceFromEnv("FC_AGMM_AGATHERED", kAgmmAgathered, &p->agmmAgatheredBeside));
+  int agathered = p->agmmAgatheredStages ? 2 : p->agmmAgatheredBeside ? 1 : 0;
+  FC_CHECK(choiceFromEnv("FC_AGMM_AGATHERED", kAgmmAgathered, &agathered));
+  p->agmmAgatheredBeside = agathered >= 1;  // stages: the beside form, the GEMM filling it
+  p->agmmAgatheredStages = agathered == 2;
   FC_CHECK(choiceFromEnv("FC_AGMM_ENGINE_PUSH", kAgmmEnginePush, &p->agmmEnginePushBySm));
   FC_CHECK(choiceFromEnv("FC_AGMM_SYMMETRIC", kAgmmSymmetric, &p->agmmSymmetricPush));
   FC_CHECK(choiceFromEnv("FC_MMRS_ENGINE_STAGES", kMmrsEngineStageSets, &p->mmrsEngineStages));

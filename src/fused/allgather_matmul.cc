@@ -391,7 +391,11 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   // FC_AGMM_ENGINE_PUSH=sm: the pushes by a kernel in front of the GEMM (shard_push.cu);
   // the copy queue then only fills a caller's Agathered.
   const bool bySm = a.enginePushBySm && a.enginePulls && piecesPerShard <= size_t(kMaxPushPieces);
-  const bool queue = !bySm || a.Agathered != nullptr;
+  // FC_AGMM_AGATHERED=stages: the GEMM stores Agathered from its A stages (TMA: 16-byte
+  // aligned); a choice of this rank's alone (the peers push the same either way).
+  const bool fromStages =
+      a.Agathered != nullptr && a.agatheredStages && reinterpret_cast<uintptr_t>(a.Agathered) % 16 == 0;
+  const bool queue = !bySm || (a.Agathered != nullptr && !fromStages);
   ShardPush push;  // peers in the order they read us (rank - 1 first: we are its next shard)
   push.src = A;
   push.rows = shardRows;
@@ -420,7 +424,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
         FC_CHECK(ce::copy2D(push.dst[t] + at, A + at, rowBytes, q.bytes, q.rows, copies.stream()));
       FC_CHECK(copies.signal(push.flag[t], uint32_t(c + 1)));
     }
-  if (a.Agathered != nullptr) {  // FC_AGMM_AGATHERED=beside (pushesShards)
+  if (a.Agathered != nullptr && !fromStages) {  // FC_AGMM_AGATHERED=beside (pushesShards)
     char* G = static_cast<char*>(a.Agathered);
     const char* landed = ce::slot(dc, rank, channel, 0);
     if (G + size_t(rank) * shardBytes != A)  // not in place
@@ -443,6 +447,10 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   engine::EngineGemm g = engineGemm(dc, channel, a, ce::slot(dc, rank, channel, 0), shardRows, pieceRows,
                                     a.engineWaits ? flags : nullptr);
   g.ownA = A;
+  if (fromStages) {
+    g.storeA = a.Agathered;
+    g.storeOwnA = static_cast<const char*>(a.Agathered) + size_t(rank) * shardBytes != A;  // not in place
+  }
   g.ready.kPieceCols = int64_t(kPieceCols);
   g.pdl = a.pdl && !a.engineAfterPulls;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);

@@ -62,6 +62,10 @@ struct AllGatherMatmulArgs {
   // (plain A: the peers push into our workspace as without Agathered; symmetric A: our
   // rows read in place; allgather_matmul.cc).
   bool agatheredBeside = false;
+  // FC_AGMM_AGATHERED=stages: in the pushed form (plain A) the GEMM fills Agathered
+  // itself, its tiles of column 0 storing each A stage they load (EngineGemm::storeA),
+  // where Agathered takes TMA stores (16-byte aligned); the copy queue copies nothing.
+  bool agatheredStages = false;
   // FC_AGMM_SYMMETRIC=push (the communicator's default): the engine path moves a
   // symmetric A's shard as a plain A's, pushed by us into the peers' workspaces
   // (viaEnginePush: no barrier at the end, as nobody reads our A), not pulled by them

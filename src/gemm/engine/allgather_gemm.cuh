@@ -270,6 +270,10 @@ struct EngineGemmKernel {
       mainloop.own_rows = g.ready.shardRows;
     }
     mainloop.ready = g.ready;  // its waits per piece of K columns, where kPieceCols > 0
+    if (g.storeA != nullptr) {  // Agathered from the stages
+      mainloop.ptr_A_store = static_cast<Element*>(g.storeA);
+      mainloop.store_own = g.storeOwnA;
+    }
     typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                   {M, N, K, 1},
                                   mainloop,

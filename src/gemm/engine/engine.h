@@ -118,6 +118,11 @@ struct EngineGemm {
   // need not be in A at all. Tile rows only partly inside are read from A, so callers
   // pass it only when firstRow and shardRows are multiples of 128. NULL: all from A.
   const void* ownA = nullptr;
+  // All-gather + GEMM: the tiles of column 0 also store each A stage they load into this
+  // [M, K] buffer (a caller's Agathered; own_rows_mainloop.cuh), the rows read in place
+  // (ownA) too unless storeOwnA is false (they are there already). NULL: no stores.
+  void* storeA = nullptr;
+  bool storeOwnA = true;
   // GEMM + reduce-scatter's own block (launchMatmulScatterGemm only).
   EpilogueSource source{};
   // GEMM + reduce-scatter: the word its tiles are handed out by, in order, to the

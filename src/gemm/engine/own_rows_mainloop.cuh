@@ -28,8 +28,26 @@
 // tile needs its rows at its first k-block, so pieces of rows cannot start it before
 // the whole shard has landed; pieces of K columns let it start after the first piece
 // and consume the rest at the mainloop's pace (design.md, "Small M").
+//
+// Agathered from the stages (ptr_A_store, FC_AGMM_AGATHERED=stages): a caller's
+// Agathered filled by the GEMM itself. Every tile row of A is loaded once per column
+// of tiles; the tiles of column 0 also store each k-block's A stage, as it landed in
+// shared memory, into Agathered at the same coordinates (a TMA store over the same
+// swizzled stage layout), instead of the copy engine reading the rows a second time
+// beside the GEMM. The producer loads such a tile one k-block at a time; once k-block
+// j + kStoreLag has been issued it waits for k-block j's full barrier (by then it has
+// most likely landed: the producer keeps its lead) and stores that stage, one bulk
+// group per store. Before each load, at most one store may still read shared memory:
+// the stage a load overwrites held k-block j - kStages, whose store went out before
+// the store of j - kStages + 1 (kStoreLag = kStages - 2), so waiting until one group
+// is left reading (cp.async.bulk.wait_group.read 1) frees it. At a tile's end the rest
+// go out; every load of a tile that stores nothing waits for all of them first. The
+// same lane issues, commits and waits (bulk groups are per thread), and the kernel's
+// producer waits for their completion (writes included) before it ends (load_tail).
 #pragma once
 
+#include <cute/arch/copy_sm90_tma.hpp>
+#include <cute/atom/copy_traits_sm90_tma.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 
@@ -44,12 +62,27 @@ namespace fc::engine {
 template <class Base>
 struct OwnRowsMainloop : Base {
   using ElementA = typename Base::ElementA;
+  using SmemLayoutA = typename Base::SmemLayoutA;
+  using TileShape = typename Base::TileShape;
+  using StrideA = typename Base::StrideA;
+  static constexpr int kStages = Base::K_PIPE_MAX;
+  static constexpr int kStoreLag = kStages - 2;  // see the top
+  static_assert(kStages >= 3, "Agathered from the stages keeps one store in flight per load");
+  // The TMA store of one A stage into an [M, K] buffer (the load's descriptor, store-wise,
+  // no multicast).
+  using TmaStoreA = decltype(cute::make_tma_copy_A_sm90(
+      cute::SM90_TMA_STORE{},
+      cute::make_tensor(static_cast<ElementA*>(nullptr), cute::repeat_like(StrideA{}, int32_t(0)), StrideA{}),
+      SmemLayoutA{}(cute::_, cute::_, cute::Int<0>{}), TileShape{}, cute::Shape<cute::_1, cute::_1, cute::_1>{}));
 
   struct Arguments : Base::Arguments {
     const ElementA* ptr_A_own = nullptr;  // row ownFirstRow of A, in place; NULL: none
     int64_t own_first_row = 0;            // the first row of A it holds
     int64_t own_rows = 0;                 // how many
     ShardReadiness ready{};               // kPieceCols > 0: the waits per piece of K
+    // Agathered from the stages (see the top): [M, K] with A's row stride; NULL: none.
+    ElementA* ptr_A_store = nullptr;
+    bool store_own = true;  // also the tile rows read in place (false: they are there already)
   };
 
   struct Params : Base::Params {
@@ -59,6 +92,9 @@ struct OwnRowsMainloop : Base {
     int32_t own_tile_begin = 0, own_tile_end = 0;  // tile rows [begin, end) read in place
     ShardReadiness ready{};
     int32_t k_blocks_per_piece = 0;  // 0: no waits here (the scheduler's, by rows)
+    TmaStoreA tma_store_a;
+    bool stores = false, store_own = true;
+    int32_t m = 0, k = 0;  // the problem's M and K (Agathered's extent)
   };
 
   template <class ProblemShape>
@@ -81,12 +117,34 @@ struct OwnRowsMainloop : Base {
     p.ready = args.ready;
     if (args.ready.flags != nullptr && args.ready.kPieceCols > 0)
       p.k_blocks_per_piece = int32_t(args.ready.kPieceCols / cute::size<2>(typename Base::TileShape{}));
+    if (args.ptr_A_store != nullptr) {
+      auto shape = cute::append<4>(problem_shape, 1);
+      const int m = int(cute::get<0>(shape)), k = int(cute::get<2>(shape)), l = int(cute::get<3>(shape));
+      auto agathered = cute::make_tensor(args.ptr_A_store, cute::make_layout(cute::make_shape(m, k, l), args.dA));
+      p.tma_store_a = cute::make_tma_copy_A_sm90(cute::SM90_TMA_STORE{}, agathered,
+                                                 SmemLayoutA{}(cute::_, cute::_, cute::Int<0>{}), TileShape{},
+                                                 cute::Shape<cute::_1, cute::_1, cute::_1>{});
+      p.stores = true;
+      p.store_own = args.store_own;
+      p.m = m;
+      p.k = k;
+    }
     return p;
   }
 
   CUTLASS_DEVICE static void prefetch_tma_descriptors(Params const& p) {
     Base::prefetch_tma_descriptors(p);
     Base::prefetch_tma_descriptors(p.own);  // own tile rows load B through `own` too
+    if (p.stores) cute::prefetch_tma_descriptor(p.tma_store_a.get_tma_descriptor());
+  }
+
+  // The kernel's producer, after its last tile: our stores complete (their writes too)
+  // before the grid ends, so that the op's stream sees Agathered whole.
+  template <class Pipeline, class PipelineState>
+  CUTLASS_DEVICE void load_tail(Pipeline pipeline, PipelineState state) {
+    if (cutlass::canonical_lane_idx() == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+    __syncwarp();
+    Base::load_tail(pipeline, state);
   }
 
   // The producer's loads of one tile: the stock ones, from the descriptor of the
@@ -106,22 +164,70 @@ struct OwnRowsMainloop : Base {
     const int64_t first = int64_t(m) * kTileM;
     const bool waits = !own && p.k_blocks_per_piece > 0 && first < p.ready.M;
     const int64_t shard = waits ? first / p.ready.shardRows : 0;
-    if (!waits || shard == p.ready.dc.rank) {
+    const bool pieceWaits = waits && shard != p.ready.dc.rank;
+    // Agathered from the stages: column 0's tiles (own rows only where not in place).
+    const bool stores = p.stores && int32_t(cute::get<1>(blk_coord)) == 0 && (p.store_own || !own);
+    if (p.stores && !stores) storesRead<0>();  // this tile's loads may overwrite any stage
+    if (!pieceWaits && !stores) {
       Base::load(source, pipeline, state, inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
       return;
     }
+    const PipelineState tileFirst = state;  // k-block 0 of this tile's stage and phase
+    const int k0 = int(*k_tile_iter);
+    int issued = 0, stored = 0;
     while (k_tile_count > 0) {
       const int k = int(*k_tile_iter);
-      const int piece = k / p.k_blocks_per_piece;
-      const int n = cute::min(k_tile_count, (piece + 1) * p.k_blocks_per_piece - k);
-      waitForPiece(p.ready, int(shard), uint32_t(piece + 1));
+      int n = k_tile_count;
+      if (pieceWaits) {
+        const int piece = k / p.k_blocks_per_piece;
+        n = cute::min(n, (piece + 1) * p.k_blocks_per_piece - k);
+        if (issued == 0 || k % p.k_blocks_per_piece == 0) waitForPiece(p.ready, int(shard), uint32_t(piece + 1));
+      }
+      if (stores) {
+        n = 1;
+        storesRead<1>();  // the stage this load overwrites is read out (see the top)
+      }
       Base::load(source, pipeline, state, inputs, blk_coord, k_tile_iter, n, thread_idx, block_rank_in_cluster,
                  shared_tensors);
       state.advance(n);
       for (int i = 0; i < n; ++i) ++k_tile_iter;
       k_tile_count -= n;
+      issued += n;
+      if (stores && issued - stored > kStoreLag) storeStage(p, pipeline, tileFirst, stored++, m, k0, shared_tensors);
     }
+    while (stores && stored < issued) storeStage(p, pipeline, tileFirst, stored++, m, k0, shared_tensors);
+  }
+
+  // Until at most `pending` of our bulk groups still read shared memory.
+  template <int pending>
+  CUTLASS_DEVICE static void storesRead() {
+    if (cutlass::canonical_lane_idx() == 0) cute::tma_store_wait<pending>();
+    __syncwarp();
+  }
+
+  // Store k-block j of the tile (stage: tileFirst advanced by j) into Agathered at tile
+  // row m, k-block k0 + j, once its load has landed (its full barrier's phase; waiting
+  // there neither arrives nor releases anything).
+  template <class Pipeline, class PipelineState, class TensorStorage>
+  CUTLASS_DEVICE static void storeStage(Params const& p, Pipeline& pipeline, PipelineState stage, int j, int32_t m,
+                                        int k0, TensorStorage& shared_tensors) {
+    stage.advance(uint32_t(j));
+    if (cutlass::canonical_lane_idx() == 0) {
+      pipeline.consumer_wait(stage);
+      // Written by TMA (the async proxy) and read by TMA: no proxy fence needed; the
+      // barrier's completion orders the landed bytes before this read.
+      cute::Tensor sA = cute::make_tensor(cute::make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
+      cute::Tensor mA = p.tma_store_a.get_tma_tensor(cute::make_shape(p.m, p.k, 1));
+      cute::Tensor gA = cute::local_tile(mA, TileShape{}, cute::make_coord(cute::_, cute::_, cute::_),
+                                         cute::Step<cute::_1, cute::X, cute::_1>{});  // (BLK_M,BLK_K,m,k,l)
+      auto slice = p.tma_store_a.get_slice(0);
+      cute::Tensor tSsA = slice.partition_S(sA);                     // (TMA,TMA_M,TMA_K,PIPE)
+      cute::Tensor tSgA = slice.partition_D(gA(cute::_, cute::_, m, cute::_, 0));  // (TMA,TMA_M,TMA_K,k)
+      cute::copy(p.tma_store_a, tSsA(cute::_, cute::_, cute::_, stage.index()), tSgA(cute::_, cute::_, cute::_, k0 + j));
+      cute::tma_store_arrive();
+    }
+    __syncwarp();
   }
 
   // One lane waits (bounded: on giving up it records the error and returns, the
