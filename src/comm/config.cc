@@ -145,12 +145,14 @@ constexpr bool kProbeBuild = true;
 constexpr bool kProbeBuild = false;
 #endif
 
-fcResult_t refuseUnlessProbeBuild(const char* name, bool wrongResults) {
-  if (!wrongResults || kProbeBuild) return fcSuccess;
+fcResult_t refuseUnlessProbeBuild(const char* name, bool refused,
+                                  const char* why = "leaves stages out and computes wrong results") {
+  if (!refused || kProbeBuild) return fcSuccess;
+  const char* value = getenv(name);
   return setError(fcInvalidUsage,
-                  "%s=%s leaves stages out and computes wrong results: only the probe build honours it "
+                  "%s=%s %s: only the probe build honours it "
                   "(meson setup -Dprobes=true; fc-bench and tools/probes link that variant)",
-                  name, getenv(name));
+                  name, value != nullptr ? value : "", why);
 }
 
 fcResult_t checkMeasurementOnly(const CommParams& p) {
@@ -159,9 +161,15 @@ fcResult_t checkMeasurementOnly(const CommParams& p) {
                                   p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch))));
   FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_ENGINE_STAGES", p.agmmEngineStages != EngineStages::Full));
   FC_CHECK(refuseUnlessProbeBuild("FC_MMAR_ENGINE_STAGES", p.mmarEngineStages != MmarEngineStages::Full));
-  FC_CHECK(refuseUnlessProbeBuild("FC_MMRS_ENGINE_TILES", p.mmrsEngineTileN != 0));
+  FC_CHECK(refuseUnlessProbeBuild("FC_MMRS_ENGINE_TILES", p.mmrsEngineTileN != 0,
+                                  "is for measurements (not in the op's signature: ranks must agree)"));
+  // Its first GPU run hung (own_rows_mainloop.cuh, storeStage); the fix has not run yet.
+  FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_AGATHERED", p.agmmAgatheredStages, "has not yet run correctly on a GPU"));
+  FC_CHECK(refuseUnlessProbeBuild("FC_MMRS_ENGINE_STAGES", p.mmrsEngineStages == MmrsEngineStages::EpiloguePush,
+                                  "is for measurements (right only where every rank's C is 16-byte aligned)"));
   return refuseUnlessProbeBuild("FC_MMRS_ENGINE_STAGES", p.mmrsEngineStages != MmrsEngineStages::Full &&
-                                                             p.mmrsEngineStages != MmrsEngineStages::EpilogueAdd);
+                                                             p.mmrsEngineStages != MmrsEngineStages::EpilogueAdd &&
+                                                             p.mmrsEngineStages != MmrsEngineStages::EpiloguePush);
 }
 }  // namespace
 

@@ -361,7 +361,9 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_AGMM_ENGINE_TILES", "128x96"}, Case{"FC_AGMM_ENGINE_TILES", "128x192"},
                         Case{"FC_AGMM_ENGINE_TILES", "auto"},
                         Case{"FC_MMAR_ALGO", "decode"}, Case{"FC_MMAR_ALGO", "engine"},
-                        Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"}}) {
+                        Case{"FC_ENGINE_SMS", "64"}, Case{"FC_MMRS_ENGINE_PIECES", "1"}, Case{"FC_ENGINE_SMS", "0"},
+                        Case{"FC_MMRS_ENGINE_LEAD", "2"}, Case{"FC_MMRS_ENGINE_LEAD", "0"},
+                        Case{"FC_MMRS_ENGINE_TILES", "auto"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;
@@ -392,6 +394,7 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
                         Case{"FC_ARNORM_STAGES", "no-norm"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
                         Case{"FC_MMRS_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"},
+                        Case{"FC_MMRS_ENGINE_STAGES", "epilogue-local"},
                         Case{"FC_MMAR_ENGINE_STAGES", "local"}, Case{"FC_MMAR_ENGINE_STAGES", "no-gather"},
                         Case{"FC_MMAR_ENGINE_STAGES", "no-wait"}, Case{"FC_MMAR_ENGINE_STAGES", "no-copy"},
                         Case{"FC_MMAR_ENGINE_STAGES", "gemm-only"}, Case{"FC_MMAR_ENGINE_STAGES", "bare"}}) {
@@ -403,6 +406,31 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
     REQUIRE(fcCommInitRank(&comm, 1, id, 0) == fcInvalidUsage);
     CHECK(comm == nullptr);
     CHECK_THAT(lastError(), ContainsSubstring(c.var) && ContainsSubstring("wrong results") &&
+                                ContainsSubstring("-Dprobes=true"));
+  }
+}
+
+TEST_CASE("the shipped library refuses the switches that are for measurements or not yet run", "[api][init][env][probes]") {
+  // Right results, but not for users: a tile shape outside the op's signature, pushed
+  // partials right only where every rank's C is aligned, and Agathered from the GEMM's
+  // stages, whose first GPU run hung. Each refused at init with its reason.
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* why;
+  };
+  for (const Case& c : {Case{"FC_MMRS_ENGINE_TILES", "128x256", "for measurements"},
+                        Case{"FC_MMRS_ENGINE_TILES", "128x128", "for measurements"},
+                        Case{"FC_MMRS_ENGINE_STAGES", "epilogue-push", "16-byte aligned"},
+                        Case{"FC_AGMM_AGATHERED", "stages", "not yet run correctly on a GPU"}}) {
+    INFO(c.var << "=" << c.value);
+    ScopedEnv env(c.var, c.value);
+    fcUniqueId id;
+    REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+    fcComm_t comm = sentinelComm();
+    REQUIRE(fcCommInitRank(&comm, 1, id, 0) == fcInvalidUsage);
+    CHECK(comm == nullptr);
+    CHECK_THAT(lastError(), ContainsSubstring(c.var) && ContainsSubstring(c.value) && ContainsSubstring(c.why) &&
                                 ContainsSubstring("-Dprobes=true"));
   }
 }

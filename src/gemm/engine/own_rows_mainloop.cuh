@@ -207,14 +207,18 @@ struct OwnRowsMainloop : Base {
   }
 
   // Store k-block j of the tile (stage: tileFirst advanced by j) into Agathered at tile
-  // row m, k-block k0 + j, once its load has landed (its full barrier's phase; waiting
-  // there neither arrives nor releases anything).
+  // row m, k-block k0 + j, once its load has landed: the stage's full barrier, waited for
+  // as its consumers wait (neither arriving nor releasing anything). The producer's state
+  // holds the inverted phase (its start state is 1: the buffers begin empty), so the
+  // consumers' parity is phase ^ 1. (With the producer's own parity the wait was for the
+  // stage's *next* load, which this producer issues only after it: the first GPU run of
+  // this hung there, 898a1c7.)
   template <class Pipeline, class PipelineState, class TensorStorage>
   CUTLASS_DEVICE static void storeStage(Params const& p, Pipeline& pipeline, PipelineState stage, int j, int32_t m,
                                         int k0, TensorStorage& shared_tensors) {
     stage.advance(uint32_t(j));
     if (cutlass::canonical_lane_idx() == 0) {
-      pipeline.consumer_wait(stage);
+      cutlass::arch::ClusterBarrier::wait(pipeline.producer_get_barrier(stage), stage.phase() ^ 1u);
       // Written by TMA (the async proxy) and read by TMA: no proxy fence needed; the
       // barrier's completion orders the landed bytes before this read.
       cute::Tensor sA = cute::make_tensor(cute::make_smem_ptr(shared_tensors.smem_A.data()), SmemLayoutA{});
