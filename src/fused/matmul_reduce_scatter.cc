@@ -103,6 +103,13 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                        a.smCount - 2,
                        engine::TileSignal{countersOfRank0, dc.stride, ms, pieceRows, dc.rank}};
   g.tileTicket = tileTicketOf(dc, channel);
+  // At 2 ranks with the epilogue add allowed, 128 x 128 ping-pong tiles at every K: on 128
+  // x 256 cooperative ones the epilogue add took 1.10-1.37x as long (each against its run's
+  // GEMM alone) at 2048-8192 x 4096 x 2048 / 7168 and x 5120 x 2560 / 13824 (2 H200s,
+  // fc-bench mmrsstages with FC_MMRS_ENGINE_TILES; perf-log, forty-fourth session). Also
+  // where this rank sums after the GEMM instead (its C not 16-byte aligned): the peer
+  // counts its tiles per piece for us, and both ranks must count the same tiles.
+  if (dc.nranks == 2 && a.engineEpilogueAdd) g.tileN = a.engineTileN != 0 ? a.engineTileN : 128;
   if (engineChains(dc, a)) {
     // The chain: our fp32 running sums into our workspace ([M, N] at the product's
     // rows), the next rank's added from its own (it computed each of our blocks one step
@@ -132,11 +139,6 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
     g.lead = a.engineLead;
-    // 128 x 128 ping-pong tiles at every K: on 128 x 256 cooperative ones the op took
-    // 1.10-1.37x as long (each against its run's GEMM alone) at 2048-8192 x 4096 x 2048 /
-    // 7168 and x 5120 x 2560 / 13824 (2 H200s, fc-bench mmrsstages with FC_MMRS_ENGINE_TILES;
-    // perf-log, forty-fourth session).
-    g.tileN = a.engineTileN != 0 ? a.engineTileN : 128;
     // FC_MMRS_ENGINE_STAGES=epilogue-local (timing only): our own workspace's rows of our
     // block (nothing writes them) instead of the peer's partial, no waits.
     if (a.engineLocalSource) {

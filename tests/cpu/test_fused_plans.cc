@@ -90,6 +90,14 @@ TEST_CASE("fcMatmulReduceScatter's engine at 2 ranks: the epilogue add where thi
   // C off 16-byte alignment: this rank sums after the GEMM (its peers are unaffected:
   // they wait for the same counters either way).
   CHECK(scratchOf(0, 2, 130 * MiB, args(M, N, K, 2)) == block);
+  // ... on the same tiles at every K, so that both ranks count a piece's tiles alike
+  // (the rule would give 128 x 256 beyond K 2048 where it sums after the GEMM).
+  for (size_t k : {size_t(2048), size_t(2560), size_t(7168), size_t(13824)}) {
+    INFO("K " << k);
+    const fc::DeviceComm dc = deviceComm(0, 2, 130 * MiB);
+    CHECK(fc::matmulReduceScatterGatherTileN(dc, args(M, N, k)) == 128);
+    CHECK(fc::matmulReduceScatterGatherTileN(dc, args(M, N, k, 2)) == 128);
+  }
 }
 
 // The engine's interleaved tile order (gemm/engine/interleave.h), which the scheduler
