@@ -377,6 +377,20 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
   }
 }
 
+// var=value refused by fcCommInitRank before the GPU, with a message naming the
+// variable, its value, why, and the probe build (comm/config.cc).
+static void expectRefusedAtInit(const char* var, const char* value, const char* why) {
+  INFO(var << "=" << value);
+  ScopedEnv env(var, value);
+  fcUniqueId id;
+  REQUIRE(fcGetUniqueId(&id) == fcSuccess);
+  fcComm_t comm = sentinelComm();
+  REQUIRE(fcCommInitRank(&comm, 1, id, 0) == fcInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK_THAT(lastError(), ContainsSubstring(var) && ContainsSubstring(value) && ContainsSubstring(why) &&
+                              ContainsSubstring("-Dprobes=true"));
+}
+
 TEST_CASE("the shipped library refuses the measurement-only switches", "[api][init][env][probes]") {
   // Stage sets that leave stages out compute wrong results on purpose (fc-bench's
   // *stages modes): only the probe build (meson -Dprobes=true) honours them. The shipped
@@ -398,15 +412,7 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
                         Case{"FC_MMAR_ENGINE_STAGES", "local"}, Case{"FC_MMAR_ENGINE_STAGES", "no-gather"},
                         Case{"FC_MMAR_ENGINE_STAGES", "no-wait"}, Case{"FC_MMAR_ENGINE_STAGES", "no-copy"},
                         Case{"FC_MMAR_ENGINE_STAGES", "gemm-only"}, Case{"FC_MMAR_ENGINE_STAGES", "bare"}}) {
-    INFO(c.var << "=" << c.value);
-    ScopedEnv env(c.var, c.value);
-    fcUniqueId id;
-    REQUIRE(fcGetUniqueId(&id) == fcSuccess);
-    fcComm_t comm = sentinelComm();
-    REQUIRE(fcCommInitRank(&comm, 1, id, 0) == fcInvalidUsage);
-    CHECK(comm == nullptr);
-    CHECK_THAT(lastError(), ContainsSubstring(c.var) && ContainsSubstring("wrong results") &&
-                                ContainsSubstring("-Dprobes=true"));
+    expectRefusedAtInit(c.var, c.value, "wrong results");
   }
 }
 
@@ -423,15 +429,7 @@ TEST_CASE("the shipped library refuses the switches that are for measurements or
                         Case{"FC_MMRS_ENGINE_TILES", "128x128", "for measurements"},
                         Case{"FC_MMRS_ENGINE_STAGES", "epilogue-push", "16-byte aligned"},
                         Case{"FC_AGMM_AGATHERED", "stages", "not yet run correctly on a GPU"}}) {
-    INFO(c.var << "=" << c.value);
-    ScopedEnv env(c.var, c.value);
-    fcUniqueId id;
-    REQUIRE(fcGetUniqueId(&id) == fcSuccess);
-    fcComm_t comm = sentinelComm();
-    REQUIRE(fcCommInitRank(&comm, 1, id, 0) == fcInvalidUsage);
-    CHECK(comm == nullptr);
-    CHECK_THAT(lastError(), ContainsSubstring(c.var) && ContainsSubstring(c.value) && ContainsSubstring(c.why) &&
-                                ContainsSubstring("-Dprobes=true"));
+    expectRefusedAtInit(c.var, c.value, c.why);
   }
 }
 
