@@ -404,6 +404,52 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
       }
 }
 
+// A C that is not 16-byte aligned on some ranks only. At 2 ranks the engine's epilogue
+// add cannot store a sum into such a C, so that rank sums after its GEMM while its peer
+// adds in the epilogue; both must still count a piece's tiles alike (the same tile
+// shape), or the aligned rank's gate opens at half a piece and reads partials not yet
+// written (matmulReduceScatterGatherTileN). Shapes: K 2304 and 4096 beyond the K-2048
+// line (128 x 256 tiles before b628fbb on the unaligned rank), where auto takes the
+// engine (4096 x 2048: 512 tiles of 128 x 128) or the forced engine does (512 x 3840),
+// and one short-K shape. Three calls with fresh seeds each: a gate that opens early
+// reads the previous call's partials, which a sampled check then sees as wrong values.
+TEST_CASE("fcMatmulReduceScatter: C off 16-byte alignment on some ranks, aligned on the others") {
+  const GpuEnv& env = gpuEnv();
+  const int W = env.nranks;
+  struct Shape {
+    size_t ms, N, K;
+  };
+  const Shape shapes[] = {{512, 3840, 2304}, {2048, 2048, 4096}, {1024, 4224, 200}};
+  cudaStream_t s = env.streams[0];
+  // Which ranks' C is 2 bytes off: the odd ones, then rank 0 alone.
+  for (int pattern = 0; pattern < 2; ++pattern) {
+    const size_t offset = (pattern == 0 ? env.rank % 2 == 1 : env.rank == 0) ? 2 : 0;
+    for (const Shape& sh : shapes) {
+      if (!shapeInSanitizerBudget(sh.ms * sh.N * size_t(W))) continue;
+      const size_t M = sh.ms * size_t(W), cBytes = sh.ms * sh.N * 2;
+      DeviceBuffer A(M * sh.K * 2), B(sh.K * sh.N * 2), C(cBytes + 16);
+      for (int call = 0; call < 3; ++call) {
+        const MmrsProblem p{sh.ms, sh.N, sh.K, fcOpT, fcBfloat16, freshSeed(), freshSeed(), W, env.rank};
+        uploadMmrs(p, A.p, B.p, C.p);
+        CUDA_REQUIRE(cudaMemset(C.p, 0xff, cBytes + 16));  // the bytes before and after the offset C too
+        CUDA_REQUIRE(cudaDeviceSynchronize());
+        const fcResult_t r = fcMatmulReduceScatter(A.p, B.p, C.c() + offset, M, sh.N, sh.K, fcOpT, fcBfloat16,
+                                                   env.comm, s);
+        CUDA_REQUIRE(cudaStreamSynchronize(s));
+        INFO("C " << offset << " bytes off, M " << M << " N " << sh.N << " K " << sh.K << " call " << call << ": "
+                  << fcGetLastError(nullptr));
+        REQUIRE(r == fcSuccess);
+        const std::vector<char> h = download(C.p, cBytes + 16);
+        CHECK(checkMmrs(p, std::vector<char>(h.begin() + long(offset), h.begin() + long(offset + cBytes))) == 0);
+        size_t touched = 0;
+        for (size_t b = 0; b < offset; ++b) touched += uint8_t(h[b]) != 0xff;
+        for (size_t b = offset + cBytes; b < h.size(); ++b) touched += uint8_t(h[b]) != 0xff;
+        CHECK(touched == 0);
+      }
+    }
+  }
+}
+
 // cuBLASLt splits K 132 ways for this tiny bf16 product (B row-major with 140-byte
 // rows); with its output-type reduction schemes allowed, each part was rounded to
 // bf16 before the sum and about one seed in three left one element of the 420 off by
