@@ -63,7 +63,7 @@ struct AllGatherMatmulArgs {
   // rows read in place; allgather_matmul.cc).
   bool agatheredBeside = false;
   // FC_AGMM_AGATHERED=stages: in the pushed form (plain A) the GEMM fills Agathered
-  // itself, each tile storing its share of the A stages it loads (EngineGemm::storeA),
+  // itself, its tiles of column 0 storing each A stage they load (EngineGemm::storeA),
   // where Agathered takes TMA stores (16-byte aligned); the copy queue copies nothing.
   bool agatheredStages = false;
   // FC_AGMM_SYMMETRIC=push (the communicator's default): the engine path moves a

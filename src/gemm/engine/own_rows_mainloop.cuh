@@ -31,25 +31,19 @@
 //
 // Agathered from the stages (ptr_A_store, FC_AGMM_AGATHERED=stages): a caller's
 // Agathered filled by the GEMM itself. Every tile row of A is loaded once per column
-// of tiles; of those loads, the tile of column n stores the k-blocks kb with
-// kb % tilesN == n (tilesN: the columns of tiles), as they landed in shared memory,
-// into Agathered at the same coordinates (a TMA store over the same swizzled stage
-// layout), instead of the copy engine reading the rows a second time beside the GEMM.
-// Spread over the columns because one CTA's stores are slow: with column 0 storing
-// every k-block, 8 CTAs stored 1 MiB each at 1024 x 3072 x 4096 and the op took 101 us
-// against 55 with the copy beside (2 H200s, 2026-11-30, ef6bc47). A tile that stores
-// loads one k-block at a time; once k-block j + kStoreLag has been issued it waits
-// for k-block j's full barrier (by then it has most likely landed: the producer keeps
-// its lead) and, where j is its own, stores that stage, one bulk group per store.
-// Before loading k-block i it frees the stage that load overwrites (k-block i -
-// kStages): stores go out in k-block order, at most one between two loads, and every
-// k-block up to i - kStages + 1 has had its turn, so at most the newest store can still
-// be reading that stage: where the newest is i - kStages itself it waits for all
-// (cp.async.bulk.wait_group.read 0), else for all but one. Each tile of a kernel that
-// stores begins with all stores read out (the previous tile's last ones may still
-// read the stages it loads into). The same lane issues, commits and waits (bulk groups
-// are per thread), and the kernel's producer waits for their completion (writes
-// included) before it ends (load_tail).
+// of tiles; the tiles of column 0 also store each k-block's A stage, as it landed in
+// shared memory, into Agathered at the same coordinates (a TMA store over the same
+// swizzled stage layout), instead of the copy engine reading the rows a second time
+// beside the GEMM. The producer loads such a tile one k-block at a time; once k-block
+// j + kStoreLag has been issued it waits for k-block j's full barrier (by then it has
+// most likely landed: the producer keeps its lead) and stores that stage, one bulk
+// group per store. Before each load, at most one store may still read shared memory:
+// the stage a load overwrites held k-block j - kStages, whose store went out before
+// the store of j - kStages + 1 (kStoreLag = kStages - 2), so waiting until one group
+// is left reading (cp.async.bulk.wait_group.read 1) frees it. At a tile's end the rest
+// go out; every load of a tile that stores nothing waits for all of them first. The
+// same lane issues, commits and waits (bulk groups are per thread), and the kernel's
+// producer waits for their completion (writes included) before it ends (load_tail).
 #pragma once
 
 #include <cute/arch/copy_sm90_tma.hpp>
@@ -100,8 +94,7 @@ struct OwnRowsMainloop : Base {
     int32_t k_blocks_per_piece = 0;  // 0: no waits here (the scheduler's, by rows)
     TmaStoreA tma_store_a;
     bool stores = false, store_own = true;
-    int32_t m = 0, k = 0;   // the problem's M and K (Agathered's extent)
-    int32_t tiles_n = 1;    // columns of tiles: which tile stores which k-block
+    int32_t m = 0, k = 0;  // the problem's M and K (Agathered's extent)
   };
 
   template <class ProblemShape>
@@ -135,8 +128,6 @@ struct OwnRowsMainloop : Base {
       p.store_own = args.store_own;
       p.m = m;
       p.k = k;
-      constexpr int kTileN = int(cute::size<1>(typename Base::TileShape{}));
-      p.tiles_n = (int(cute::get<1>(shape)) + kTileN - 1) / kTileN;
     }
     return p;
   }
@@ -174,21 +165,17 @@ struct OwnRowsMainloop : Base {
     const bool waits = !own && p.k_blocks_per_piece > 0 && first < p.ready.M;
     const int64_t shard = waits ? first / p.ready.shardRows : 0;
     const bool pieceWaits = waits && shard != p.ready.dc.rank;
-    // Agathered from the stages: k-blocks kb with kb % tiles_n == this column (own
-    // rows only where not in place); every tile first lets the stores read out.
-    const int k0 = int(*k_tile_iter);
-    const int column = int32_t(cute::get<1>(blk_coord));
-    const int firstStore = (column - k0 % p.tiles_n + p.tiles_n) % p.tiles_n;  // local j of the first one
-    const bool stores = p.stores && (p.store_own || !own) && firstStore < k_tile_count;
-    if (p.stores) storesRead<0>();
+    // Agathered from the stages: column 0's tiles (own rows only where not in place).
+    const bool stores = p.stores && int32_t(cute::get<1>(blk_coord)) == 0 && (p.store_own || !own);
+    if (p.stores && !stores) storesRead<0>();  // this tile's loads may overwrite any stage
     if (!pieceWaits && !stores) {
       Base::load(source, pipeline, state, inputs, blk_coord, k_tile_iter, k_tile_count, thread_idx,
                  block_rank_in_cluster, shared_tensors);
       return;
     }
     const PipelineState tileFirst = state;  // k-block 0 of this tile's stage and phase
-    const auto ours = [&](int j) { return (k0 + j) % p.tiles_n == column; };
-    int issued = 0, stored = 0, newest = -1;  // newest: the last k-block stored
+    const int k0 = int(*k_tile_iter);
+    int issued = 0, stored = 0;
     while (k_tile_count > 0) {
       const int k = int(*k_tile_iter);
       int n = k_tile_count;
@@ -199,8 +186,7 @@ struct OwnRowsMainloop : Base {
       }
       if (stores) {
         n = 1;
-        if (newest == issued - kStages) storesRead<0>();  // see the top
-        else storesRead<1>();
+        storesRead<1>();  // the stage this load overwrites is read out (see the top)
       }
       Base::load(source, pipeline, state, inputs, blk_coord, k_tile_iter, n, thread_idx, block_rank_in_cluster,
                  shared_tensors);
@@ -208,13 +194,9 @@ struct OwnRowsMainloop : Base {
       for (int i = 0; i < n; ++i) ++k_tile_iter;
       k_tile_count -= n;
       issued += n;
-      if (stores && issued - stored > kStoreLag) {
-        if (ours(stored)) storeStage(p, pipeline, tileFirst, newest = stored, m, k0, shared_tensors);
-        ++stored;
-      }
+      if (stores && issued - stored > kStoreLag) storeStage(p, pipeline, tileFirst, stored++, m, k0, shared_tensors);
     }
-    for (; stores && stored < issued; ++stored)
-      if (ours(stored)) storeStage(p, pipeline, tileFirst, stored, m, k0, shared_tensors);
+    while (stores && stored < issued) storeStage(p, pipeline, tileFirst, stored++, m, k0, shared_tensors);
   }
 
   // Until at most `pending` of our bulk groups still read shared memory.
