@@ -44,6 +44,13 @@
 // go out; every load of a tile that stores nothing waits for all of them first. The
 // same lane issues, commits and waits (bulk groups are per thread), and the kernel's
 // producer waits for their completion (writes included) before it ends (load_tail).
+// Measured (2 H200s, 2026-11-30, ef6bc47 and e689b97): exact, at 2 ranks and at 4
+// sharing the GPUs, but slower than the copy beside the GEMM at every shape: 1024 x
+// 3072 x 4096 101 us against 55; and slower still (122) with the stores spread over the
+// columns of tiles (tile column n storing k-blocks kb % tilesN == n), so the cost is in
+// the storing tiles' producer (one k-block per load, a full-barrier wait per store),
+// not in one CTA's store bandwidth. Probe build only (comm/config.cc); design.md,
+// "Agathered beside the GEMM".
 #pragma once
 
 #include <cute/arch/copy_sm90_tma.hpp>
