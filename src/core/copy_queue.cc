@@ -1,7 +1,5 @@
 #include "core/copy_queue.h"
 
-#include <initializer_list>
-
 #include "core/driver.h"
 #include "core/result.h"
 
@@ -13,10 +11,7 @@ CopyQueue::~CopyQueue() {
     if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : toParent_)
     if (e) cudaEventDestroy(e);
-  for (cudaEvent_t e : {toSide_, fromSide_})
-    if (e) cudaEventDestroy(e);
   if (stream_) cudaStreamDestroy(stream_);
-  if (side_) cudaStreamDestroy(side_);
 }
 
 fcResult_t CopyQueue::init() {
@@ -28,21 +23,6 @@ fcResult_t CopyQueue::init() {
     FC_CUDA_CHECK(cudaEventCreateWithFlags(&toCopy_[i], cudaEventDisableTiming));
     FC_CUDA_CHECK(cudaEventCreateWithFlags(&toParent_[i], cudaEventDisableTiming));
   }
-  FC_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-  FC_CUDA_CHECK(cudaEventCreateWithFlags(&toSide_, cudaEventDisableTiming));
-  FC_CUDA_CHECK(cudaEventCreateWithFlags(&fromSide_, cudaEventDisableTiming));
-  return fcSuccess;
-}
-
-fcResult_t CopyQueue::sideAfter(cudaStream_t parent) {
-  FC_CUDA_CHECK(cudaEventRecord(toSide_, parent));
-  FC_CUDA_CHECK(cudaStreamWaitEvent(side_, toSide_, 0));
-  return fcSuccess;
-}
-
-fcResult_t CopyQueue::sideJoin(cudaStream_t parent) {
-  FC_CUDA_CHECK(cudaEventRecord(fromSide_, side_));
-  FC_CUDA_CHECK(cudaStreamWaitEvent(parent, fromSide_, 0));
   return fcSuccess;
 }
 

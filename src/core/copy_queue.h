@@ -48,21 +48,8 @@ class CopyQueue {
   // that sees the value also sees the copies' data (cuStreamWriteValue32).
   fcResult_t signal(uint32_t* flag, uint32_t value);
 
-  // A second internal stream, for copies that need not queue behind the first
-  // stream's: work on different streams may run on different copy engines at once
-  // (fcAllGatherMatmul fills a caller's Agathered from local memory there while the
-  // first stream pushes the shard over NVLink). One fork and one join per op.
-  cudaStream_t side() const { return side_; }
-  // Work enqueued on the side stream from now on starts after everything enqueued on
-  // `parent` so far...
-  fcResult_t sideAfter(cudaStream_t parent);
-  // ...and work enqueued on `parent` from now on waits for the side stream's so far.
-  fcResult_t sideJoin(cudaStream_t parent);
-
  private:
   cudaStream_t stream_ = nullptr;
-  cudaStream_t side_ = nullptr;
-  cudaEvent_t toSide_ = nullptr, fromSide_ = nullptr;
   cudaEvent_t toCopy_[kSlots] = {};
   cudaEvent_t toParent_[kSlots] = {};
 };

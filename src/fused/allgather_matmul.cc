@@ -360,12 +360,11 @@ bool pushesShards(const DeviceComm& dc, const AllGatherMatmulArgs& a, const SymS
 //      peer that sees the count sees the rows), peers in the order they read us (rank-1
 //      first: we are its next shard); with FC_AGMM_ENGINE_PUSH=sm instead on S, a push
 //      kernel between the barrier and the GEMM (shard_push.cu), flagging the same counts
-//   Q' (FC_AGMM_AGATHERED=beside, a caller's Agathered; Q's side stream, so that the
-//      local copies run on another copy engine while Q pushes over NVLink): our rows
-//      from A into it, then each peer's rows from our workspace once its flag says all
-//      of them landed (a gate kernel on Q', bounded as every wait), in the order the
-//      peers push to us; beside the GEMM, which reads the same rows where they are
-//   S: wait for Q and Q' (A is the caller's again), then clear our flags (kPushFlagsOffset,
+//   Q (FC_AGMM_AGATHERED=beside, a caller's Agathered): our rows from A into it, then
+//      each peer's rows from our workspace once its flag says all of them landed (a
+//      gate kernel on Q, bounded as every wait), in the order the peers push to us;
+//      beside the GEMM, which reads the same rows where they are
+//   S: wait for Q (A is the caller's again), then clear our flags (kPushFlagsOffset,
 //      words of this path alone): every peer's write into them has landed (the GEMM waited
 //      for their last values), and the next call's pushes start behind a barrier we
 //      reach after this
@@ -396,9 +395,7 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   // aligned); a choice of this rank's alone (the peers push the same either way).
   const bool fromStages =
       a.Agathered != nullptr && a.agatheredStages && reinterpret_cast<uintptr_t>(a.Agathered) % 16 == 0;
-  // FC_AGMM_AGATHERED=beside: filled on the copy queue's side stream (see the top).
-  const bool fill = a.Agathered != nullptr && !fromStages;
-  const bool queue = !bySm;
+  const bool queue = !bySm || (a.Agathered != nullptr && !fromStages);
   ShardPush push;  // peers in the order they read us (rank - 1 first: we are its next shard)
   push.src = A;
   push.rows = shardRows;
@@ -415,7 +412,6 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   }
   FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream, /*letNextStart=*/true));
   if (queue) FC_CHECK(copies.after(stream, 0));
-  if (fill) FC_CHECK(copies.sideAfter(stream));
   if (bySm) FC_CHECK(launchShardPush(dc, channel, push, a.pdl, stream));
   for (int t = 0; t < push.npeers && !bySm; ++t)
     for (int c = 0; c < push.pieces; ++c) {
@@ -428,16 +424,16 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
         FC_CHECK(ce::copy2D(push.dst[t] + at, A + at, rowBytes, q.bytes, q.rows, copies.stream()));
       FC_CHECK(copies.signal(push.flag[t], uint32_t(c + 1)));
     }
-  if (fill) {  // FC_AGMM_AGATHERED=beside (pushesShards)
+  if (a.Agathered != nullptr && !fromStages) {  // FC_AGMM_AGATHERED=beside (pushesShards)
     char* G = static_cast<char*>(a.Agathered);
     const char* landed = ce::slot(dc, rank, channel, 0);
     if (G + size_t(rank) * shardBytes != A)  // not in place
-      FC_CHECK(ce::copy(G + size_t(rank) * shardBytes, A, shardBytes, copies.side()));
+      FC_CHECK(ce::copy(G + size_t(rank) * shardBytes, A, shardBytes, copies.stream()));
     for (int t = 1; t < W; ++t) {  // rank + t pushes to us as its t-th peer
       const int s = (rank + t) % W;
       FC_CHECK(launchGate(dc, channel, Op::AllGatherMatmul, WaitKind::Shard, flags + s, uint32_t(piecesPerShard), s,
-                          copies.side()));
-      FC_CHECK(ce::copy(G + size_t(s) * shardBytes, landed + size_t(s) * shardBytes, shardBytes, copies.side()));
+                          copies.stream()));
+      FC_CHECK(ce::copy(G + size_t(s) * shardBytes, landed + size_t(s) * shardBytes, shardBytes, copies.stream()));
     }
   }
   if (queue) FC_CHECK(copies.mark(size_t(W)));
@@ -459,7 +455,6 @@ fcResult_t viaEnginePush(const DeviceComm& dc, int channel, CopyQueue& copies, c
   g.pdl = a.pdl && !a.engineAfterPulls;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   if (queue) FC_CHECK(copies.waitMark(stream, size_t(W)));
-  if (fill) FC_CHECK(copies.sideJoin(stream));
   const fcResult_t barrier =
       a.engineWaits ? fcSuccess : launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream);
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
@@ -486,8 +481,7 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   // A symmetric A whose shard is whole tile rows: the GEMM reads our rows in place
   // (own_rows_mainloop.cuh) and starts while the barrier waits (as viaEnginePush);
   // with a caller's Agathered our rows must still go there: in front of the GEMM, or
-  // beside it (FC_AGMM_AGATHERED=beside) on Q's side stream, so that the local copy runs
-  // on another copy engine while Q pulls.
+  // on Q beside it (FC_AGMM_AGATHERED=beside), after the pulls the GEMM waits for.
   const bool ownInPlace = symA != nullptr && (a.Agathered == nullptr || a.agatheredBeside) && ownRowsInPlace(dc, a);
   const bool pdl = ownInPlace && a.pdl && !a.engineAfterPulls;
   const uint32_t sig = signatureOf(a, Form::Engine, symA != nullptr, inWorkspace);
@@ -496,11 +490,8 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
       [&](int, int s, size_t c) { return copies.signal(flags + s, uint32_t(c + 1)); }, a.enginePulls, inWorkspace,
       pdl));
   if (!inWorkspace && !ownInPlace && ownRows != A) FC_CHECK(ce::copy(ownRows, A, shardBytes, stream));
-  const bool ownFill = ownInPlace && a.Agathered != nullptr && ownRows != A;  // FC_AGMM_AGATHERED=beside
-  if (ownFill) {
-    FC_CHECK(copies.sideAfter(stream));
-    FC_CHECK(ce::copy(ownRows, A, shardBytes, copies.side()));
-  }
+  if (ownInPlace && a.Agathered != nullptr && ownRows != A)  // FC_AGMM_AGATHERED=beside
+    FC_CHECK(ce::copy(ownRows, A, shardBytes, copies.stream()));
   FC_CHECK(copies.mark(size_t(W)));
   if (a.engineAfterPulls) FC_CHECK(copies.waitMark(stream, size_t(W)));
   // Whether or not the GEMM launched, the pulls are waited for, the flags cleared and
@@ -512,7 +503,6 @@ fcResult_t viaEngine(const DeviceComm& dc, int channel, CopyQueue& copies, const
   g.pdl = pdl;
   const fcResult_t gemm = engine::launchAllGatherGemm(g, stream);
   FC_CHECK(copies.waitMark(stream, size_t(W)));
-  if (ownFill) FC_CHECK(copies.sideJoin(stream));
   // The GEMM has read every flag; the next call's pulls (ordered after this stream's
   // work by copies.after) set them again.
   FC_CUDA_CHECK(cudaMemsetAsync(flags, 0, size_t(W) * sizeof(uint32_t), stream));
