@@ -178,13 +178,19 @@ fcResult_t stageAndPull(const DeviceComm& dc, int channel, CopyQueue& copies, co
 //      from our slot
 // push-own-first: our rows' GEMM whole, in front, instead of a piece per pass (one GEMM
 // where there were `passes`, each losing a partial wave), and a barrier only where a
-// slot is reused:
-//   S: the op's barrier; Q (after it): passes 0 and 1 pushed, each flagged as above
-//   S: the GEMM of all our rows from A (under those pushes)
+// slot is reused, on Q (below):
+//   Q (after S's work so far): the op's barrier, then passes 0 and 1 pushed, each flagged
+//      as above
+//   S: the GEMM of all our rows from A (at once: under the barrier and those pushes)
 //   per pass p: S: the gate for p + 1; the GEMM of the peer's rows from our slot p % 2;
-//      where a pass p + 2 follows, a barrier (every rank has run its GEMM of the peer's
-//      pass p: slot p % 2 is free on every rank), then Q (after it): pass p + 2 pushed
-//      into it (under the GEMM of pass p + 1)
+//      where a pass p + 2 follows, Q (after that GEMM): a barrier (every rank has run its
+//      GEMM of the peer's pass p: slot p % 2 is free on every rank), then pass p + 2
+//      pushed into it (under the GEMM of pass p + 1)
+// The barriers run on Q (push-own-first and push alike): Q waits for S's work so far
+// first, so a barrier means what it meant on S, but S does not wait for it; S waits only
+// in its gates. Also a shard that fits a slot takes this form, in one pass, where the
+// pipeline is chosen at 2 ranks (pushesPasses): our GEMM starts with the op, under the
+// barrier and the push, the peer's once its rows have landed.
 // The gate waits for a flag of at least p + 1: the peer's push of pass p + 1 may have
 // signalled before our gate for p runs (after the barrier that follows our GEMM of its
 // pass p - 1).
@@ -209,11 +215,12 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   uint32_t* flags = engineFlagsOf(dc, kPushFlagsOffset, rank, channel);
   uint32_t* peerFlag = engineFlagsOf(dc, kPushFlagsOffset, peer, channel) + rank;
   auto rowsOf = [&](size_t p) { return std::min(passRows, shardRows - p * passRows); };
-  // S: the op's barrier; Q, after it: passes [first, last) pushed into the peer's slots,
-  // each flagged.
+  // Q, after S's work so far: the op's barrier, then passes [first, last) pushed into the
+  // peer's slots, each flagged. The barrier on Q, not S: nothing on S waits for it (S
+  // reads only A and, after its gates, our own slots), so our rows' GEMM starts at once.
   auto meetThenPush = [&](size_t first, size_t last) -> fcResult_t {
-    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, stream));
     FC_CHECK(copies.after(stream, 0));
+    FC_CHECK(launchOpBarrier(dc, channel, Op::AllGatherMatmul, sig, copies.stream()));
     for (size_t p = first; p < last; ++p) {
       FC_CHECK(ce::copy(ce::slot(dc, peer, channel, p), A + p * passRows * rowBytes, rowsOf(p) * rowBytes,
                         copies.stream()));
@@ -275,6 +282,12 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
 // copies (pulls and staging) / the peers' GEMMs' waits for their pulls, so that fc-bench
 // agmmstages at a shard beyond a slot tells the fixed costs (barriers, the GEMM in
 // pieces) from what the copies cost.
+// Whether the pipeline pushes its passes (pipelineInPassesPushed): 2 ranks, no Agathered,
+// every stage on, FC_AGMM_PASSES not pull.
+bool pushesPasses(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
+  return a.passes != AgmmPasses::Pull && dc.nranks == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits;
+}
+
 fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                             const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;
@@ -282,8 +295,7 @@ fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies
   const size_t rowBytes = a.K * es, cRowBytes = a.N * es;
   const size_t slotRows = ce::slotBytes(dc) / rowBytes;  // >= 1 (tuning: pipelineInPasses)
   const size_t passes = (shardRows + slotRows - 1) / slotRows, passRows = (shardRows + passes - 1) / passes;
-  if (a.passes != AgmmPasses::Pull && W == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits)
-    return pipelineInPassesPushed(dc, channel, copies, gemm, a, passes, passRows, stream);
+  if (pushesPasses(dc, a)) return pipelineInPassesPushed(dc, channel, copies, gemm, a, passes, passRows, stream);
   const char* A = static_cast<const char*>(a.A);
   char* C = static_cast<char*>(a.C);
   const uint32_t sig = signatureOf(a, Form::PassesPulled);
@@ -570,7 +582,7 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (push) return viaEnginePush(dc, channel, copies, a, stream);
   if (path == FusedAlgo::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
   if (path == FusedAlgo::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
-  if (!fits) return pipelineInPasses(dc, channel, copies, gemm, a, gathered, stream);
+  if (!fits || pushesPasses(dc, a)) return pipelineInPasses(dc, channel, copies, gemm, a, gathered, stream);
 
   const uint32_t sig = signatureOf(a, Form::Pipeline, zeroCopy);
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, sig, stream,
