@@ -261,6 +261,12 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
   return fcSuccess;
 }
 
+// Whether the pipeline pushes its passes (pipelineInPassesPushed): 2 ranks, no Agathered,
+// every stage on, FC_AGMM_PASSES not pull.
+bool pushesPasses(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
+  return a.passes != AgmmPasses::Pull && dc.nranks == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits;
+}
+
 // The pipeline for a shard beyond a workspace slot (issue 45: no cliff at long
 // prefills): its rows in passes of at most a slot, the two slots in turn, as fcAllGather's
 // copy-engine form moves them (all_gather_ce.cc). S stages pass 0 in slot 0; then per
@@ -282,12 +288,6 @@ fcResult_t pipelineInPassesPushed(const DeviceComm& dc, int channel, CopyQueue& 
 // copies (pulls and staging) / the peers' GEMMs' waits for their pulls, so that fc-bench
 // agmmstages at a shard beyond a slot tells the fixed costs (barriers, the GEMM in
 // pieces) from what the copies cost.
-// Whether the pipeline pushes its passes (pipelineInPassesPushed): 2 ranks, no Agathered,
-// every stage on, FC_AGMM_PASSES not pull.
-bool pushesPasses(const DeviceComm& dc, const AllGatherMatmulArgs& a) {
-  return a.passes != AgmmPasses::Pull && dc.nranks == 2 && a.Agathered == nullptr && a.enginePulls && a.engineWaits;
-}
-
 fcResult_t pipelineInPasses(const DeviceComm& dc, int channel, CopyQueue& copies, Gemm& gemm,
                             const AllGatherMatmulArgs& a, char* gathered, cudaStream_t stream) {
   const int W = dc.nranks, rank = dc.rank;

@@ -416,7 +416,7 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
   }
 }
 
-TEST_CASE("the shipped library refuses the switches that are for measurements or not yet run", "[api][init][env][probes]") {
+TEST_CASE("the shipped library refuses the switches kept for measurements, each with its reason", "[api][init][env][probes]") {
   // Right results, but not for users: a tile shape outside the op's signature, pushed
   // partials right only where every rank's C is aligned, and Agathered from the GEMM's
   // stages, exact but slower than beside. Each refused at init with its reason.

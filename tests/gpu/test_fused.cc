@@ -410,8 +410,8 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
 // shape), or the aligned rank's gate opens at half a piece and reads partials not yet
 // written (matmulReduceScatterGatherTileN). Shapes: K 2304 and 4096 beyond the K-2048
 // line (128 x 256 tiles before b628fbb on the unaligned rank), where auto takes the
-// engine (4096 x 2048: 512 tiles of 128 x 128) or the forced engine does (512 x 3840),
-// and one short-K shape. Three calls with fresh seeds each: a gate that opens early
+// engine (at 2 ranks 4096 x 2048: 512 tiles of 128 x 128) or the forced engine does
+// (blocks of 512 x 3840), and one short-K shape. Three calls with fresh seeds each: a gate that opens early
 // reads the previous call's partials, which a sampled check then sees as wrong values.
 TEST_CASE("fcMatmulReduceScatter: C off 16-byte alignment on some ranks, aligned on the others") {
   const GpuEnv& env = gpuEnv();
