@@ -582,7 +582,10 @@ fcResult_t launchAllGatherMatmul(const DeviceComm& dc, int channel, CopyQueue& c
   if (push) return viaEnginePush(dc, channel, copies, a, stream);
   if (path == FusedAlgo::Engine) return viaEngine(dc, channel, copies, a, symA, gathered, stream);
   if (path == FusedAlgo::Unfused) return unfused(dc, channel, copies, gemm, a, symA, gathered, stream);
-  if (!fits || pushesPasses(dc, a)) return pipelineInPasses(dc, channel, copies, gemm, a, gathered, stream);
+  // The pushed form also for a shard within a slot (one pass); a symmetric A's larger
+  // shard "fits" only as zero-copy, and keeps the pulled form below.
+  const bool pushedInOnePass = pushesPasses(dc, a) && shardBytes <= ce::slotBytes(dc);
+  if (!fits || pushedInOnePass) return pipelineInPasses(dc, channel, copies, gemm, a, gathered, stream);
 
   const uint32_t sig = signatureOf(a, Form::Pipeline, zeroCopy);
   FC_CHECK(stageAndPull(dc, channel, copies, a, symA, gathered, shardRows, sig, stream,
