@@ -103,7 +103,8 @@ struct CommParams {
   // but at 1024 rows (its 2-D copies run on SMs; perf-log, thirty-second session).
   int agmmEngineKPieces = 1;
   // FC_AGMM_ENGINE_PUSH: ce (the default: the copy queue) or sm (a push kernel in front
-  // of the GEMM; fused/shard_push.cu); opt-in, not yet measured.
+  // of the GEMM; fused/shard_push.cu); opt-in: exact, slower than ce since the engine's
+  // narrow tiles (design.md, "Small M").
   bool agmmEnginePushBySm = false;
   // FC_AGMM_ENGINE_TILES: the all-gather + GEMM engine's tile shape: auto (0, the rule:
   // tuning::allGatherEngineTileN), 128x256 (256), 128x192 (192), 128x128 (128), 128x96 (96).
