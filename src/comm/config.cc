@@ -198,6 +198,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
     return setError(fcInvalidArgument, "FC_MMRS_ENGINE_PIECES=%llu: 1 to %d expected", (unsigned long long)mmrsPieces,
                     kMaxPieces);
   p->mmrsEnginePieces = int(mmrsPieces);
+  p->mmrsEnginePiecesSet = getenv("FC_MMRS_ENGINE_PIECES") != nullptr && *getenv("FC_MMRS_ENGINE_PIECES") != '\0';
   uint64_t lead = uint64_t(p->mmrsEngineLead);
   FC_CHECK(envU64("FC_MMRS_ENGINE_LEAD", lead, &lead));
   if (lead > uint64_t(kMaxPieces))

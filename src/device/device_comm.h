@@ -70,7 +70,7 @@ constexpr size_t kPushFlagsOffset = kShardFlagsOffset + kShardFlagsBytes;
 // that rank r has stored (gemm/engine/tile_signal_epilogue.cuh: release adds from
 // r's epilogue). Each op leaves them zero, before its final barrier: a peer starts
 // counting the next call's tiles only after that barrier.
-constexpr int kMaxPieces = 8;
+constexpr int kMaxPieces = 16;
 constexpr size_t kTileCountersOffset = kPushFlagsOffset + kShardFlagsBytes;
 constexpr size_t kTileCountersBytes = size_t(kMaxChannels) * kMaxRanks * kMaxPieces * sizeof(uint32_t);
 // The GEMM + reduce-scatter engine's tile tickets, [channel]: this rank's GEMM hands

@@ -301,7 +301,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_MMAR_ENGINE_TILES", "256"}, Case{"FC_MMAR_ENGINE_TILES", "128x64"},
                         Case{"FC_AGMM_ENGINE_TILES", "96"}, Case{"FC_AGMM_ENGINE_TILES", "128x112"},
                         Case{"FC_CHECK_POINTERS", "yes"}, Case{"FC_CHECK_POINTERS", "2"},
-                        Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "9"},
+                        Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "17"},
                         Case{"FC_ENGINE_SMS", "half"}, Case{"FC_ARNORM_WIDE_CTAS", "2"},
                         Case{"FC_ARNORM_WIDE_CTAS", "yes"}, Case{"FC_ARNORM_GATHER_SET", "2"},
                         Case{"FC_ARNORM_PASS_ALIGN", "2"}, Case{"FC_NORM_LOCAL_ROWS", "3"},
