@@ -2,12 +2,13 @@
 """Where one call of a fused op spends its time: the GPU timeline of the call, per stream.
 
     FC_LIBRARY=build/src/libfusedcomm.so PYTHONPATH=python \\
-      build/tools/fcrun/fcrun -n 2 -- python3 tools/probes/op-timeline.py agmm 512,3072,4096 [more shapes]
+      build/tools/fcrun/fcrun -n 2 -- python3 tools/probes/op-timeline.py OP M,N,K [M,N,K ...]
 
-Each rank calls the op eagerly (fcAllGatherMatmul: A [M/W, K] plain, B [N, K], no Agathered;
-fcMatmulReduceScatter: A [M, K]) under torch.profiler, ITERS times, each call behind a
-GPU sleep on its stream (torch.cuda._sleep) long enough that the host has enqueued the
-whole call before the GPU reaches it: the timeline holds the GPU's own gaps, not the
+OP: agmm (fcAllGatherMatmul: A [M/W, K] plain, B [N, K], no Agathered), mmrs
+(fcMatmulReduceScatter: A [M, K]), mmar (fcMatmulAllReduce) or mmarnorm
+(fcMatmulAllReduceResidualRMSNorm). Each rank calls the op eagerly under torch.profiler,
+ITERS times, each call behind a GPU sleep on its stream (torch.cuda._sleep) long enough
+that the host has enqueued the whole call before the GPU reaches it: the timeline holds the GPU's own gaps, not the
 host's launch time. The ranks are lined up by a synchronize and an NCCL barrier before
 each sleep; their sleeps end some microseconds apart, which the op's first barrier takes
 up (as in any call whose ranks arrive apart).
@@ -46,15 +47,23 @@ def make_call(op, comm, rank, world, M, N, K):
     rows = M // world if op == "agmm" else M
     a = torch.randn(rows, K, device="cuda", dtype=torch.bfloat16, generator=g)
     b = torch.randn(N, K, device="cuda", dtype=torch.bfloat16, generator=g) / K ** 0.5
-    c = torch.empty(M if op == "agmm" else M // world, N, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(M // world if op == "mmrs" else M, N, device="cuda", dtype=torch.bfloat16)
+    residual, weight = torch.randn_like(c), torch.ones(N, device="cuda", dtype=torch.bfloat16)
+    residual_out, norm_out = torch.empty_like(c), torch.empty_like(c)
     dt = dtype_of(a)
 
     def call():
         s = torch.cuda.current_stream().cuda_stream
         if op == "agmm":
             comm.all_gather_matmul(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, dt, OP_T, stream=s)
-        else:
+        elif op == "mmrs":
             comm.matmul_reduce_scatter(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, dt, OP_T, stream=s)
+        elif op == "mmar":
+            comm.matmul_all_reduce(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, dt, OP_T, stream=s)
+        else:  # mmarnorm
+            comm.matmul_all_reduce_residual_rmsnorm(a.data_ptr(), b.data_ptr(), residual.data_ptr(), weight.data_ptr(),
+                                                    residual_out.data_ptr(), norm_out.data_ptr(), M, N, K, 1e-6, dt,
+                                                    OP_T, stream=s)
 
     own = a[: M // world] if op == "mmrs" else a
     full = torch.randn(M, K, device="cuda", dtype=torch.bfloat16, generator=g)
@@ -109,6 +118,8 @@ def timeline(fn, label):
 
 def main():
     op = sys.argv[1]
+    if op not in ("agmm", "mmrs", "mmar", "mmarnorm") or len(sys.argv) < 3:
+        sys.exit(__doc__)
     shapes = [tuple(int(v) for v in s.split(",")) for s in sys.argv[2:]]
     rank, world = init_process_group("op-timeline")
     comm = fusedcomm.Communicator.from_process_group()
