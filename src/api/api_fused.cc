@@ -82,7 +82,6 @@ fc::MatmulReduceScatterArgs matmulReduceScatterArgs(const fcComm* comm, const vo
   args.engineLocalSource = stages == fc::MmrsEngineStages::EpilogueLocal;
   args.enginePushPartials = stages == fc::MmrsEngineStages::EpiloguePush;
   args.enginePieces = comm->params.mmrsEnginePieces;
-  args.enginePiecesExact = comm->params.mmrsEnginePiecesSet;
   args.engineLead = comm->params.mmrsEngineLead;
   args.engineTileN = comm->params.mmrsEngineTileN;
   // C's bytes: one block of partials in the input type.

@@ -111,11 +111,10 @@ struct CommParams {
   int agmmEngineTileN = 0;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in this many pieces of whole tile rows (1-16, fewer
-  // where the block has fewer tile rows); unset, the tuning table's rule: up to
+  // where the block has fewer tile rows); 0 (unset), the tuning table's rule: up to
   // kMmrsEnginePieces, none smaller than its minimum (tuning::matmulReduceScatterEnginePieces).
   // Not in the op's signature: ranks must agree (for measurements).
-  int mmrsEnginePieces = tuning::kMmrsEnginePieces;
-  bool mmrsEnginePiecesSet = false;  // FC_MMRS_ENGINE_PIECES given: exactly that many
+  int mmrsEnginePieces = 0;
   // FC_MMRS_ENGINE_LEAD: at 2 ranks, the engine's epilogue add (both fused ops) hands its
   // tiles out with the two blocks' pieces interleaved, this many pieces of the peer's
   // block ahead of our first (gemm/engine/interleave.h); 0: the peer's block, then ours.

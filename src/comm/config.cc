@@ -194,11 +194,10 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   p->agmmEngineKPieces = int(kPieces);
   uint64_t mmrsPieces = uint64_t(p->mmrsEnginePieces);
   FC_CHECK(envU64("FC_MMRS_ENGINE_PIECES", mmrsPieces, &mmrsPieces));
-  if (mmrsPieces < 1 || mmrsPieces > uint64_t(kMaxPieces))
-    return setError(fcInvalidArgument, "FC_MMRS_ENGINE_PIECES=%llu: 1 to %d expected", (unsigned long long)mmrsPieces,
-                    kMaxPieces);
+  if (mmrsPieces > uint64_t(kMaxPieces))
+    return setError(fcInvalidArgument, "FC_MMRS_ENGINE_PIECES=%llu: 0 (the rule) or 1 to %d expected",
+                    (unsigned long long)mmrsPieces, kMaxPieces);
   p->mmrsEnginePieces = int(mmrsPieces);
-  p->mmrsEnginePiecesSet = getenv("FC_MMRS_ENGINE_PIECES") != nullptr && *getenv("FC_MMRS_ENGINE_PIECES") != '\0';
   uint64_t lead = uint64_t(p->mmrsEngineLead);
   FC_CHECK(envU64("FC_MMRS_ENGINE_LEAD", lead, &lead));
   if (lead > uint64_t(kMaxPieces))

@@ -104,10 +104,9 @@ struct MatmulReduceScatterArgs {
   // sum (the chain) (FC_MMRS_ENGINE_STAGES=epilogue-add; not on ranks time-slicing a
   // GPU: FC_SHARE_GPU without FC_ENGINE_SMS).
   bool engineEpilogueAdd = false;
-  int enginePieces = 4;  // FC_MMRS_ENGINE_PIECES (1 to kMaxPieces)
-  // FC_MMRS_ENGINE_PIECES given: that many pieces (where the block has as many tile
-  // rows), not the tuning table's rule (its minimum piece size).
-  bool enginePiecesExact = false;
+  // FC_MMRS_ENGINE_PIECES: that many pieces (1 to kMaxPieces, where the block has as
+  // many tile rows); 0: the tuning table's rule (tuning::matmulReduceScatterEnginePieces).
+  int enginePieces = 0;
   // FC_MMRS_ENGINE_LEAD: at 2 ranks with the epilogue add, the two blocks' pieces
   // interleaved, this many of the peer's ahead (EngineGemm::lead); 0: blocks whole.
   int engineLead = 0;

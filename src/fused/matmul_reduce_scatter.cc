@@ -40,14 +40,15 @@ fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partia
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
 // The engine's pieces of a block, in rows: the block is counted (and, summing after
-// the GEMM, pulled) in pieces of whole tile rows (FC_MMRS_ENGINE_PIECES at most), so
-// that the first ones land while the peer still computes the rest; how many is
-// tuning::matmulReduceScatterEnginePieces (a piece costs a gate and a copy), or exactly
-// FC_MMRS_ENGINE_PIECES where it is given (finer pieces for the interleaved order).
+// the GEMM, pulled) in pieces of whole tile rows, so that the first ones land while the
+// peer still computes the rest; how many is tuning::matmulReduceScatterEnginePieces (a
+// piece costs a gate and a copy), or exactly FC_MMRS_ENGINE_PIECES where it is given
+// (finer pieces for the interleaved order).
 int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
   const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
-  const int64_t most = std::min(a.enginePieces, kMaxPieces);
-  const int64_t pieces = a.enginePiecesExact ? most : tuning::matmulReduceScatterEnginePieces(blockBytes, most);
+  const int64_t pieces = a.enginePieces > 0
+                             ? std::min(a.enginePieces, kMaxPieces)
+                             : tuning::matmulReduceScatterEnginePieces(blockBytes, tuning::kMmrsEnginePieces);
   const int64_t tileRows = (blockRows + 127) / 128;
   return (tileRows + pieces - 1) / pieces * 128;
 }

@@ -8,8 +8,8 @@ OP: agmm (fcAllGatherMatmul: A [M/W, K] plain, B [N, K], no Agathered), mmrs
 (fcMatmulReduceScatter: A [M, K]), mmar (fcMatmulAllReduce) or mmarnorm
 (fcMatmulAllReduceResidualRMSNorm). Each rank calls the op eagerly under torch.profiler,
 ITERS times, each call behind a GPU sleep on its stream (torch.cuda._sleep) long enough
-that the host has enqueued the whole call before the GPU reaches it: the timeline holds the GPU's own gaps, not the
-host's launch time. The ranks are lined up by a synchronize and an NCCL barrier before
+that the host has enqueued the whole call before the GPU reaches it: the timeline holds
+the GPU's own gaps, not the host's launch time. The ranks are lined up by a synchronize and an NCCL barrier before
 each sleep; their sleeps end some microseconds apart, which the op's first barrier takes
 up (as in any call whose ranks arrive apart).
 
@@ -70,7 +70,7 @@ def make_call(op, comm, rank, world, M, N, K):
     return call, (lambda: torch.matmul(full, b.t())), (lambda: torch.matmul(own, b.t()))
 
 
-def timeline(fn, label):
+def timeline(fn):
     """[(stream, index, name, start, end)] medians over ITERS calls of fn, from each call's
     sleep end on the current stream."""
     for _ in range(WARMUP):
@@ -85,11 +85,11 @@ def timeline(fn, label):
             torch.cuda._sleep(SLEEP_CYCLES)
             fn()
             torch.cuda.synchronize()
-    path = tempfile.mktemp(suffix=".json")
-    prof.export_chrome_trace(path)
-    with open(path) as f:
-        events = json.load(f)["traceEvents"]
-    os.unlink(path)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            events = json.load(f)["traceEvents"]
     gpu = sorted((e for e in events if e.get("cat") in GPU_CATS and "dur" in e), key=lambda e: e["ts"])
     sleeps = [e for e in gpu if "spin" in e["name"].lower() or "sleep" in e["name"].lower()]
     calls = []
@@ -113,7 +113,7 @@ def timeline(fn, label):
             continue  # not part of every call (a stray activity)
         name = xs[0][0]
         out.append((stream, j, name, statistics.median(x[1] for x in xs), statistics.median(x[2] for x in xs)))
-    return label, out
+    return out
 
 
 def main():
@@ -123,13 +123,13 @@ def main():
     shapes = [tuple(int(v) for v in s.split(",")) for s in sys.argv[2:]]
     rank, world = init_process_group("op-timeline")
     comm = fusedcomm.Communicator.from_process_group()
+    knobs = " ".join("%s=%s" % kv for kv in sorted(os.environ.items())
+                     if kv[0].startswith(("FC_AGMM", "FC_MMRS", "FC_MMAR")) or kv[0].endswith("_ALGO")) or "defaults"
     for M, N, K in shapes:
         call, gemm, own = make_call(op, comm, rank, world, M, N, K)
         for label, fn in (("op", call), ("torch.matmul, all rows", gemm), ("torch.matmul, one rank's rows", own)):
-            label, out = timeline(fn, label)
-            knobs = " ".join("%s=%s" % kv for kv in sorted(os.environ.items())
-                             if kv[0].startswith(("FC_AGMM", "FC_MMRS", "FC_COPY")) or kv[0].endswith("_ALGO"))
-            lines = ["== rank %d %s %d x %d x %d: %s (%s)" % (rank, op, M, N, K, label, knobs or "defaults")]
+            out = timeline(fn)
+            lines = ["== rank %d %s %d x %d x %d: %s (%s)" % (rank, op, M, N, K, label, knobs)]
             end = max((x[4] for x in out), default=0.0)
             for stream, j, name, start, stop in out:
                 lines.append("  stream %-4s %7.1f %7.1f %6.1f  %s" % (stream, start, stop, stop - start, name[:110]))
