@@ -117,8 +117,10 @@ struct CommParams {
   int mmrsEnginePieces = 0;
   // FC_MMRS_ENGINE_LEAD: at 2 ranks, the engine's epilogue add (both fused ops) hands its
   // tiles out with the two blocks' pieces interleaved, this many pieces of the peer's
-  // block ahead of our first (gemm/engine/interleave.h); 0: the peer's block, then ours.
-  int mmrsEngineLead = 0;
+  // block ahead of our first (gemm/engine/interleave.h); 0: the peer's block, then ours;
+  // -1 (unset): the tuning rule (tuning::matmulReduceScatterInterleave: fcMatmulReduceScatter
+  // at K <= 2048).
+  int mmrsEngineLead = -1;
   EngineStages agmmEngineStages = EngineStages::Full;  // FC_AGMM_ENGINE_STAGES
   // FC_AGMM_PASSES (tuning/algos.h): push-own-first, the default, has fcAllGatherMatmul's
   // pipeline in passes (shards beyond a slot) at 2 ranks with no Agathered push our rows

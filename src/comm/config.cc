@@ -198,12 +198,14 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
     return setError(fcInvalidArgument, "FC_MMRS_ENGINE_PIECES=%llu: 0 (the rule) or 1 to %d expected",
                     (unsigned long long)mmrsPieces, kMaxPieces);
   p->mmrsEnginePieces = int(mmrsPieces);
-  uint64_t lead = uint64_t(p->mmrsEngineLead);
-  FC_CHECK(envU64("FC_MMRS_ENGINE_LEAD", lead, &lead));
-  if (lead > uint64_t(kMaxPieces))
+  // FC_MMRS_ENGINE_LEAD unset keeps -1, the tuning rule.
+  constexpr uint64_t kUnset = UINT64_MAX;
+  uint64_t lead = kUnset;
+  FC_CHECK(envU64("FC_MMRS_ENGINE_LEAD", kUnset, &lead));
+  if (lead != kUnset && lead > uint64_t(kMaxPieces))
     return setError(fcInvalidArgument, "FC_MMRS_ENGINE_LEAD=%llu: 0 to %d expected", (unsigned long long)lead,
                     kMaxPieces);
-  p->mmrsEngineLead = int(lead);
+  if (lead != kUnset) p->mmrsEngineLead = int(lead);
   uint64_t clusterPacks = p->normClusterPacks;
   FC_CHECK(envU64("FC_ARNORM_CLUSTER_PACKS", clusterPacks, &clusterPacks));
   // (2^32 - 1 and more mean the default.)

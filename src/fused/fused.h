@@ -108,8 +108,9 @@ struct MatmulReduceScatterArgs {
   // many tile rows); 0: the tuning table's rule (tuning::matmulReduceScatterEnginePieces).
   int enginePieces = 0;
   // FC_MMRS_ENGINE_LEAD: at 2 ranks with the epilogue add, the two blocks' pieces
-  // interleaved, this many of the peer's ahead (EngineGemm::lead); 0: blocks whole.
-  int engineLead = 0;
+  // interleaved, this many of the peer's ahead (EngineGemm::lead); 0: blocks whole; -1
+  // (unset): the tuning rule (tuning::matmulReduceScatterInterleave).
+  int engineLead = -1;
   // FC_MMRS_ENGINE_STAGES, probe build: epilogue-local (timing only, wrong results): our
   // tiles add a block of our own workspace without waiting; epilogue-push: our partial
   // of the peer's block pushed into its workspace, as fcMatmulAllReduce's engine does

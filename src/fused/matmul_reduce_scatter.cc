@@ -39,18 +39,39 @@ fcDataType_t partialType(const MatmulReduceScatterArgs& a) { return a.fp32Partia
 // Where the staged path's fp32 block sum starts in scratch: after the M x N partials.
 size_t stagedSumOffset(size_t M, size_t N, size_t ps) { return (M * N * ps + 255) / 256 * 256; }
 
+// Whether fcMatmulReduceScatter's engine may hand its tiles out interleaved (the
+// tuning rule; FC_MMRS_ENGINE_LEAD forces a lead in both ops): at 2 ranks with the
+// epilogue add. Not fcMatmulAllReduce's engine, which pushes its partials and gathers
+// the sums: there 8 pieces, lead 2-3 measured level or behind (perf-log, forty-seventh
+// session). The same on both ranks: the peer counts its tiles in our pieces.
+tuning::MmrsInterleave interleave(const DeviceComm& dc, const MatmulReduceScatterArgs& a, int64_t blockRows) {
+  if (dc.nranks != 2 || !a.engineEpilogueAdd || a.gatherToPeer || a.enginePushPartials) return {};
+  return tuning::matmulReduceScatterInterleave(blockRows, a.K, int64_t(tuning::kEngineClusterRows));
+}
+
 // The engine's pieces of a block, in rows: the block is counted (and, summing after
 // the GEMM, pulled) in pieces of whole tile rows, so that the first ones land while the
-// peer still computes the rest; how many is tuning::matmulReduceScatterEnginePieces (a
-// piece costs a gate and a copy), or exactly FC_MMRS_ENGINE_PIECES where it is given
-// (finer pieces for the interleaved order).
-int64_t enginePieceRows(const MatmulReduceScatterArgs& a, int64_t blockRows) {
-  const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
-  const int64_t pieces = a.enginePieces > 0
-                             ? std::min(a.enginePieces, kMaxPieces)
-                             : tuning::matmulReduceScatterEnginePieces(blockBytes, tuning::kMmrsEnginePieces);
+// peer still computes the rest; exactly FC_MMRS_ENGINE_PIECES where it is given; else
+// the interleave's pieces where it takes the shape (whole cluster rows); else
+// tuning::matmulReduceScatterEnginePieces (a piece costs a gate and a copy).
+int64_t enginePieceRows(const DeviceComm& dc, const MatmulReduceScatterArgs& a, int64_t blockRows) {
   const int64_t tileRows = (blockRows + 127) / 128;
+  if (a.enginePieces > 0) {
+    const int64_t pieces = std::min(a.enginePieces, kMaxPieces);
+    return (tileRows + pieces - 1) / pieces * 128;
+  }
+  const tuning::MmrsInterleave il = interleave(dc, a, blockRows);
+  if (il.lead > 0) return il.pieceRows;
+  const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
+  const int64_t pieces = tuning::matmulReduceScatterEnginePieces(blockBytes, tuning::kMmrsEnginePieces);
   return (tileRows + pieces - 1) / pieces * 128;
+}
+
+// The engine's lead (EngineGemm::lead): FC_MMRS_ENGINE_LEAD where it is given, else the
+// interleave's (0 where it does not take the shape, or where the pieces were forced).
+int engineLead(const DeviceComm& dc, const MatmulReduceScatterArgs& a, int64_t blockRows) {
+  if (a.engineLead >= 0) return a.engineLead;
+  return a.enginePieces > 0 ? 0 : interleave(dc, a, blockRows).lead;
 }
 
 // Whether the engine runs the chain of fp32 running sums (3-8 ranks,
@@ -88,7 +109,7 @@ bool enginePushes(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
 // (scatter_scheduler.cuh). Two SMs stay free for the gates of the copy queue
 // (tile_gate.cu).
 engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
-  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M), pieceRows = enginePieceRows(a, ms);
+  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M), pieceRows = enginePieceRows(dc, a, ms);
   // Our counters in every rank's tile counters (entry [dc.rank][piece]), at rank 0's
   // address + r * stride.
   char* countersOfRank0 =
@@ -141,7 +162,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       pieceRows,
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
-    g.lead = a.engineLead;
+    g.lead = engineLead(dc, a, ms);
     // FC_MMRS_ENGINE_STAGES=epilogue-local (timing only): our own workspace's rows of our
     // block (nothing writes them) instead of the peer's partial, no waits.
     if (a.engineLocalSource) {

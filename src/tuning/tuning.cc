@@ -239,6 +239,25 @@ constexpr size_t kMmrsScatterMax = kCeReduceScatterMin;
 // The engine's pieces of a block are at least 2 MiB: a piece costs a gate and a copy.
 //                                                          perf-log: matmulReduceScatterEnginePieces
 constexpr size_t kMmrsEngineMinPieceBytes = 2 * MiB;
+// The epilogue add's tiles interleaved (the peer's pieces ahead of ours, so that the
+// reads of its partials spread over the GEMM instead of crowding its second half) where
+// K is at most 2048: 2 H200s, 2 ranks, fc-bench mmrs, two runs each (forty-seventh
+// session): 8 pieces, lead 2 took 3-6 % off at 8192 x 3072-8192 x 2048 and 12288 /
+// 16384 x 4096 x 2048 (12288 x 4096: 325.7 -> 305.6 us), 1-2 % at 4096 x 4096, 9 % at
+// K 1536; beyond K 2048 it added 2-5 % (8192 x 4096 x 2560 / 3072, 8192 x 5120 x 2560).
+//                                                          perf-log: matmulReduceScatterInterleave
+constexpr size_t kMmrsInterleaveMaxK = 2048;
+// ... at K 1024 in 16 pieces, lead 4: 8192 x 4096 x 1024 188.0 -> 161.4 us, against
+// 182.4 in 8 pieces (lead 2). Where a block has fewer cluster rows than pieces, a piece
+// is one cluster row.                                      perf-log: matmulReduceScatterInterleave
+constexpr size_t kMmrsInterleaveShortK = 1024;
+constexpr int64_t kMmrsInterleavePieces = 8, kMmrsInterleaveShortKPieces = 16;
+// ... the lead a quarter of the pieces, at least 2: lead 1 was behind everywhere (our
+// tiles wait for a piece the peer computes in the same wave).
+constexpr int kMmrsInterleaveMinLead = 2;
+// ... from blocks of 8 cluster rows (2048 rows): at 2048 x 4096 x 2048 (4 of them) lead
+// 2 added 5 us (forty-third session).                     perf-log: matmulReduceScatterInterleave
+constexpr int64_t kMmrsInterleaveMinClusterRows = 8;
 
 // ---- The decode GEMM (fc::Gemm: src/gemm/decode) ----------------------------------------
 // CUTLASS's swapped ping-pong kernel instead of cuBLASLt only where K is at least 1.5x N:
@@ -645,6 +664,15 @@ MoveAlgo matmulReduceScatterStagedMove(int nranks, size_t partialBytes) {
 
 int64_t matmulReduceScatterEnginePieces(size_t blockBytes, int64_t most) {
   return std::max<int64_t>(1, std::min<int64_t>(most, int64_t(blockBytes / kMmrsEngineMinPieceBytes)));
+}
+
+MmrsInterleave matmulReduceScatterInterleave(int64_t blockRows, size_t K, int64_t clusterRows) {
+  if (clusterRows <= 0 || blockRows % clusterRows != 0 || K > kMmrsInterleaveMaxK) return {};
+  const int64_t rows = blockRows / clusterRows;  // the block's cluster rows
+  if (rows < kMmrsInterleaveMinClusterRows) return {};
+  const int64_t want = K <= kMmrsInterleaveShortK ? kMmrsInterleaveShortKPieces : kMmrsInterleavePieces;
+  const int64_t per = (rows + want - 1) / want, pieces = (rows + per - 1) / per;
+  return {per * clusterRows, std::max(kMmrsInterleaveMinLead, int(pieces / 4))};
 }
 
 // ---- GEMM + all-reduce ----------------------------------------------------------------------

@@ -178,6 +178,16 @@ MoveAlgo matmulReduceScatterStagedMove(int nranks, size_t partialBytes);
 // The engine counts (and pulls) a block of `blockBytes` in this many pieces: up to
 // `most` (FC_MMRS_ENGINE_PIECES), none smaller than the table's minimum, at least one.
 int64_t matmulReduceScatterEnginePieces(size_t blockBytes, int64_t most);
+// fcMatmulReduceScatter's engine at 2 ranks, adding the peer's partial in its epilogue:
+// its tiles in the interleaved order (gemm/engine/interleave.h) where K is short, in
+// pieces of pieceRows (whole clusters of clusterRows: the scheduler interleaves nothing
+// else) with the peer's first `lead` pieces ahead; {0, 0}: the plain order (the peer's
+// block, then ours) and the pieces of matmulReduceScatterEnginePieces.
+struct MmrsInterleave {
+  int64_t pieceRows = 0;
+  int lead = 0;
+};
+MmrsInterleave matmulReduceScatterInterleave(int64_t blockRows, size_t K, int64_t clusterRows);
 
 // ---- GEMM + all-reduce (fcMatmulAllReduce and its residual + RMSNorm forms) -------------
 struct MatmulAllReduceQuery {

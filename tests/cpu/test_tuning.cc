@@ -486,6 +486,36 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
   CHECK(matmulReduceScatterEnginePieces(32 * MiB, 8) == 8);
 }
 
+TEST_CASE("fcMatmulReduceScatter's engine: the interleaved order where K is short", "[tuning]") {
+  auto il = [](int64_t blockRows, size_t K) { return matmulReduceScatterInterleave(blockRows, K, 256); };
+  // 8 pieces of whole 256-row cluster rows, lead 2, from blocks of 8 cluster rows, to K 2048.
+  CHECK(il(4096, 2048).pieceRows == 512);
+  CHECK(il(4096, 2048).lead == 2);
+  CHECK(il(2048, 1536).pieceRows == 256);
+  CHECK(il(8192, 2048).pieceRows == 1024);
+  CHECK(il(8192, 2049).lead == 0);  // beyond K 2048: the plain order
+  CHECK(il(1024, 2048).lead == 0);  // 4 cluster rows
+  CHECK(il(4096 + 128, 2048).lead == 0);  // not whole cluster rows: the scheduler would not interleave
+  // Rows that are not a power of two: 12 cluster rows in 6 pieces of 2, 20 in 7 of 3.
+  CHECK(il(3072, 2048).pieceRows == 512);
+  CHECK(il(3072, 2048).lead == 2);
+  CHECK(il(5120, 2048).pieceRows == 768);
+  CHECK(il(5120, 2048).lead == 2);
+  // K <= 1024: 16 pieces, lead 4, where the block has 16 cluster rows; else one row each.
+  CHECK(il(4096, 1024).pieceRows == 256);
+  CHECK(il(4096, 1024).lead == 4);
+  CHECK(il(2048, 1024).pieceRows == 256);
+  CHECK(il(2048, 1024).lead == 2);
+  CHECK(il(16384, 512).pieceRows == 1024);
+  // Never more pieces than the tile counters hold.
+  for (int64_t rows = 2048; rows <= 65536; rows += 256)
+    for (size_t K : {64, 1024, 2048}) {
+      const MmrsInterleave m = il(rows, K);
+      CHECK((rows + m.pieceRows - 1) / m.pieceRows <= 16);
+      CHECK(m.lead >= 2);
+    }
+}
+
 TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   // 132 SMs: the measured cases.
   CHECK(engineSmallTiles(512, 3072, 4096, 132));

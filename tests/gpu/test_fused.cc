@@ -383,9 +383,12 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
   // 204) at the tests' 8 MiB workspace. With the engine forced, the last two take its
   // two configurations at 2 ranks (engine.cc): 128 x 128 ping-pong for the short K
   // (with a column of tiles cut by N), 128 x 256 cooperative for the last (one wave of
-  // its tiles, K > 2048).
-  const Shape shapes[] = {{3, 70, 40}, {8, 72, 40}, {96, 520, 264}, {1024, 4224, 200}, {256, 1032, 520},
-                          {512, 3840, 2304}};
+  // its tiles, K > 2048). The last two take the engine's interleaved order by default at
+  // 2 ranks (tuning::matmulReduceScatterInterleave): blocks of 8 cluster rows in 8
+  // pieces, lead 2, and of 16 in 16, lead 4 (K <= 1024), each M x N just within the
+  // tests' 8 MiB workspace.
+  const Shape shapes[] = {{3, 70, 40},       {8, 72, 40},        {96, 520, 264},  {1024, 4224, 200},
+                          {256, 1032, 520},  {512, 3840, 2304},  {2048, 1024, 1032}, {4096, 512, 136}};
   cudaStream_t s = env.streams[1];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
@@ -411,15 +414,17 @@ TEST_CASE("fcMatmulReduceScatter: exact sums over ranks, both layouts and dtypes
 // written (matmulReduceScatterGatherTileN). Shapes: K 2304 and 4096 beyond the K-2048
 // line (128 x 256 tiles before b628fbb on the unaligned rank), where auto takes the
 // engine (at 2 ranks 4096 x 2048: 512 tiles of 128 x 128) or the forced engine does
-// (blocks of 512 x 3840), and one short-K shape. Three calls with fresh seeds each: a gate that opens early
-// reads the previous call's partials, which a sampled check then sees as wrong values.
+// (blocks of 512 x 3840), and two short-K shapes, the second where the aligned rank hands
+// its tiles out interleaved in 8 pieces (the unaligned one gates and pulls each). Three
+// calls with fresh seeds each: a gate that opens early reads the previous call's
+// partials, which a sampled check then sees as wrong values.
 TEST_CASE("fcMatmulReduceScatter: C off 16-byte alignment on some ranks, aligned on the others") {
   const GpuEnv& env = gpuEnv();
   const int W = env.nranks;
   struct Shape {
     size_t ms, N, K;
   };
-  const Shape shapes[] = {{512, 3840, 2304}, {2048, 2048, 4096}, {1024, 4224, 200}};
+  const Shape shapes[] = {{512, 3840, 2304}, {2048, 2048, 4096}, {1024, 4224, 200}, {2048, 1024, 1032}};
   cudaStream_t s = env.streams[0];
   // Which ranks' C is 2 bytes off: the odd ones, then rank 0 alone.
   for (int pattern = 0; pattern < 2; ++pattern) {
