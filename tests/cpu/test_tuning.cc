@@ -418,6 +418,10 @@ TEST_CASE("fcMatmulReduceScatter's choice", "[tuning]") {
     CHECK(pick(2, sms, {2048, 4096, 2048, 1024}, FusedAlgo::Auto, true, false) == MmrsPath::Pipeline);
     CHECK(pick(2, sms, {2048, 5120, 2560, 1024}) == MmrsPath::Engine);
     CHECK(pick(2, sms, {8192, 4096, 7168, 4096}) == MmrsPath::Engine);
+    // The GPU suite's shapes that take the interleave (tests/gpu/test_fused.cc), at the
+    // tests' 8 MiB workspace.
+    CHECK(pick(2, sms, {4096, 1024, 1032, 1024}, FusedAlgo::Auto, true, true, false, 8 * MiB) == MmrsPath::Engine);
+    CHECK(pick(2, sms, {8192, 512, 136, 2048}, FusedAlgo::Auto, true, true, false, 8 * MiB) == MmrsPath::Engine);
     CHECK(pick(2, sms, {1024, 4096, 7168, 512}) != MmrsPath::Engine);  // 512-row blocks
     // Small products: Lamport where it fits, else the scatter path below 32 MiB of
     // partials, else staged.
