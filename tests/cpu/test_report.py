@@ -304,7 +304,12 @@ with tempfile.TemporaryDirectory() as tmp:
            "summary ([its part](%s))" % anchor in summary, "two folders: one summary line points at the part")
     expect("## GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks)" in main_part and
            "## All-reduce (bf16, 2 ranks)" in main_part, "two folders: the main run's sections first")
-    expect("decode grid" not in main_part.split("## The model:")[0], "two folders: the 4-rank figures stay in their part")
+    expect("decode grid" not in main_part.split("## Summary", 1)[-1].split("## The model:")[0],
+           "two folders: the 4-rank figures stay in their part")
+    latest = main_part.split("## Latest figures", 1)[-1].split("## Summary", 1)[0]
+    expect("decode grid (issue 44), from PyTorch" in latest and "commit 1111111; [its part](%s))" % anchor in latest
+           and "commit 8184aaf; [its part](#summary))" in latest,
+           "two folders: the latest figures list each topic, the 4-rank ones linked to their part")
     expect("### Summary at 4 ranks" in part4 and "decode grid (issue 44), from PyTorch" in part4,
            "two folders: the part's own summary")
     expect("### GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 4 ranks)" in part4 and "at TP 4," in part4,
@@ -335,8 +340,11 @@ with tempfile.TemporaryDirectory() as tmp:
         expect(os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" and
                "](perf/%s)" % name in text, "two folders: plot %s, linked" % name)
     new = open(readme).read()
-    expect("Measured 2026-11-23" in new and "(docs/perf.md%s)" % anchor in new and "decode grid" not in new,
-           "two folders: README block of the main run, one line for the other")
+    block = new.split("<!-- report:begin -->")[1].split("<!-- report:end -->")[0]
+    expect("Latest figures, each from the latest run that measured it" in block and "Measured" not in block and
+           "decode grid (issue 44), from PyTorch" in block and "(docs/perf.md%s))" % anchor in block and
+           "commit 8184aaf; [its part](docs/perf.md))" in block,
+           "two folders: README block: each topic's latest figures, linked to their run's part")
 
 # A later folder at the main one's rank count (tests/data/report-sample-later: 2 ranks, only
 # mmar-2.csv, made-up rows): a part "Later at 2 ranks" with only its mmar section, headings a
@@ -377,8 +385,10 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 9.10 |" not in later and "2048 x 4096 x 7168" not in later, "later folder: none of the main run's rows")
     expect(later.count("\n### ") == 2 and "\n## " not in later, "later folder: only its summary and mmar section")
     new = open(readme).read()
-    expect("Measured 2026-11-23" in new and "- later at 2 ranks (" in new and "(docs/perf.md%s)" % part_anchor in new,
-           "later folder: README block of the main run, one line for the part")
+    mmar_line = [l for l in new.splitlines() if l.startswith("- GEMM + all-reduce (+ RMSNorm) (fc-bench")]
+    expect(len(mmar_line) == 1 and "commit 2222222; [its part](docs/perf.md%s))" % part_anchor in mmar_line[0] and
+           "1.25-1.37x" in mmar_line[0] and "commit 8184aaf; [its part](docs/perf.md))" in new,
+           "later folder: README block: the later run's mmar line replaces the main run's, the rest the main run's")
 
 # The same folder twice, then a 4-rank one: the second copy is a later part at 2 ranks named by
 # its folder (its commit is the main run's), its plots suffixed with it, the main run's plots
