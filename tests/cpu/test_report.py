@@ -192,8 +192,8 @@ with tempfile.TemporaryDirectory() as tmp:
     # mmrsstages: waits = engine - no-gate, pulls = engine - no-pull, fixed = gemm-only - GEMM alone.
     expect("## Where the GEMM + reduce-scatter engine's time goes (fc-bench mmrsstages, bf16, 2 ranks)" in text,
            "section mmrsstages")
-    # (The sample predates the epilogue-add, epilogue-local, epilogue-push and lead2 columns: "-".)
-    expect("| 2048 x 4096 x 2048 | 48.0 | 4527.0 | +2228.2 | +4.3 | +2249.6 | - | - | - | - | 4542.3 | 94.312 | 0 |"
+    # (The sample predates the epilogue-add, epilogue-local, epilogue-push, lead0 and lead2 columns: "-".)
+    expect("| 2048 x 4096 x 2048 | 48.0 | 4527.0 | +2228.2 | +4.3 | +2249.6 | - | - | - | - | - | 4542.3 | 94.312 | 0 |"
            in text, "mmrsstages row from the sample")
 
     # mmarstages (a real 2-H200 run): full / bound = 94.0 / max(46.0, 58.3); waits = full -

@@ -207,8 +207,10 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
 //   epilogue-push  at 2 ranks our partial of the peer's block pushed into its workspace
 //              from the epilogue, ours adding the peer's from our own (fcMatmulAllReduce's
 //              engine without its gather)
-//   lead1, lead2  the epilogue add with the blocks' pieces interleaved, 1 or 2 pieces of
-//              the peer's block ahead of ours (FC_MMRS_ENGINE_LEAD)
+//   lead0, lead2  the epilogue add in the plain order (the peer's block, then ours) and
+//              with the blocks' pieces interleaved 2 of the peer's ahead
+//              (FC_MMRS_ENGINE_LEAD; epilogue-add and auto take the tuning rule's order:
+//              interleaved where K <= 2048)
 //   auto       fcMatmulReduceScatter's own choice
 // Read: engine - no-gate = the waiting for the peers' tiles the GEMM does not hide;
 // engine - no-pull = the pulls' exposed time; gemm-only - gemm = the engine GEMM's own
@@ -216,7 +218,7 @@ int benchMmrsForms(Ctx& c, const Options& o, const std::string& shapes, const st
 // final barrier); engine - epilogue-add = what adding the peer's partial in the GEMM's
 // epilogue saves; epilogue-add - epilogue-local = what the peer's partial crossing NVLink
 // (and the waits for it) costs. Every column but engine, epilogue-add, epilogue-push,
-// lead1, lead2 and auto computes wrong results; those are checked exactly (relerr:
+// lead0, lead2 and auto computes wrong results; those are checked exactly (relerr:
 // integer inputs, each rank's partial rounded once).
 int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   const fcDataType_t type = parseType(o.dtype);
@@ -224,7 +226,7 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   std::vector<fcComm_t> comms =
       engineStageComms(c, "FC_MMRS_ALGO", "FC_MMRS_ENGINE_STAGES",
                        {"full", "no-gate", "no-pull", "gemm-only", "epilogue-add", "epilogue-local", "epilogue-push"});
-  for (const char* lead : {"1", "2"}) {
+  for (const char* lead : {"0", "2"}) {
     ScopedEnv engine("FC_MMRS_ALGO", "engine");
     comms.push_back(commWithEnv(c, "FC_MMRS_ENGINE_LEAD", lead));
   }
@@ -232,7 +234,7 @@ int benchMmrsStages(Ctx& c, const Options& o, const std::string& shapes) {
   if (c.rank == 0)
     printf("# fc-bench mmrsstages: %s, %s, B [N, K], the engine path with stages left out; graph of %d calls, "
            "%d replays (median), %d warm-up\nM,N,K,gemm_us,engine_us,no-gate_us,no-pull_us,gemm-only_us,epilogue-add_us,"
-           "epilogue-local_us,epilogue-push_us,lead1_us,lead2_us,auto_us,relerr\n",
+           "epilogue-local_us,epilogue-push_us,lead0_us,lead2_us,auto_us,relerr\n",
            describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup);
   int failures = 0;
   for (const GemmShape& sh : parseShapes(shapes, W * 128)) {
