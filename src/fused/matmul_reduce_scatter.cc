@@ -49,29 +49,25 @@ tuning::MmrsInterleave interleave(const DeviceComm& dc, const MatmulReduceScatte
   return tuning::matmulReduceScatterInterleave(blockRows, a.K, int64_t(tuning::kEngineClusterRows));
 }
 
-// The engine's pieces of a block, in rows: the block is counted (and, summing after
-// the GEMM, pulled) in pieces of whole tile rows, so that the first ones land while the
-// peer still computes the rest; exactly FC_MMRS_ENGINE_PIECES where it is given; else
-// the interleave's pieces where it takes the shape (whole cluster rows); else
-// tuning::matmulReduceScatterEnginePieces (a piece costs a gate and a copy).
-int64_t enginePieceRows(const DeviceComm& dc, const MatmulReduceScatterArgs& a, int64_t blockRows) {
-  const int64_t tileRows = (blockRows + 127) / 128;
-  if (a.enginePieces > 0) {
-    const int64_t pieces = std::min(a.enginePieces, kMaxPieces);
-    return (tileRows + pieces - 1) / pieces * 128;
+// The engine's order: its pieces of a block, in rows, and its lead (EngineGemm::lead).
+// The block is counted (and, summing after the GEMM, pulled) in pieces of whole tile
+// rows, so that the first ones land while the peer still computes the rest: exactly
+// FC_MMRS_ENGINE_PIECES where it is given (in the plain order unless FC_MMRS_ENGINE_LEAD
+// is given too); else the interleave's pieces (whole cluster rows) and lead where it
+// takes the shape; else tuning::matmulReduceScatterEnginePieces (a piece costs a gate
+// and a copy) in the plain order. FC_MMRS_ENGINE_LEAD, where given, is the lead.
+tuning::MmrsInterleave engineOrder(const DeviceComm& dc, const MatmulReduceScatterArgs& a, int64_t blockRows) {
+  tuning::MmrsInterleave o = a.enginePieces > 0 ? tuning::MmrsInterleave{} : interleave(dc, a, blockRows);
+  if (o.lead == 0) {
+    const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
+    const int64_t pieces = a.enginePieces > 0
+                               ? std::min(a.enginePieces, kMaxPieces)
+                               : tuning::matmulReduceScatterEnginePieces(blockBytes, tuning::kMmrsEnginePieces);
+    const int64_t tileRows = (blockRows + 127) / 128;
+    o.pieceRows = (tileRows + pieces - 1) / pieces * 128;
   }
-  const tuning::MmrsInterleave il = interleave(dc, a, blockRows);
-  if (il.lead > 0) return il.pieceRows;
-  const size_t blockBytes = size_t(blockRows) * a.N * dataTypeSize(partialType(a));
-  const int64_t pieces = tuning::matmulReduceScatterEnginePieces(blockBytes, tuning::kMmrsEnginePieces);
-  return (tileRows + pieces - 1) / pieces * 128;
-}
-
-// The engine's lead (EngineGemm::lead): FC_MMRS_ENGINE_LEAD where it is given, else the
-// interleave's (0 where it does not take the shape, or where the pieces were forced).
-int engineLead(const DeviceComm& dc, const MatmulReduceScatterArgs& a, int64_t blockRows) {
-  if (a.engineLead >= 0) return a.engineLead;
-  return a.enginePieces > 0 ? 0 : interleave(dc, a, blockRows).lead;
+  if (a.engineLead >= 0) o.lead = a.engineLead;
+  return o;
 }
 
 // Whether the engine runs the chain of fp32 running sums (3-8 ranks,
@@ -109,7 +105,9 @@ bool enginePushes(const DeviceComm& dc, const MatmulReduceScatterArgs& a) {
 // (scatter_scheduler.cuh). Two SMs stay free for the gates of the copy queue
 // (tile_gate.cu).
 engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulReduceScatterArgs& a) {
-  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M), pieceRows = enginePieceRows(dc, a, ms);
+  const int64_t W = dc.nranks, ms = int64_t(a.M) / W, M = int64_t(a.M);
+  const tuning::MmrsInterleave order = engineOrder(dc, a, ms);
+  const int64_t pieceRows = order.pieceRows;
   // Our counters in every rank's tile counters (entry [dc.rank][piece]), at rank 0's
   // address + r * stride.
   char* countersOfRank0 =
@@ -162,7 +160,7 @@ engine::EngineGemm scatterGemm(const DeviceComm& dc, int channel, const MatmulRe
                                       pieceRows,
                                       tileCountersOf(dc, dc.rank, channel) + size_t(producer) * kMaxPieces,
                                       producer};
-    g.lead = engineLead(dc, a, ms);
+    g.lead = order.lead;
     // FC_MMRS_ENGINE_STAGES=epilogue-local (timing only): our own workspace's rows of our
     // block (nothing writes them) instead of the peer's partial, no waits.
     if (a.engineLocalSource) {
