@@ -19,6 +19,13 @@
 // Only for CUTLASS's sm90 cooperative kernel (it calls fixup and compute_epilogue; the
 // ping-pong kernel does not take split tiles). The waits are bounded (kSpinLimit polls,
 // then the kernel traps): a probe's, not the library's never-hang machinery.
+//
+// Measurement switches (Params::mode, gemm_configs_streamk.cu reads them from the
+// environment): kNoWait, the final parts neither wait for nor add the earlier parts;
+// kNoStore (only with kNoWait), the other parts store no partial and raise no flag; the
+// numbers are then wrong, the time is the schedule's without its fixup. Params::stamps:
+// the first consumer warp group's leader stamps each part (clock64: the part fetched, its
+// mainloop done, its fixup done) for a timeline of where a slot's time goes.
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -54,6 +61,11 @@ class ShardStreamKScheduler {
 
   static constexpr int kClusterM = 2;  // 2 x 1 clusters
   static constexpr uint64_t kSpinLimit = uint64_t(1) << 26;  // ~5-10 s of polls
+  static constexpr int kNoWait = 1, kNoStore = 2;  // Params::mode bits
+  // The timeline: per CTA kMaxParts records of kStampWords (fetched, mainloop done,
+  // fixup done, info = k-blocks | final << 16 | earlier parts waited for << 20; a record
+  // with info ~0 marks the CTA's end).
+  static constexpr int kMaxParts = 32, kStampWords = 4;
 
   struct WorkTileInfo {
     int32_t M_idx = 0;
@@ -65,6 +77,7 @@ class ShardStreamKScheduler {
     int32_t segment = 0;
     int32_t slot = 0;        // this cluster slot
     int32_t firstSlot = 0;   // a split final part: the earlier parts are in slots [firstSlot, slot)
+    int32_t part = 0;        // this slot's part count so far (the timeline's record)
     CUTLASS_HOST_DEVICE bool is_valid() const { return k_tile_count > 0; }
     CUTLASS_HOST_DEVICE int32_t reduction_subtile_idx() const { return -1; }
     CUTLASS_HOST_DEVICE bool whole(uint32_t kTiles) const { return K_idx == 0 && k_tile_count == kTiles; }
@@ -76,6 +89,9 @@ class ShardStreamKScheduler {
     uint32_t* flags = nullptr;   // flagWords(): [segment][slot][cta][consumer warp group], zero
     int max_swizzle_size = 1;    // read by the kernel's get_grid_shape; unused
     RasterOrderOptions raster_order = RasterOrderOptions::AlongN;
+    int mode = 0;                // kNoWait | kNoStore: measurement only
+    int slots = 0;               // cluster slots (the grid / 2); 0: every SM's
+    unsigned long long* stamps = nullptr;  // [cta][kMaxParts][kStampWords] or null
   };
 
   struct Params {
@@ -85,6 +101,8 @@ class ShardStreamKScheduler {
     int32_t tilesN = 0, clusterRows = 0, kTiles = 0, segments = 1, slots = 1, tileElems = 0;
     float* partials = nullptr;
     uint32_t* flags = nullptr;
+    int mode = 0;
+    unsigned long long* stamps = nullptr;
   };
 
   // The workspace for `slots` cluster slots (the grid's CTAs / 2).
@@ -105,10 +123,12 @@ class ShardStreamKScheduler {
     p.clusterRows = (M + tm * kClusterM - 1) / (tm * kClusterM);
     p.kTiles = (K + tk - 1) / tk;
     p.segments = args.segments < 1 ? 1 : args.segments > p.clusterRows ? p.clusterRows : args.segments;
-    p.slots = hw_info.sm_count / kClusterM;
+    p.slots = args.slots > 0 && args.slots < hw_info.sm_count / kClusterM ? args.slots : hw_info.sm_count / kClusterM;
     p.tileElems = tm * tn;
     p.partials = args.partials;
     p.flags = args.flags;
+    p.mode = args.mode & kNoWait ? args.mode : 0;  // no store without no wait: the waits would never end
+    p.stamps = args.stamps;
     return p;
   }
 
@@ -142,9 +162,9 @@ class ShardStreamKScheduler {
 
   template <class ClusterShape>
   CUTLASS_DEVICE WorkTileInfo initial_work_tile_info(ClusterShape) {
-    return advance();
+    return stamped(advance());
   }
-  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) { return cute::make_tuple(advance(), false); }
+  CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo) { return cute::make_tuple(stamped(advance()), false); }
   template <class TileSchedulerPipeline, class TileSchedulerPipelineState>
   CUTLASS_DEVICE auto fetch_next_work(WorkTileInfo w, TileSchedulerPipeline&, TileSchedulerPipelineState) {
     return fetch_next_work(w);
@@ -170,7 +190,14 @@ class ShardStreamKScheduler {
   template <class FrgTensorC>
   CUTLASS_DEVICE static void fixup(Params const& p, WorkTileInfo const& w, FrgTensorC& accumulators,
                                    uint32_t /*num_barriers*/, uint32_t barrier_idx) {
-    if (!w.is_valid() || w.whole(uint32_t(p.kTiles))) return;
+    if (!w.is_valid()) return;
+    const bool leader = p.stamps != nullptr && threadIdx.x == NumThreadsPerWarpGroup;
+    unsigned long long* record = leader && w.part < kMaxParts ? stamp(p, w.part) : nullptr;
+    if (record != nullptr) record[1] = clock64();
+    if (w.whole(uint32_t(p.kTiles)) || (p.mode & (w.final ? kNoWait : kNoStore))) {
+      if (record != nullptr) record[2] = clock64();
+      return;
+    }
     constexpr int kPerThread = int(cute::size(FrgTensorC{}));
     using Array = cutlass::Array<typename FrgTensorC::value_type, kPerThread>;
     using Striped = cutlass::BlockStripedReduce<NumThreadsPerWarpGroup, Array>;
@@ -188,6 +215,7 @@ class ShardStreamKScheduler {
         uint32_t* f = flag(p, w.segment, w.slot, cta, barrier_idx);
         asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(f), "r"(1u) : "memory");
       }
+      if (record != nullptr) record[2] = clock64();
       return;
     }
     // The tile's last part: add the earlier parts, in k order (slots in order), each once
@@ -207,6 +235,10 @@ class ShardStreamKScheduler {
       Striped::load_add(*acc, reinterpret_cast<Array*>(partial(p, w.segment, g, cta, barrier_idx, kPerThread)), tid);
       cutlass::arch::NamedBarrier::arrive_and_wait(NumThreadsPerWarpGroup, barrier);
       if (tid == 0) *f = 0;
+    }
+    if (record != nullptr) {
+      record[2] = clock64();
+      record[3] |= uint64_t(w.slot - w.firstSlot) << 20;
     }
   }
 
@@ -240,6 +272,22 @@ class ShardStreamKScheduler {
     const size_t tile = ((size_t(s) * p.slots + size_t(g)) * kClusterM + size_t(cta)) * size_t(p.tileElems);
     return p.partials + tile + size_t(group) * NumThreadsPerWarpGroup * size_t(perThread);
   }
+  CUTLASS_DEVICE static unsigned long long* stamp(Params const& p, int32_t part) {
+    return p.stamps + (size_t(blockIdx.x) * kMaxParts + size_t(part)) * kStampWords;
+  }
+
+  // The timeline's record of a part as the first consumer warp group's leader fetches it
+  // (the producer warps fetch the same parts earlier; only the consumer's time counts).
+  CUTLASS_DEVICE WorkTileInfo stamped(WorkTileInfo w) {
+    w.part = parts_++;
+    if (params_.stamps != nullptr && threadIdx.x == NumThreadsPerWarpGroup && w.part < kMaxParts) {
+      unsigned long long* record = stamp(params_, w.part);
+      record[0] = clock64();
+      record[3] = w.is_valid() ? uint64_t(w.k_tile_count) | uint64_t(w.final) << 16 : ~0ull;
+    }
+    return w;
+  }
+
   CUTLASS_DEVICE static uint32_t* flag(Params const& p, int32_t s, int32_t g, int cta, uint32_t group) {
     return p.flags + ((size_t(s) * p.slots + size_t(g)) * kClusterM + size_t(cta)) * 2 + group;
   }
@@ -271,7 +319,7 @@ class ShardStreamKScheduler {
   }
 
   Params params_;
-  int32_t slot_ = 0, cta_ = 0, segment_ = 0;
+  int32_t slot_ = 0, cta_ = 0, segment_ = 0, parts_ = 0;
   int64_t pos_ = 0;
 };
 
