@@ -107,7 +107,8 @@ struct CommParams {
   // narrow tiles (design.md, "Small M").
   bool agmmEnginePushBySm = false;
   // FC_AGMM_ENGINE_TILES: the all-gather + GEMM engine's tile shape: auto (0, the rule:
-  // tuning::allGatherEngineTileN), 128x256 (256), 128x192 (192), 128x128 (128), 128x96 (96).
+  // tuning::allGatherEngineTileN), 128x256 (256), 128x224 (224), 128x192 (192), 128x160 (160),
+  // 128x128 (128), 128x96 (96).
   int agmmEngineTileN = 0;
   // FC_MMRS_ENGINE_PIECES: the GEMM + reduce-scatter engine counts (and, summing after
   // the GEMM, pulls) each block in this many pieces of whole tile rows (1-16, fewer

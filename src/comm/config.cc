@@ -119,7 +119,7 @@ constexpr std::pair<const char*, MmarEngineStages> kMmarEngineStageSets[] = {
     {"bare", MmarEngineStages::Bare}};
 // FC_AGMM_ENGINE_TILES: fcAllGatherMatmul's engine's tile shape (auto: the rule).
 constexpr std::pair<const char*, int> kAgmmEngineTiles[] = {
-    {"auto", 0}, {"128x256", 256}, {"128x192", 192}, {"128x128", 128}, {"128x96", 96}};
+    {"auto", 0}, {"128x256", 256}, {"128x224", 224}, {"128x192", 192}, {"128x160", 160}, {"128x128", 128}, {"128x96", 96}};
 // FC_MMAR_ENGINE_TILES: fcMatmulAllReduce's engine's tile shape (auto: the rule).
 constexpr std::pair<const char*, int> kMmarEngineTiles[] = {{"auto", 0}, {"128x128", 128}, {"128x256", 256}};
 // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h).

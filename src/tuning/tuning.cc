@@ -360,9 +360,15 @@ struct TileWidth {
 // 5 %; 128 x 192 cooperative: 1.0, the best fit of a grid of 67 shapes (256-4096 rows, N
 // 3072-27648; gemm-configs, one H200, forty-first session): the rule's width takes 1.005x
 // the best of the four's time there (geometric mean; 1.066 with 128 / 256 alone), and
-// nowhere more than it did with 128 / 256 alone.                  perf-log: engineTileN
-constexpr TileWidth kTileWidths[] = {
-    {256, kSmallTilesWaveRatio, false}, {192, 1.0, false}, {128, 1.0, true}, {96, 1.15, true}};
+// nowhere more than it did with 128 / 256 alone. 128 x 224 cooperative: 0.97, 128 x 160
+// cooperative: 0.98, for N with a factor 7 or 5 (3584 / 7168 / 14336; 2560 / 5120 / 10240):
+// the best fit of a grid of 73 shapes (gemm-configs, one H200, forty-eighth session; flat
+// for 0.97-0.98 and 0.97-0.99): the rule's width 1.0003x the best of the six's time, 1.053x
+// cuBLASLt's (1.085 with the four), 26 shapes moved, 25 gained 1-16 % (2048 x 3584 x 5120
+// 102.0 -> 91.0 us, cuBLASLt 99.3; 1024 x 5120 x 5120 78.5 -> 67.8), one lost 2 %.
+//                                                                  perf-log: engineTileN
+constexpr TileWidth kTileWidths[] = {{256, kSmallTilesWaveRatio, false}, {224, 0.97, false}, {192, 1.0, false},
+                                     {160, 0.98, false},                 {128, 1.0, true},   {96, 1.15, true}};
 // The reduce-scatter engine's two (engineSmallTiles), weighed alike.
 constexpr TileWidth kTwoTileWidths[] = {{256, kSmallTilesWaveRatio, false}, {128, 1.0, true}};
 // The engine's bands (engineBands): only where B is beyond 64 MiB, the band's rows of A

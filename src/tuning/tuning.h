@@ -232,11 +232,11 @@ int decodeEngineTokens(size_t M, size_t N, int smCount);
 // 128 x 128 ping-pong tiles instead of 128 x 256 cooperative ones, for the all-gather
 // engine's M x N x K GEMM (2-byte elements) on smCount SMs.
 bool engineSmallTiles(size_t M, size_t N, size_t K, int smCount);
-// The all-gather engine's tile width: 256 or 192 (128 x 256 / 128 x 192 cooperative),
-// 128 or 96 (128 x 128 / 128 x 96 ping-pong): the one whose waves spread the product
-// over the SMs in the fewest columns per SM, weighted by a column's cost on each tile
-// (one wave of 128 x 96 tiles at 512 x 3072 instead of 96 tiles of 128 x 128 on 132
-// SMs). Between 128 and 256 it decides as engineSmallTiles.
+// The all-gather engine's tile width: 256, 224, 192 or 160 (128 x 256 ... 128 x 160
+// cooperative), 128 or 96 (128 x 128 / 128 x 96 ping-pong): the one whose waves spread the
+// product over the SMs in the fewest columns per SM, weighted by a column's cost on each
+// tile (one wave of 128 x 96 tiles at 512 x 3072 instead of 96 tiles of 128 x 128 on 132
+// SMs; one of 128 x 224 at 1024 x 3584). Between 128 and 256 it decides as engineSmallTiles.
 int engineTileN(size_t M, size_t N, size_t K, int smCount);
 // The same for fcAllGatherMatmul's engine on nranks ranks, its pulls in the model: the width
 // whose tiles finish first when a peer's tiles wait for its shard to land (the CTAs work

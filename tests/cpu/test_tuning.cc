@@ -535,11 +535,16 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   // cost per column.
   CHECK(engineTileN(512, 3072, 4096, 132) == 96);    // 128 tiles of 128 x 96: one wave
   CHECK(engineTileN(256, 6144, 4096, 132) == 96);
-  CHECK(engineTileN(1536, 3072, 4096, 132) == 96);   // 3 waves of 96 columns, not of 128
+  CHECK(engineTileN(1536, 3072, 4096, 132) == 160);  // 2 waves of 160 columns, not 3 of 96 or 128
   CHECK(engineTileN(512, 3584, 5120, 132) == 128);   // 128 x 96 would need two waves
   CHECK(engineTileN(512, 3072, 4096, 114) == 128);   // 128 tiles of 128 x 96 overflow 114 SMs
   CHECK(engineTileN(1024, 3072, 4096, 132) == 192);  // 128 tiles of 128 x 192: one wave
-  CHECK(engineTileN(512, 14336, 4096, 132) == 256);
+  CHECK(engineTileN(512, 14336, 4096, 132) == 224);  // 256 tiles of 128 x 224: 2 waves at 97 %
+  CHECK(engineTileN(1024, 3584, 5120, 132) == 224);  // 128 tiles of 128 x 224: one wave
+  CHECK(engineTileN(2048, 3584, 5120, 132) == 224);
+  CHECK(engineTileN(1024, 5120, 5120, 132) == 160);  // 256 tiles of 128 x 160: 2 waves at 97 %
+  CHECK(engineTileN(2048, 2560, 5120, 132) == 160);
+  CHECK(engineTileN(8192, 14336, 4096, 132) == 256);  // many waves: the widest
   CHECK(engineTileN(512, 27648, 5120, 132) == 128);  // B over 128 MiB: ping-pong only
   CHECK(engineTileN(8192, 3072, 4096, 132) == 256);  // many waves: a tie stays with the wider
   CHECK(engineTileN(2048, 4096, 2048, 132) == 256);

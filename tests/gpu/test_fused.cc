@@ -103,9 +103,12 @@ TEST_CASE("fcAllGatherMatmul: exact products, both layouts and dtypes, Agathered
   // whole tile rows with odd N and K (the engine reads them in place and pushes them),
   // and shards of 4.6 and 9.2 MB, beyond the tests' 4 MiB workspace slot (GpuEnv: 8
   // MiB): the pipeline in two and three passes of rows (pipelineInPasses: the third
-  // reuses slot 0, behind a barrier), zero-copy A the engine.
-  const Shape shapes[] = {{8, 72, 40},   {96, 520, 264},  {1024, 4224, 200},  {64, 136, 36},
-                          {256, 392, 136}, {2304, 2048, 1000}, {4608, 272, 1000}};
+  // reuses slot 0, behind a barrier), zero-copy A the engine. At 2 ranks of 132 SMs the
+  // engine takes its 128 x 224 tiles at 2048 x 3576 and its 128 x 160 ones at 2048 x 5112
+  // (tuning::allGatherEngineTileN; a last column of tiles cut by N, K no multiple of 64).
+  const Shape shapes[] = {{8, 72, 40},      {96, 520, 264},     {1024, 4224, 200}, {64, 136, 36},
+                          {256, 392, 136},  {2304, 2048, 1000}, {4608, 272, 1000}, {1024, 3576, 264},
+                          {1024, 5112, 200}};
   size_t symBytes = 0;
   for (const Shape& sh : shapes) symBytes = std::max(symBytes, sh.ms * sh.K * 2);
   void* sym = nullptr;

@@ -36,11 +36,15 @@ fcResult_t runAllGatherGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x128c2x1p(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x192c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_t_128x96c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x224c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_t_128x160c2x1(const EngineGemm&, cudaStream_t);
 // ... and with B [K, N] (fcOpN; FC_PROBE_B=kn).
 fcResult_t runAllGatherGemm_bf16_n_128x256c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_n_128x192c2x1(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_n_128x128c2x1p(const EngineGemm&, cudaStream_t);
 fcResult_t runAllGatherGemm_bf16_n_128x96c2x1p(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_n_128x224c2x1(const EngineGemm&, cudaStream_t);
+fcResult_t runAllGatherGemm_bf16_n_128x160c2x1(const EngineGemm&, cudaStream_t);
 // GEMM + reduce-scatter's, each tile signalling a counter (here two counters in this
 // GPU's memory, as if the rows were two ranks' blocks): the cost of the signals.
 fcResult_t runScatterGemm_bf16_t_128x256c2x1(const EngineGemm&, cudaStream_t);
@@ -137,8 +141,13 @@ const Candidate kCandidates[] = {
      fc::engine::runAllGatherGemm_bf16_n_128x192c2x1},
     {"pingpong128x96c2x1", fc::engine::runAllGatherGemm_bf16_t_128x96c2x1p,
      fc::engine::runAllGatherGemm_bf16_n_128x96c2x1p},
+    {"coop128x224c2x1", fc::engine::runAllGatherGemm_bf16_t_128x224c2x1,
+     fc::engine::runAllGatherGemm_bf16_n_128x224c2x1},
+    {"coop128x160c2x1", fc::engine::runAllGatherGemm_bf16_t_128x160c2x1,
+     fc::engine::runAllGatherGemm_bf16_n_128x160c2x1},
     // the tiles tuning::engineTileN takes (either layout: g.transB)
     {"engine_rule", fc::engine::launchAllGatherGemm, fc::engine::launchAllGatherGemm},
+    {"pingpong128x112c2x1", fc::engine::probe::pingpong128x112c2x1},
     {"streamk128x128c2x1", fc::engine::probe::streamK128x128c2x1},
     {"streamk128x256c2x1", fc::engine::probe::streamK128x256c2x1},
     {"coop128x128c2x1", fc::engine::probe::coop128x128c2x1},

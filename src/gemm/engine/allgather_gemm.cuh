@@ -7,10 +7,10 @@
 // both CTAs of a cluster, which work on neighbouring rows of A), stages as many as
 // shared memory holds after the epilogue's - PyTorch's async-input GEMM's choice -
 // and 128 x 128 x 64 ping-pong where those need fewer waves of the GPU or K is short
-// (engine.cc); for the all-gather engine also 128 x 192 cooperative and 128 x 96
-// ping-pong (tuning::engineTileN). Measured on one H200 against 256 x 128 (1 x 2 and
-// 2 x 1 clusters), 128 x 256 / 1 x 1 and 2 x 2, cooperative 128 x 128 and ping-pong
-// 128 x 112 (docs/perf-log.md).
+// (engine.cc); for the all-gather engine also 128 x 224, 128 x 192 and 128 x 160
+// cooperative and 128 x 96 ping-pong (tuning::engineTileN). Measured on one H200 against
+// 256 x 128 (1 x 2 and 2 x 1 clusters), 128 x 256 / 1 x 1 and 2 x 2, cooperative 128 x 128
+// and ping-pong 128 x 112 (docs/perf-log.md).
 #pragma once
 
 #include <cute/tensor.hpp>
@@ -41,10 +41,18 @@ namespace fc::engine {
 // Tile and cluster shapes of an instantiation (tile M, N, K; cluster M, N) and its
 // kernel schedule: cooperative (both consumer warp groups on one tile) or ping-pong
 // (each consumer warp group on its own tile, their mainloops and epilogues
-// alternating).
-template <int TM, int TN, int TK, int CM, int CN, bool kPingpong = false>
+// alternating). The epilogue's subtile: CUTLASS's choice (EpilogueTileAuto: 32 columns
+// where the width allows, gcd(32, TN) else: 16 at TN 112, which stores in 32-byte rows)
+// or the one given.
+template <int TM, int TN, int TK, int CM, int CN, bool kPingpong = false,
+          typename EpilogueTileT = cutlass::epilogue::collective::EpilogueTileAuto>
 struct EngineConfig {
+#if !defined(CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED)
+  // Widths: below ("The widths").
+  static_assert(TN % 64 == 0 || TN == 96, "a width outside 64 / 96 / 128 / 192 / 256 needs CuTe's extended wgmma shapes");
+#endif
   static constexpr bool kPingpongSchedule = kPingpong;
+  using EpilogueTile = EpilogueTileT;
   using TileShape = cute::Shape<cute::Int<TM>, cute::Int<TN>, cute::Int<TK>>;
   using ClusterShape = cute::Shape<cute::Int<CM>, cute::Int<CN>, cute::_1>;
   using MainloopSchedule = std::conditional_t<kPingpong, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
@@ -55,13 +63,23 @@ struct EngineConfig {
 using Config128x256c2x1 = EngineConfig<128, 256, 64, 2, 1>;
 using Config128x128c2x1 = EngineConfig<128, 128, 64, 2, 1>;
 using Config128x128c2x1Pingpong = EngineConfig<128, 128, 64, 2, 1, true>;
-// The all-gather engine's other widths, for products whose 128- and 256-wide tiles
-// leave much of a wave idle (tuning::engineTileN): 128 x 96 ping-pong (512 x 3072 is 96
-// tiles of 128 x 128 on 132 SMs, 128 of 128 x 96) and 128 x 192 cooperative (1024 x
-// 3072: 128 tiles, one wave). 128 x 112 ping-pong was measured at about twice the
-// 128-wide tiles' time (perf-log, forty-first session) and is not built.
+// The widths. The all-gather engine's other widths, for products whose 128- and 256-wide
+// tiles leave much of a wave idle (tuning::engineTileN): 128 x 96 ping-pong (512 x 3072 is
+// 96 tiles of 128 x 128 on 132 SMs, 128 of 128 x 96), 128 x 192 cooperative (1024 x 3072:
+// 128 tiles, one wave), and for the N with a factor 7 or 5 (3584, 7168, 14336; 2560, 5120,
+// 10240) 128 x 224 (1024 x 3584: 128 tiles) and 128 x 160 cooperative (1024 x 5120: 256
+// tiles, 1.94 waves). CuTe's MMA selector takes the largest wgmma N that divides the tile
+// among 256, 192, 128, 96, 64, 32, 16, 8 unless CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED is
+// defined (cute/arch/mma_sm90.hpp), when every multiple of 8 counts: without it a 224-wide
+// tile runs 64 x 32 instructions and a 112-wide one 64 x 16 (why 128 x 112 took twice the
+// 128-wide tiles' time in the forty-first session). The 160- and 224-wide units define it
+// before any include; the others do not need it (no multiple of 8 between their width and
+// 256 divides it), and the assertion in EngineConfig keeps a new width from going without.
+// (perf-log, forty-eighth session: gemm-configs over 73 shapes.)
 using Config128x96c2x1Pingpong = EngineConfig<128, 96, 64, 2, 1, true>;
 using Config128x192c2x1 = EngineConfig<128, 192, 64, 2, 1>;
+using Config128x224c2x1 = EngineConfig<128, 224, 64, 2, 1>;
+using Config128x160c2x1 = EngineConfig<128, 160, 64, 2, 1>;
 
 // The epilogue: all-gather + GEMM's, D = A x op(B) (stock, no C); GEMM +
 // reduce-scatter's (kSignal), each tile signalling its owner once stored
@@ -76,7 +94,7 @@ struct EngineEpilogue {
   static constexpr int kAlign = 16 / sizeof(Element);
   using Stock = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, typename Config::TileShape, typename Config::ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+      typename Config::EpilogueTile, float, float,
       void, LayoutD, kAlign,  // no C: D = A x op(B)
       Element, LayoutD, kAlign, typename Config::EpilogueSchedule>::CollectiveOp;
   using type = Stock;

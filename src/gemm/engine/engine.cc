@@ -14,7 +14,8 @@ namespace fc::engine {
 // the reduce-scatter's kernel whose own block's sums also go to the peer), each in two
 // configurations ('p': ping-pong), in a table [fp16][B^T][128 x 128 tiles]; the
 // all-gather engine also on 128 x 192 cooperative and 128 x 96 ping-pong tiles,
-// [fp16][B^T][128 x 96 tiles].
+// [fp16][B^T][128 x 96 tiles], and on 128 x 224 and 128 x 160 cooperative ones,
+// [fp16][B^T][128 x 160 tiles].
 #define FC_ENGINE_DECLARE(kind, type, layout)                                                  \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
@@ -31,7 +32,9 @@ FC_ENGINE_DECLARE_ALL(ScatterGather)
 // The all-gather engine's other widths (tuning::engineTileN).
 #define FC_ENGINE_DECLARE_OTHER(type, layout)                                                   \
   fcResult_t runAllGatherGemm_##type##_##layout##_128x192c2x1(const EngineGemm&, cudaStream_t); \
-  fcResult_t runAllGatherGemm_##type##_##layout##_128x96c2x1p(const EngineGemm&, cudaStream_t);
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x96c2x1p(const EngineGemm&, cudaStream_t); \
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x224c2x1(const EngineGemm&, cudaStream_t); \
+  fcResult_t runAllGatherGemm_##type##_##layout##_128x160c2x1(const EngineGemm&, cudaStream_t);
 FC_ENGINE_DECLARE_OTHER(bf16, n)
 FC_ENGINE_DECLARE_OTHER(bf16, t)
 FC_ENGINE_DECLARE_OTHER(fp16, n)
@@ -62,6 +65,11 @@ const Run kScatterGather[2][2][2] = FC_ENGINE_TABLE(ScatterGather);
 const Run kAllGatherOther[2][2][2] = {{FC_ENGINE_OTHER(bf16, n), FC_ENGINE_OTHER(bf16, t)},
                                       {FC_ENGINE_OTHER(fp16, n), FC_ENGINE_OTHER(fp16, t)}};
 #undef FC_ENGINE_OTHER
+#define FC_ENGINE_FACTOR(type, layout) \
+  { runAllGatherGemm_##type##_##layout##_128x224c2x1, runAllGatherGemm_##type##_##layout##_128x160c2x1 }
+const Run kAllGatherFactor[2][2][2] = {{FC_ENGINE_FACTOR(bf16, n), FC_ENGINE_FACTOR(bf16, t)},
+                                       {FC_ENGINE_FACTOR(fp16, n), FC_ENGINE_FACTOR(fp16, t)}};
+#undef FC_ENGINE_FACTOR
 const Run kScatterChain[2][2] = {{runScatterChainGemm_bf16_n_128x128c2x1p, runScatterChainGemm_bf16_t_128x128c2x1p},
                                  {runScatterChainGemm_fp16_n_128x128c2x1p, runScatterChainGemm_fp16_t_128x128c2x1p}};
 
@@ -86,7 +94,9 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
            width > 128 ? "cooperative" : "ping-pong");
   switch (width) {
     case 256: return dispatch(kAllGather, g, false, stream);
+    case 224: return dispatch(kAllGatherFactor, g, false, stream);
     case 192: return dispatch(kAllGatherOther, g, false, stream);
+    case 160: return dispatch(kAllGatherFactor, g, true, stream);
     case 128: return dispatch(kAllGather, g, true, stream);
     case 96: return dispatch(kAllGatherOther, g, true, stream);
     default: return setError(fcInternalError, "the all-gather engine has no 128 x %d tiles", width);

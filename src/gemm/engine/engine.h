@@ -132,7 +132,7 @@ struct EngineGemm {
   // GEMM has ended and put the word back to zero): scatter_scheduler.cuh. Required there.
   uint32_t* tileTicket = nullptr;
   // The tile shape: 128 (128 x 128 ping-pong) or 256 (128 x 256 cooperative), and for
-  // the all-gather engine also 192 (cooperative) or 96 (ping-pong); 0: the tuning rule
+  // the all-gather engine also 224, 192, 160 (cooperative) or 96 (ping-pong); 0: the tuning rule
   // (all-gather: tuning::engineTileN, the GEMM alone's; fcAllGatherMatmul passes
   // tuning::allGatherEngineTileN's, which weighs the pulls; reduce-scatter:
   // tuning::scatterEngineSmallTiles without the gather). For GEMM + reduce-scatter the

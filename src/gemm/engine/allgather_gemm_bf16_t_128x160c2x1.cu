@@ -1,0 +1,13 @@
+// One instantiation of the all-gather + GEMM engine: bf16, B [N, K] (fcOpT), tiles and
+// cluster 128x160c2x1, cooperative (engine.cc chooses; allgather_gemm.cuh has the kernel).
+// CuTe's extended wgmma shapes, so that the MMA is 64 x 160 (allgather_gemm.cuh, "widths").
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#include "gemm/engine/allgather_gemm.cuh"
+
+namespace fc::engine {
+
+fcResult_t runAllGatherGemm_bf16_t_128x160c2x1(const EngineGemm& g, cudaStream_t stream) {
+  return EngineGemmKernel<cutlass::bfloat16_t, true, Config128x160c2x1>::run(g, stream);
+}
+
+}  // namespace fc::engine
