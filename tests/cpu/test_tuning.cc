@@ -586,6 +586,12 @@ TEST_CASE("the GEMM engine's tile shape", "[tuning]") {
   CHECK(allGatherEngineTileN(2048, 3072, 4096, 2, 132) == 192);
   CHECK(allGatherEngineTileN(8192, 3072, 4096, 2, 132) == 256);
   CHECK(allGatherEngineTileN(2048, 27648, 5120, 2, 132) == 128);  // B over 128 MiB: ping-pong only
+  // The GPU suite's shapes for the widths with a factor 7 and 5 (test_fused.cc): on an
+  // H200's or H100's 132 SMs, and on half of them (FC_ENGINE_SMS=66).
+  for (int sms : {132, 66}) {
+    CHECK(allGatherEngineTileN(2048, 3576, 264, 2, sms) == 224);
+    CHECK(allGatherEngineTileN(2048, 5112, 200, 2, sms) == 160);
+  }
   for (size_t M : {256, 512, 1024, 1536, 2048, 8192})
     for (size_t N : {3072, 4096, 7168, 14336})
       for (int sms : {132, 114}) {
