@@ -156,9 +156,19 @@ constexpr size_t kAgmmEngineWideMaxShardRows = 1024;
 // ... with shards of at least 1024 rows (8 tile rows): below, its fixed costs exceed what
 // the overlap hides.                                       perf-log: chooseAllGatherMatmul
 constexpr size_t kAgmmEngineMinShardRows = 1024;
-// ... N and K at most 8192: beyond, the pipeline's cuBLASLt GEMMs beat its kernel.
+// ... N and K at most 8192: beyond, the pipeline's cuBLASLt GEMMs beat its kernel on 128-
+// and 256-wide tiles. At 2 ranks also N beyond 8192 where B [N, K] is within 128 MiB (where
+// the cooperative widths run: 128 x 224 and 128 x 160 since the forty-eighth session): 2
+// H200s, fc-bench agmm, two runs, the engine forced against auto (us): 3072 x 14336 x 4096
+// 455-469 against the pipeline's 479-492, 2048 / 4096 x 14336 and 2048 x 10240 level or 1.5 %
+// ahead, 1024 x 14336 x 4096 154.5 against the pipeline's 173-175 (its 512-row shards take the
+// model's rule below), 1024 x 10240 / 12288 level / 2 % ahead; with B beyond 128 MiB
+// (ping-pong tiles only) 10 % behind (2048 x 28672 x 4096 673-675 against 613-615). Measured
+// to shards of 2048 rows; with larger ones the pipeline takes 1.02-1.03x the GEMM alone
+// (8192 x 14336 x 4096), the engine's GEMM there 1.03x cuBLASLt's: it keeps them.
 //                                                          perf-log: chooseAllGatherMatmul
 constexpr size_t kAgmmEngineMaxNK = 8192;
+constexpr size_t kAgmmEngineWideNMaxShardRows = 2048;
 // ... and at least one wave of 128 x 256 tiles on the engine's SMs.
 //                                                          perf-log: chooseAllGatherMatmul
 constexpr size_t kAgmmEngineMinWaves = 1;
@@ -181,6 +191,10 @@ constexpr int kAgmmLamportGatherMaxRanks = 4;
 // waits for the whole pull), 1024 x 4096 x 7168 83.3 / 107.8, 1024 x 8192 x 8192 179.2 /
 // 214.6, 1536 x 4096 x 4096 72.6 / 94.3; 6 more shapes likewise, 1024 x 2048 x 4096 left
 // unfused (45.4; the engine's best 44.5).                  perf-log: agmmEngineModel
+// Beyond N 8192 (where the engine runs at all: above) the pipeline fills its waves with
+// 512-row shards, and took about the unfused path's modelled time there (1024 x 14336 x 4096:
+// 173-175 us, the model's unfused 175, its engine 159, the engine 154.5), so the model's
+// rule comes before the pipeline's there.                   perf-log: chooseAllGatherMatmul
 // The pushed form only (AllGatherMatmulQuery::enginePushes), the one those timings ran:
 // the pulled form (a symmetric A with Agathered) took 57.8 us at 1024 x 3072 x 4096 where
 // the unfused path, gathering into Agathered from the symmetric A directly, took 53.8
@@ -596,22 +610,26 @@ bool agmmPipelineFills(const AllGatherMatmulQuery& q) {
 FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
   const size_t shardRows = q.M / size_t(q.nranks);
   const bool pipelineFills = agmmPipelineFills(q);
-  const bool engineNK = q.N <= kAgmmEngineMaxNK && q.K <= kAgmmEngineMaxNK;
+  const bool wideN = q.N > kAgmmEngineMaxNK;
+  const bool engineNK = q.K <= kAgmmEngineMaxNK &&
+                        (!wideN || (q.nranks == 2 && q.N * q.K * 2 <= kSmallTilesMinBBytes &&
+                                    shardRows <= kAgmmEngineWideNMaxShardRows));
   const bool engineShape = shardRows >= kAgmmEngineMinShardRows && engineNK &&
                            tiles(q.M, q.N, 256) >= kAgmmEngineMinWaves * size_t(q.engineSms);
   if (engineShape && (q.nranks == 2 || (q.nranks <= kAgmmEngineMaxRanks &&
                                         (shardRows <= kAgmmEngineWideMaxShardRows || !pipelineFills))))
     return FusedAlgo::Engine;
-  if (pipelineFills) return FusedAlgo::Pipeline;
-  // Smaller shards at 2 ranks: where the model puts the engine ahead of the unfused path.
+  // Smaller shards at 2 ranks: where the model puts the engine ahead of the unfused path
+  // (beyond N 8192 ahead of the pipeline too).
+  bool modelEngine = false;
   if (q.nranks == 2 && q.enginePushes && engineNK && shardRows >= kAgmmEngineModelMinShardRows &&
       shardRows < kAgmmEngineMinShardRows && shardRows % kEngineClusterRows == 0) {
     const int width = allGatherEngineTileN(q.M, q.N, q.K, q.nranks, q.engineSms);
-    if (allGatherEngineSeconds(q.M, q.N, q.K, q.nranks, q.engineSms, width) <=
-        kAgmmEngineModelMargin * allGatherUnfusedSeconds(q.M, q.N, q.K, q.nranks, q.gpuSms))
-      return FusedAlgo::Engine;
+    modelEngine = allGatherEngineSeconds(q.M, q.N, q.K, q.nranks, q.engineSms, width) <=
+                  kAgmmEngineModelMargin * allGatherUnfusedSeconds(q.M, q.N, q.K, q.nranks, q.gpuSms);
   }
-  return FusedAlgo::Unfused;
+  if (pipelineFills && !(modelEngine && wideN)) return FusedAlgo::Pipeline;
+  return modelEngine ? FusedAlgo::Engine : FusedAlgo::Unfused;
 }
 }  // namespace
 

@@ -294,8 +294,8 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
   };
   for (int sms : {132, 114}) {
     INFO(sms << " SMs");
-    // 2 ranks: the engine on the public shapes, the pipeline past N or K of 8192,
-    // unfused for small shards.
+    // 2 ranks: the engine on the public shapes, the pipeline past N or K of 8192 (N: where B
+    // is beyond 128 MiB or shards beyond 2048 rows), unfused for small shards.
     CHECK(pick(2, sms, 8192, 3072, 4096) == FusedAlgo::Engine);
     CHECK(pick(2, sms, 2048, 3584, 5120) == FusedAlgo::Engine);
     CHECK(pick(2, sms, 8192, 27648, 5120) == FusedAlgo::Pipeline);
@@ -323,7 +323,15 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
       pulled.M = 2048;  // the rule for 1024-row shards holds for every form
       CHECK(chooseAllGatherMatmul(pulled) == FusedAlgo::Engine);
     }
-    CHECK(pick(2, sms, 1024, 14336, 4096) == FusedAlgo::Pipeline);
+    // Beyond N 8192 at 2 ranks: the engine where B is within 128 MiB and shards within 2048
+    // rows (512-row shards by the model, ahead of the pipeline there), else the pipeline.
+    CHECK(pick(2, sms, 1024, 14336, 4096) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 3072, 14336, 4096) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 4096, 10240, 4096) == FusedAlgo::Engine);
+    CHECK(pick(2, sms, 8192, 14336, 4096) == FusedAlgo::Pipeline);  // shards beyond 2048 rows
+    CHECK(pick(2, sms, 2048, 28672, 4096) == FusedAlgo::Pipeline);  // B over 128 MiB
+    CHECK(pick(2, sms, 1024, 10240, 8192) == FusedAlgo::Pipeline);  // B over 128 MiB
+    CHECK(pick(4, sms, 4096, 14336, 4096) == FusedAlgo::Pipeline);  // 2 ranks only
     CHECK(pick(4, sms, 2048, 3072, 4096) == FusedAlgo::Unfused);  // 2 ranks only
     // 3-4 ranks: the engine for shards of 1024 rows, larger ones where the pipeline does
     // not fill its waves; 8 ranks: never.
