@@ -205,6 +205,15 @@ constexpr int kAgmmLamportGatherMaxRanks = 4;
 // the model's 128 columns, 66.5-73.7 on the others, the unfused path 69.8).
 constexpr size_t kAgmmEngineModelMinShardRows = 512;
 constexpr double kAgmmEngineModelMargin = 0.95;
+// Shards of one cluster row (256 rows) beyond N 8192 at 2 ranks, where the model cannot
+// tell (its unfused GEMM is our width rule's; the unfused path runs cuBLASLt's): the engine
+// where its width's tiles fill at least 95 % of their last wave. 2 H200s, fc-bench agmm,
+// the engine forced against auto (unfused), two runs, us, 512 x N x 4096: N 10240 68.3 /
+// 69.6, 12288 75.9 / 79.6, 14336 89.4 / 98.4, 15360 97.9 / 98.6, 16384 98.0 / 98.8 and
+// x 5120 at 10240 / 12288 81.6 / 83.5, 91.3 / 96.8 (every tile count 97 % of its waves);
+// 9216 66.7 / 63.2, 11264 74.7 / 72.9, 13312 88.2 / 88.7 (88-91 %).
+//                                                          perf-log: chooseAllGatherMatmul
+constexpr double kAgmmEngineOneClusterMinWaveFill = 0.95;
 // The model: one SM runs a 128 x 128 tile's mainloop at 6 TFLOP/s (bf16; 22.4 us at K
 // 4096, from the GEMM alone over 1-3 waves), a W-wide tile W / 128 times as long times the
 // width's cost (kTileWidths); the engine adds 7 us (its barrier, flags, launch), the
@@ -629,7 +638,15 @@ FusedAlgo allGatherMatmulAuto(const AllGatherMatmulQuery& q) {
                   kAgmmEngineModelMargin * allGatherUnfusedSeconds(q.M, q.N, q.K, q.nranks, q.gpuSms);
   }
   if (pipelineFills && !(modelEngine && wideN)) return FusedAlgo::Pipeline;
-  return modelEngine ? FusedAlgo::Engine : FusedAlgo::Unfused;
+  if (modelEngine) return FusedAlgo::Engine;
+  // One cluster row a shard, beyond N 8192: by the engine's wave fill.
+  if (q.nranks == 2 && q.enginePushes && engineNK && wideN && shardRows == kEngineClusterRows) {
+    const size_t width = size_t(allGatherEngineTileN(q.M, q.N, q.K, q.nranks, q.engineSms));
+    const size_t count = tiles(q.M, q.N, width), sms = size_t(std::max(q.engineSms, 1));
+    const size_t waves = (count + sms - 1) / sms;
+    if (double(count) >= kAgmmEngineOneClusterMinWaveFill * double(waves * sms)) return FusedAlgo::Engine;
+  }
+  return FusedAlgo::Unfused;
 }
 }  // namespace
 

@@ -332,6 +332,8 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
     CHECK(pick(2, sms, 2048, 28672, 4096) == FusedAlgo::Pipeline);  // B over 128 MiB
     CHECK(pick(2, sms, 1024, 10240, 8192) == FusedAlgo::Pipeline);  // B over 128 MiB
     CHECK(pick(4, sms, 4096, 14336, 4096) == FusedAlgo::Pipeline);  // 2 ranks only
+    CHECK(pick(2, sms, 512, 8192, 4096) == FusedAlgo::Unfused);  // 256-row shards, N within 8192
+    CHECK(pick(4, sms, 1024, 14336, 4096) == FusedAlgo::Unfused);  // 2 ranks only
     CHECK(pick(4, sms, 2048, 3072, 4096) == FusedAlgo::Unfused);  // 2 ranks only
     // 3-4 ranks: the engine for shards of 1024 rows, larger ones where the pipeline does
     // not fill its waves; 8 ranks: never.
@@ -371,6 +373,14 @@ TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
   }
   // Where the SM count decides: a wave of 128 x 256 tiles for the engine (128 tiles),
   // two waves of 128 x 128 tiles per shard for the pipeline (240 and 256 tiles).
+  // 256-row shards beyond N 8192 at 2 ranks: the engine where its tiles fill 95 % of their
+  // last wave (132 SMs: 256 tiles), else unfused.
+  CHECK(pick(2, 132, 512, 14336, 4096) == FusedAlgo::Engine);   // 4 x 64 tiles of 128 x 224
+  CHECK(pick(2, 132, 512, 12288, 4096) == FusedAlgo::Engine);   // 4 x 64 of 128 x 192
+  CHECK(pick(2, 132, 512, 10240, 5120) == FusedAlgo::Engine);   // 4 x 64 of 128 x 160
+  CHECK(pick(2, 132, 512, 9216, 4096) == FusedAlgo::Unfused);   // 4 x 58: 88 % of 2 waves
+  CHECK(pick(2, 132, 512, 13312, 4096) == FusedAlgo::Unfused);  // 4 x 60: 91 %
+  CHECK(pick(2, 132, 512, 27648, 5120) == FusedAlgo::Unfused);  // B over 128 MiB
   CHECK(pick(2, 132, 2048, 1920, 4096) == FusedAlgo::Unfused);
   CHECK(pick(2, 114, 2048, 1920, 4096) == FusedAlgo::Engine);
   CHECK(pick(2, 132, 2048, 1920, 4096, FusedAlgo::Auto, true, true, 64) == FusedAlgo::Engine);  // FC_ENGINE_SMS
