@@ -13,9 +13,8 @@ namespace fc::engine {
 // GEMM + reduce-scatter (scatter_gemm_...) and GEMM + all-reduce (scatter_gather_gemm_...:
 // the reduce-scatter's kernel whose own block's sums also go to the peer), each in two
 // configurations ('p': ping-pong), in a table [fp16][B^T][128 x 128 tiles]; the
-// all-gather engine also on 128 x 192 cooperative and 128 x 96 ping-pong tiles,
-// [fp16][B^T][128 x 96 tiles], and on 128 x 224 and 128 x 160 cooperative ones,
-// [fp16][B^T][128 x 160 tiles].
+// all-gather engine on six widths (tuning::engineTileN), in a table [fp16][B^T][width]
+// in kAllGatherWidths' order.
 #define FC_ENGINE_DECLARE(kind, type, layout)                                                  \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x256c2x1(const EngineGemm&, cudaStream_t); \
   fcResult_t run##kind##Gemm_##type##_##layout##_128x128c2x1p(const EngineGemm&, cudaStream_t);
@@ -55,26 +54,29 @@ using Run = fcResult_t (*)(const EngineGemm&, cudaStream_t);
 #define FC_ENGINE_TABLE(kind)                                           \
   {{FC_ENGINE_ENTRY(kind, bf16, n), FC_ENGINE_ENTRY(kind, bf16, t)},  \
    {FC_ENGINE_ENTRY(kind, fp16, n), FC_ENGINE_ENTRY(kind, fp16, t)}}
-const Run kAllGather[2][2][2] = FC_ENGINE_TABLE(AllGather);
 const Run kScatter[2][2][2] = FC_ENGINE_TABLE(Scatter);
 const Run kScatterGather[2][2][2] = FC_ENGINE_TABLE(ScatterGather);
 #undef FC_ENGINE_TABLE
 #undef FC_ENGINE_ENTRY
-#define FC_ENGINE_OTHER(type, layout) \
-  { runAllGatherGemm_##type##_##layout##_128x192c2x1, runAllGatherGemm_##type##_##layout##_128x96c2x1p }
-const Run kAllGatherOther[2][2][2] = {{FC_ENGINE_OTHER(bf16, n), FC_ENGINE_OTHER(bf16, t)},
-                                      {FC_ENGINE_OTHER(fp16, n), FC_ENGINE_OTHER(fp16, t)}};
-#undef FC_ENGINE_OTHER
-#define FC_ENGINE_FACTOR(type, layout) \
-  { runAllGatherGemm_##type##_##layout##_128x224c2x1, runAllGatherGemm_##type##_##layout##_128x160c2x1 }
-const Run kAllGatherFactor[2][2][2] = {{FC_ENGINE_FACTOR(bf16, n), FC_ENGINE_FACTOR(bf16, t)},
-                                       {FC_ENGINE_FACTOR(fp16, n), FC_ENGINE_FACTOR(fp16, t)}};
-#undef FC_ENGINE_FACTOR
+// Widest first; cooperative kernels from 160 columns, ping-pong ones (the units' "p") at
+// 128 and 96.
+constexpr int kAllGatherWidths[] = {256, 224, 192, 160, 128, 96};
+constexpr int kAllGatherWidthCount = sizeof(kAllGatherWidths) / sizeof(kAllGatherWidths[0]);
+#define FC_ALLGATHER_ENTRY(type, layout)                                                            \
+  {                                                                                                 \
+    runAllGatherGemm_##type##_##layout##_128x256c2x1, runAllGatherGemm_##type##_##layout##_128x224c2x1, \
+        runAllGatherGemm_##type##_##layout##_128x192c2x1, runAllGatherGemm_##type##_##layout##_128x160c2x1, \
+        runAllGatherGemm_##type##_##layout##_128x128c2x1p, runAllGatherGemm_##type##_##layout##_128x96c2x1p \
+  }
+const Run kAllGather[2][2][kAllGatherWidthCount] = {{FC_ALLGATHER_ENTRY(bf16, n), FC_ALLGATHER_ENTRY(bf16, t)},
+                                                    {FC_ALLGATHER_ENTRY(fp16, n), FC_ALLGATHER_ENTRY(fp16, t)}};
+#undef FC_ALLGATHER_ENTRY
 const Run kScatterChain[2][2] = {{runScatterChainGemm_bf16_n_128x128c2x1p, runScatterChainGemm_bf16_t_128x128c2x1p},
                                  {runScatterChainGemm_fp16_n_128x128c2x1p, runScatterChainGemm_fp16_t_128x128c2x1p}};
 
-fcResult_t dispatch(const Run (&table)[2][2][2], const EngineGemm& g, bool small, cudaStream_t stream) {
-  return table[g.datatype == fcFloat16][g.transB == fcOpT][small](g, stream);
+template <size_t kConfigs>
+fcResult_t dispatch(const Run (&table)[2][2][kConfigs], const EngineGemm& g, size_t config, cudaStream_t stream) {
+  return table[g.datatype == fcFloat16][g.transB == fcOpT][config](g, stream);
 }
 
 }  // namespace
@@ -92,15 +94,9 @@ fcResult_t launchAllGatherGemm(const EngineGemm& g, cudaStream_t stream) {
   const int width = g.tileN != 0 ? g.tileN : tuning::engineTileN(g.M, g.N, g.K, g.smCount);
   FC_TRACE("GEMM engine, all-gather: M %zu N %zu K %zu: 128 x %d %s", g.M, g.N, g.K, width,
            width > 128 ? "cooperative" : "ping-pong");
-  switch (width) {
-    case 256: return dispatch(kAllGather, g, false, stream);
-    case 224: return dispatch(kAllGatherFactor, g, false, stream);
-    case 192: return dispatch(kAllGatherOther, g, false, stream);
-    case 160: return dispatch(kAllGatherFactor, g, true, stream);
-    case 128: return dispatch(kAllGather, g, true, stream);
-    case 96: return dispatch(kAllGatherOther, g, true, stream);
-    default: return setError(fcInternalError, "the all-gather engine has no 128 x %d tiles", width);
-  }
+  for (int i = 0; i < kAllGatherWidthCount; ++i)
+    if (kAllGatherWidths[i] == width) return dispatch(kAllGather, g, size_t(i), stream);
+  return setError(fcInternalError, "the all-gather engine has no 128 x %d tiles", width);
 }
 
 namespace {
