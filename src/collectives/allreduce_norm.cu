@@ -386,33 +386,45 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
     // one CTA per row.
     const size_t rowPacks = c.hidden / dev::PackTraits<T>::kElems;
     if (clusterPacks == kNormClusterPacksAuto)
-      clusterPacks = tuning::normClusterPacks(rowPacks, size_t(dev::kThreads));
+      clusterPacks = tuning::normClusterPacks(rowPacks, size_t(dev::kThreads), wideCtas);
     size_t ctas = clusterPacks ? (rowPacks + clusterPacks - 1) / clusterPacks : 1;
     ctas = ctas < 1 ? 1 : ctas > ClusterRowSum::kMaxCtas ? ClusterRowSum::kMaxCtas : ctas;
     while (ctas > 1 && c.tokens * ctas > size_t(dc.maxCtas)) ctas = (ctas + 1) / 2;
     while (ctas > size_t(dc.maxCtas)) --ctas;
-    const size_t perCluster = size_t(dc.maxCtas) / ctas;
-    const size_t clusters = c.tokens < perCluster ? c.tokens : perCluster;
+    const uint32_t form = stages & ~uint32_t(kNormSolo);  // solo: a launch form, not a stage
     // A CTA's share of a row past kThreads packs (one CTA per row of 5120-7168 in bf16
     // at 100-160 rows): wideCtas gives it up to kWideThreads threads, one pack per data
     // thread (TensorRT-LLM's way: its CTAs grow as its clusters halve), instead of
     // leaving some data threads two packs to poll one after the other; only where every
     // data thread then has one (tuning).
-    const size_t share = (rowPacks + ctas - 1) / ctas;
     constexpr unsigned kWideData = unsigned(kWideThreads - dev::kCallWarpThreads);
-    const bool wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), kWideData);
-    const unsigned threads = rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
-    const uint32_t form = stages & ~uint32_t(kNormSolo);  // solo: a launch form, not a stage
-    auto kernel = byWorldSize(dc.nranks, [&](auto nr) {
-      constexpr int N = decltype(nr)::value;
-      if (form == kNormFull)
-        return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads>
-                    : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
-      return wide ? allReduceNormLamportKernel<T, N, true, kWideThreads>
-                  : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
-    });
-    size_t smem = 0;
-    if (stages & kNormSolo) FC_CHECK(soloSmem(kernel, &smem));
+    bool wide = false;
+    unsigned threads = 0;
+    size_t clusters = 0, smem = 0;
+    decltype(&allReduceNormLamportKernel<T, 2, false, dev::kLamportMaxThreads>) kernel = nullptr;
+    for (;;) {
+      const size_t perCluster = size_t(dc.maxCtas) / ctas;
+      clusters = c.tokens < perCluster ? c.tokens : perCluster;
+      const size_t share = (rowPacks + ctas - 1) / ctas;
+      wide = wideCtas && tuning::normWideCtas(share, size_t(dev::kThreads), kWideData);
+      threads = rowThreads(share, wide ? kWideData : unsigned(dev::kThreads)) + unsigned(dev::kCallWarpThreads);
+      kernel = byWorldSize(dc.nranks, [&](auto nr) {
+        constexpr int N = decltype(nr)::value;
+        if (form == kNormFull)
+          return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads>
+                      : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
+        return wide ? allReduceNormLamportKernel<T, N, true, kWideThreads>
+                    : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
+      });
+      if (stages & kNormSolo) FC_CHECK(soloSmem(kernel, &smem));
+      if (ctas == 1) break;
+      // Every cluster resident at once, else fewer CTAs a row (launch.h, residentClusters:
+      // the late clusters would wait for the early ones to leave).
+      size_t resident = 0;
+      FC_CHECK(residentClusters(kernel, unsigned(ctas), threads, smem, &resident));
+      if (clusters <= resident) break;
+      ctas = (ctas + 1) / 2;
+    }
     return launchKernelWith(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), smem, stream, pdl,
                             dc, channel, c, sig, form);
   });

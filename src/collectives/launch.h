@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <tuple>
 #include <utility>
@@ -86,6 +87,21 @@ template <typename... Params, typename... Args>
 fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                               bool pdl, Args&&... args) {
   return launchKernelWith(kernel, grid, block, 1u, smem, stream, pdl, std::forward<Args>(args)...);
+}
+
+// The clusters of `cluster` CTAs of `threads` threads (and `smem` bytes of dynamic shared
+// memory) of `kernel` that the current device holds at once (cudaOccupancyMaxActiveClusters;
+// at least 1). A cluster's CTAs must share a GPC, so on an H200 (132 SMs) 128 CTAs of 544
+// threads fit as 30 clusters of 4, not 32: a grid that asks for more runs its last clusters
+// after the first ones leave. A Lamport kernel's late clusters then push only after the
+// early ones' polls have waited for their peers' late clusters: the call takes two rounds
+// (fcAllReduceResidualRMSNorm at 31-32 x 16384: 12.3-12.7 us against 7.9 at 30 rows; 2
+// H200s, forty-ninth session). Cached per (device, kernel, shape), residency.cc.
+fcResult_t residentClustersOf(const void* kernel, unsigned cluster, unsigned threads, size_t smem, size_t* clusters);
+template <typename... Params>
+fcResult_t residentClusters(void (*kernel)(Params...), unsigned cluster, unsigned threads, size_t smem,
+                            size_t* clusters) {
+  return residentClustersOf(reinterpret_cast<const void*>(kernel), cluster, threads, smem, clusters);
 }
 
 // The dynamic shared memory that keeps a kernel to one CTA an SM on `device`: more than

@@ -25,7 +25,8 @@ enum NormStage : uint32_t {
 };
 
 // FC_ARNORM_CLUSTER_PACKS unset: the default, tuning::normClusterPacks (one CTA while
-// its data threads hold the row one pack each, else clusters of the table's packs).
+// its data threads, or a wide CTA's up to 640, hold the row one pack each, else clusters
+// of the table's packs).
 constexpr uint32_t kNormClusterPacksAuto = 0xffffffffu;
 
 }  // namespace fc

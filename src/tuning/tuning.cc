@@ -128,6 +128,13 @@ constexpr size_t kNormTwoShotMinClusterPacks = 128;
 // FC_ARNORM_CLUSTER_PACKS' default beyond one CTA's row: clusters of 256 packs per CTA
 // (ahead of 128 and of one CTA at hidden 8192).             perf-log: normClusterPacks
 constexpr uint32_t kNormClusterPacks = 256;
+// ... but one CTA a row with one data thread per pack (a wide CTA, normWideCtas) up to 640
+// packs (hidden 5120 in bf16): 2 H200s (forty-ninth session, fc-bench arnorm, the layouts in
+// turn, 1-64 rows) 4.09 / 4.38 / 4.95 / 6.26 us at 1 / 4 / 16 / 64 rows against 4.42 / 4.76 /
+// 5.12 / 6.46 with clusters of 3 x 256 packs; at 768 and 896 packs (6144, 7168) the wide CTA
+// took 0.1-0.7 us more than the clusters, at 1024 and beyond (two packs a thread) more still.
+//                                                          perf-log: normClusterPacks
+constexpr size_t kNormOneWideCtaMaxPacks = 640;
 // Where the clusters halved to CTAs of more than 512 packs, CTAs of one data thread per
 // pack, but only where every data thread gets one: 2 H200s, 100 x 5120 8.35 against 9.59 us,
 // 128 x 6144 10.14 against 11.40, 64 x 12288 10.99 against 12.02; but at 8192 (1024 packs
@@ -592,8 +599,8 @@ size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t r
   return rounds(whole) < rounds(blockCap) ? whole : blockCap;
 }
 
-uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads) {
-  return rowPacks <= ctaThreads ? 0u : kNormClusterPacks;
+uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads, bool wideCtas) {
+  return rowPacks <= ctaThreads || (wideCtas && rowPacks <= kNormOneWideCtaMaxPacks) ? 0u : kNormClusterPacks;
 }
 
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {

@@ -113,8 +113,9 @@ size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t r
                             bool aligned = true);
 
 // FC_ARNORM_CLUSTER_PACKS' default: 0 (one CTA per row) while one CTA's data threads
-// hold the row one pack each, else clusters of this many 16-byte packs per CTA.
-uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads);
+// hold the row one pack each, or, with wideCtas (FC_ARNORM_WIDE_CTAS), while a wide CTA
+// does so for rows of up to 640 packs; else clusters of this many 16-byte packs per CTA.
+uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads, bool wideCtas);
 
 // Whether a CTA of the one kernel whose share of a row is `sharePacks` 16-byte packs
 // (after its clusters halved to fit maxCtas) gets one data thread per pack past

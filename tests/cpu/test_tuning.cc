@@ -248,8 +248,15 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(normTwoShotBlockRows(1000, 4, 51, 640, 128) == 51);    // 4 ranks: clusters of 2 CTAs
   CHECK(normTwoShotBlockRows(1000, 2, 200, 640, 64) == 192);   // FC_MAX_CTAS=64
   CHECK(normTwoShotBlockRows(1000, 2, 0, 640, 128) == 0);
-  CHECK(normClusterPacks(512, 512) == 0);
-  CHECK(normClusterPacks(1024, 512) == 256);
+  CHECK(normClusterPacks(512, 512, true) == 0);
+  CHECK(normClusterPacks(1024, 512, true) == 256);
+  // One wide CTA a row at 5120 in bf16 (640 packs), clusters from 6144 (768) and without
+  // wide CTAs.
+  CHECK(normClusterPacks(640, 512, true) == 0);
+  CHECK(normClusterPacks(576, 512, true) == 0);
+  CHECK(normClusterPacks(640, 512, false) == 256);
+  CHECK(normClusterPacks(768, 512, true) == 256);
+  CHECK(normClusterPacks(896, 512, true) == 256);
   // Wide CTAs only where every data thread gets one pack: 5120-7168 in bf16 at one CTA
   // a row, 12288 at two; not 4096 (512 threads hold it), 8192 (1024 > 992), 16384 at two.
   CHECK_FALSE(normWideCtas(512, 512, 992));
