@@ -2,7 +2,9 @@
 """Writes this folder's CSVs: SYNTHETIC numbers for tests/cpu/test_report.py (the decode
 grid section of tools/report), made from the fixed ratios below - no GPU measured them.
 A small grid (hidden 2048, 4096, 8192 x tokens 1, 3, 17, 128, 255, 2048) in the columns the
-benchmarks write; FlashInfer 'absent' (0) at 2048 x 8192, as where it refuses a shape.
+benchmarks write; FlashInfer 'absent' (0) at 2048 x 8192, as where it refuses a shape; and
+push-rate.csv, tools/probes/push-rate's rows for the all-reduce's sizes from 8 KiB to 4 MiB
+(the bound the report sets the missed cells beside).
 Rerun after changing a benchmark's columns, then update the rows test_report.py expects."""
 import os
 
@@ -11,6 +13,8 @@ TOKENS = (1, 3, 17, 128, 255, 2048)
 # ours / FlashInfer per hidden, per token count (all-reduce, then all-reduce + RMSNorm).
 AR = {2048: (0.80, 0.82, 0.85, 0.90, 0.93, 0.97), 4096: (0.78, 0.80, 0.88, 0.96, 0.94, 1.05),
       8192: (0.81, 0.83, 0.92, 0.99, 1.08, 0.94)}
+# The fastest Lamport one-shot (push-rate's lamport-cta-pdl row) / FlashInfer, per cell.
+BOUND = {2048: (0.90,) * 6, 4096: (0.90, 0.90, 0.90, 0.97, 0.90, 0.90), 8192: (0.90, 0.90, 0.90, 0.93, 0.96, 0.90)}
 NORM = {2048: (0.90, 0.92, 0.94, 0.96, 0.93, 0.91), 4096: (0.85, 0.97, 0.93, 0.94, 1.04, 0.92),
         8192: (0.88, 0.90, 0.91, 0.95, 0.99, 0.90)}
 here = os.path.dirname(os.path.abspath(__file__))
@@ -64,3 +68,15 @@ with open(os.path.join(here, "arnorm-grid-2.csv"), "w") as f:
         fused = round(ar + over, 2)
         f.write("arnorm,%d,%d,%d,bf16,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.2f,0.0078,OK,%.2f\n" % (
             t, h, b, fused, fused + 0.7, fused + 3, ar, ar * 2.5, fused - ar, (fused + 3) / fused, fused + 5, fused))
+with open(os.path.join(here, "push-rate.csv"), "w") as f:
+    f.write("# push-rate: SYNTHETIC test data (tests/data/report-sample-grid/generate.py)\n")
+    f.write("mode,map,bytes,ctas,threads,unroll,us,GBps\n")
+    for h, t, i, b in rows():
+        if not (8 << 10) <= b <= (4 << 20):
+            continue
+        # Only lamport-* rows of the cumem map count: the slower minimal kernel, the bound,
+        # and a faster malloc-mapped row and bare stores that the report must pass over.
+        for mode, mapping, factor in (("lamport-sweep", "cumem", 1.2), ("lamport-cta-pdl", "cumem", BOUND[h][i]),
+                                      ("lamport-cta-pdl", "malloc", 0.5), ("store", "cumem", 0.4)):
+            us = round(fi_us(b) * factor, 2)
+            f.write("%s,%s,%d,128,512,1,%.2f,%.1f\n" % (mode, mapping, b, us, b / us / 1e3))
