@@ -91,7 +91,7 @@ fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, 
 
 // The clusters of `cluster` CTAs of `threads` threads (and `smem` bytes of dynamic shared
 // memory) of `kernel` that the current device holds at once (cudaOccupancyMaxActiveClusters;
-// at least 1). A cluster's CTAs must share a GPC, so on an H200 (132 SMs) 128 CTAs of 544
+// at least 1; SIZE_MAX where the runtime gives no answer, i.e. no limit known). A cluster's CTAs must share a GPC, so on an H200 (132 SMs) 128 CTAs of 544
 // threads fit as 30 clusters of 4, not 32: a grid that asks for more runs its last clusters
 // after the first ones leave. A Lamport kernel's late clusters then push only after the
 // early ones' polls have waited for their peers' late clusters: the call takes two rounds

@@ -1,6 +1,7 @@
 // How many thread block clusters of a launch the device holds at once (launch.h).
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <mutex>
 
 #include "collectives/launch.h"
@@ -50,7 +51,14 @@ fcResult_t residentClustersOf(const void* kernel, unsigned cluster, unsigned thr
   config.attrs = &attr;
   config.numAttrs = 1;
   int n = 0;
-  FC_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, kernel, &config));
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &config) != cudaSuccess) {
+    // No answer (a runtime that refuses the query, e.g. in a capture mode that forbids it):
+    // the launch goes ahead as before this check, every cluster taken as resident, and the
+    // error this query left for cudaGetLastError is taken back. Not cached: asked again.
+    (void)cudaGetLastError();
+    *clusters = SIZE_MAX;
+    return fcSuccess;
+  }
   *clusters = n > 0 ? size_t(n) : 1;
   std::lock_guard<std::mutex> lock(gMutex);
   if (gUsed < kEntries) gEntries[gUsed++] = {device, kernel, cluster, threads, smem, *clusters};
