@@ -47,12 +47,17 @@ using dev::kThreads;
 // measurement form): the next kernel allowed to launch only when this CTA is done (as
 // FlashInfer's one-shot does), not once its pushes are issued (device_comm.h).
 // kTimeline (FC_LAMPORT_STAGES=timeline, a measurement form): the production kernel
-// with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh).
-template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kTimeline = false>
-__global__ void __launch_bounds__(dev::kLamportMaxThreads)
+// with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh). kWide
+// (FC_LAMPORT_STAGES=wide, a measurement form): the production kernel built for CTAs of
+// up to 1024 threads, launched with one data thread per pack where a CTA owns 513-992
+// packs (device_comm.h, kLamportWide).
+template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kTimeline = false,
+          bool kWide = false>
+__global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
     allReduceLamportKernel(const __grid_constant__ DeviceComm dc, int channel, const T* in, T* out, size_t count,
                            uint32_t sig, uint32_t stagesArg) {
-  static_assert(!(kMeasure && (kLean || kLate || kTimeline)), "the lean, late and timeline forms run every stage once");
+  static_assert(!(kMeasure && (kLean || kLate || kTimeline || kWide)),
+                "the lean, late, timeline and wide forms run every stage once");
   static_assert(!(kLean && kTimeline), "the timeline stamps the production loops");
   constexpr bool kLeanLoops = kLean && NR > 0;
   constexpr int E = dev::PackTraits<T>::kElems;
@@ -184,23 +189,33 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const size_t chunks = ((count + E - 1) / E + P - 1) / P;
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
-  const dev::LamportShape shape = dev::lamportShape(chunks, int(P), dc.maxCtas);
+  const dev::LamportShape narrow = dev::lamportShape(chunks, int(P), dc.maxCtas);
+  // The wide form: up to 992 data threads, where that gives each one pack.
+  constexpr int kWideData = 1024 - dev::kCallWarpThreads;
+  const size_t owned = (chunks + narrow.grid - 1) / narrow.grid * P;
+  const bool wide = (stages & ~uint32_t(kLamportWide)) == kLamportFull && (stages & kLamportWide) &&
+                    owned > size_t(dev::kThreads) && owned <= size_t(kWideData);
+  const dev::LamportShape shape = wide ? dev::lamportShape(chunks, int(P), dc.maxCtas, kWideData) : narrow;
   // Where the CTAs sit: one to an SM (dc.soloSmemBytes of unused shared memory) by the
   // packs the busiest data thread owns (tuning.h), or where a measurement form says
-  // (solo, shared). The measurement forms lean, late and timeline are instantiations of
+  // (solo, shared). The measurement forms lean, late, timeline and wide are instantiations of
   // their own, every stage once (no stage branches), timed against `full` directly.
-  const uint32_t form =
-      stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportShared | kLamportSolo | kLamportTimeline);
+  const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportShared | kLamportSolo |
+                                           kLamportTimeline | kLamportWide);
   const size_t perCta = (chunks + shape.grid - 1) / shape.grid * P, dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool lean = form == kLamportFull && (stages & kLamportLean);
   const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
   const bool timeline = form == kLamportFull && (stages & kLamportTimeline);
-  const bool production = form == kLamportFull && !lean && !late && !timeline;
+  const bool production = form == kLamportFull && !lean && !late && !timeline && !wide;
   const bool solo = (stages & kLamportSolo) ||
                     (!(stages & kLamportShared) && dc.soloSmemBytes != 0 &&
                      tuning::lamportSoloCtas((perCta + dataThreads - 1) / dataThreads));
   auto kernel =
-      timeline ? byWorldSize(dc.nranks,
+      wide ? byWorldSize(dc.nranks,
+                         [](auto nr) {
+                           return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, false, true>;
+                         })
+      : timeline ? byWorldSize(dc.nranks,
                              [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
       : production ? productionKernel<T>(dc.nranks)
       : late ? byWorldSize(dc.nranks,

@@ -99,7 +99,8 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"late", kLamportFull | kLamportLateTrigger},
     {"solo", kLamportFull | kLamportSolo},
     {"shared", kLamportFull | kLamportShared},
-    {"timeline", kLamportFull | kLamportTimeline}};
+    {"timeline", kLamportFull | kLamportTimeline},
+    {"wide", kLamportFull | kLamportWide}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {
     {"full", EngineStages::Full}, {"no-wait", EngineStages::NoWait}, {"no-pull", EngineStages::NoPull}};

@@ -181,6 +181,15 @@ enum LamportStage : uint32_t {
   // spread (ns), printed as "# timeline" lines every 64 calls (collectives/
   // lamport_timeline.cuh). Right sums; the stamps' shared-memory atomics cost a little.
   kLamportTimeline = 65536,
+  // Every stage once, the production kernel's loops in a kernel launched for up to 1024
+  // threads (launch bounds 1024: at most 64 registers a thread), so that a CTA owning
+  // 513-992 packs (at 2 ranks in bf16: 1-1.94 MiB) gets one data thread per pack instead
+  // of leaving some of its 512 data threads two; other sizes as `full`. Right sums. Why:
+  // on the full grid at 2 ranks ours was 0.4-0.7 us above the push-rate probe's minimal
+  // Lamport one-shot at 576-700 packs a CTA (1.1-1.4 MiB), whose CTAs grow to one pack a
+  // thread, and within 0.2 us of it elsewhere (forty-ninth session, design.md). The
+  // twenty-seventh session's wide form, removed, was timed only at 1, 2 and 4 MiB.
+  kLamportWide = 131072,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

@@ -403,7 +403,7 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
   for (const Case& c : {Case{"FC_LAMPORT_STAGES", "push-only"}, Case{"FC_LAMPORT_STAGES", "no-reset"},
                         Case{"FC_LAMPORT_STAGES", "sum-twice"}, Case{"FC_LAMPORT_STAGES", "clear-read"},
                         Case{"FC_LAMPORT_STAGES", "reset-call-warp"}, Case{"FC_LAMPORT_STAGES", "lean"},
-                        Case{"FC_LAMPORT_STAGES", "late"},
+                        Case{"FC_LAMPORT_STAGES", "late"}, Case{"FC_LAMPORT_STAGES", "wide"},
                         Case{"FC_ARNORM_STAGES", "allreduce-only"},
                         Case{"FC_ARNORM_STAGES", "no-norm"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
