@@ -238,7 +238,9 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 255 | 4096 | 1.99219 MiB | 22.28 | 21.43 | 1.040 | 18.73 | 3.55 |" in text, "grid: norm worst-cell row")
     expect("decode grid, all-reduce: more than 1.02x FlashInfer's time in 2 of 17 cells (worst 1.08x at 255 tokens x "
            "hidden 8192)" in text, "grid: loss listed")
-    expect("all-reduce ours / FlashInfer 0.78-1.08" in text, "grid: headline")
+    expect("decode grid (issue 44), from PyTorch, all-reduce: ours / FlashInfer 0.78-1.08" in text, "grid: headline")
+    expect("decode grid (issue 44), from PyTorch, all-reduce + RMSNorm: ours / FlashInfer" in text,
+           "grid: the norm's headline a topic of its own")
     for name in ("grid-allreduce-flashinfer-2.png", "grid-arnorm-flashinfer-2.png", "grid-allreduce-nccl-2.png",
                  "grid-arnorm-over-allreduce-2.png"):
         path = os.path.join(plots, name)
