@@ -91,12 +91,14 @@ fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, 
 
 // The clusters of `cluster` CTAs of `threads` threads (and `smem` bytes of dynamic shared
 // memory) of `kernel` that the current device holds at once (cudaOccupancyMaxActiveClusters;
-// at least 1; SIZE_MAX where the runtime gives no answer, i.e. no limit known). A cluster's CTAs must share a GPC, so on an H200 (132 SMs) 128 CTAs of 544
-// threads fit as 30 clusters of 4, not 32: a grid that asks for more runs its last clusters
-// after the first ones leave. A Lamport kernel's late clusters then push only after the
-// early ones' polls have waited for their peers' late clusters: the call takes two rounds
-// (fcAllReduceResidualRMSNorm at 31-32 x 16384: 12.3-12.7 us against 7.9 at 30 rows; 2
-// H200s, forty-ninth session). Cached per (device, kernel, shape), residency.cc.
+// at least 1; SIZE_MAX where the runtime gives no answer, i.e. no limit known). A
+// cluster's CTAs must share a GPC, so a grid of clusters can fit the SMs and still not be
+// resident at once: on an H200 31-32 clusters of four 544-thread CTAs (one an SM) were not,
+// 30 were. A grid that asks for more runs its last clusters after the first ones leave; a
+// Lamport kernel's late clusters then push only after the early ones' polls have waited for
+// their peers' late clusters: two rounds (fcAllReduceResidualRMSNorm at 31-32 x 16384:
+// 12.3-12.7 us against 7.9 at 30 rows; 2 H200s, forty-ninth session). Cached per (device,
+// kernel, shape), residency.cc.
 fcResult_t residentClustersOf(const void* kernel, unsigned cluster, unsigned threads, size_t smem, size_t* clusters);
 template <typename... Params>
 fcResult_t residentClusters(void (*kernel)(Params...), unsigned cluster, unsigned threads, size_t smem,
