@@ -190,19 +190,20 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // Every CTA that ever ran keeps state; launching the same CTAs for the same count on
   // every rank keeps the per-CTA buffer sequences equal across ranks.
   const dev::LamportShape narrow = dev::lamportShape(chunks, int(P), dc.maxCtas);
-  // The wide form: up to 992 data threads, where that gives each one pack.
-  constexpr int kWideData = 1024 - dev::kCallWarpThreads;
-  const size_t owned = (chunks + narrow.grid - 1) / narrow.grid * P;
-  const bool wide = (stages & ~uint32_t(kLamportWide)) == kLamportFull && (stages & kLamportWide) &&
-                    owned > size_t(dev::kThreads) && owned <= size_t(kWideData);
-  const dev::LamportShape shape = wide ? dev::lamportShape(chunks, int(P), dc.maxCtas, kWideData) : narrow;
   // Where the CTAs sit: one to an SM (dc.soloSmemBytes of unused shared memory) by the
   // packs the busiest data thread owns (tuning.h), or where a measurement form says
-  // (solo, shared). The measurement forms lean, late, timeline and wide are instantiations of
-  // their own, every stage once (no stage branches), timed against `full` directly.
+  // (solo, shared). The measurement forms lean, late, timeline and wide are instantiations
+  // of their own, every stage once (no stage branches), timed against `full` directly.
   const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportShared | kLamportSolo |
                                            kLamportTimeline | kLamportWide);
-  const size_t perCta = (chunks + shape.grid - 1) / shape.grid * P, dataThreads = shape.threads - dev::kCallWarpThreads;
+  // Packs a CTA owns: every form launches the same grid.
+  const size_t perCta = (chunks + narrow.grid - 1) / narrow.grid * P;
+  // The wide form: up to 992 data threads, where that gives each one pack.
+  constexpr int kWideData = 1024 - dev::kCallWarpThreads;
+  const bool wide = form == kLamportFull && (stages & kLamportWide) && perCta > size_t(dev::kThreads) &&
+                    perCta <= size_t(kWideData);
+  const dev::LamportShape shape = wide ? dev::lamportShape(chunks, int(P), dc.maxCtas, kWideData) : narrow;
+  const size_t dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool lean = form == kLamportFull && (stages & kLamportLean);
   const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
   const bool timeline = form == kLamportFull && (stages & kLamportTimeline);
