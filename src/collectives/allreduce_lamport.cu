@@ -47,10 +47,11 @@ using dev::kThreads;
 // measurement form): the next kernel allowed to launch only when this CTA is done (as
 // FlashInfer's one-shot does), not once its pushes are issued (device_comm.h).
 // kTimeline (FC_LAMPORT_STAGES=timeline, a measurement form): the production kernel
-// with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh). kWide
-// (FC_LAMPORT_STAGES=wide, a measurement form): the production kernel built for CTAs of
-// up to 1024 threads, launched with one data thread per pack where a CTA owns 513-992
-// packs (device_comm.h, kLamportWide).
+// with per-CTA phase stamps, printed every few calls (lamport_timeline.cuh). kWide: the
+// production kernel built for CTAs of up to 1024 threads (launch bounds 1024: at most 64
+// registers a thread), which real calls run with one data thread per pack where a CTA owns
+// 513-992 packs (tuning::lamportWideCtas; FC_LAMPORT_STAGES=narrow, a measurement form,
+// keeps the 512 data threads there, device_comm.h).
 template <typename T, int NR, bool kMeasure, bool kLean = false, bool kLate = false, bool kTimeline = false,
           bool kWide = false>
 __global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
@@ -175,10 +176,15 @@ __global__ void __launch_bounds__(kWide ? 1024 : dev::kLamportMaxThreads)
   if constexpr (kLate) dev::allowDependentLaunch();
 }
 
-// The kernel every real call runs, for the world size.
+// The kernels real calls run, for the world size: CTAs of up to 512 data threads, or
+// (wide) of up to 992.
 template <typename T>
-auto productionKernel(int nranks) {
-  return byWorldSize(nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; });
+auto productionKernel(int nranks, bool wide) {
+  return wide ? byWorldSize(nranks,
+                            [](auto nr) {
+                              return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, false, true>;
+                            })
+              : byWorldSize(nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false>; });
 }
 
 template <typename T>
@@ -192,33 +198,33 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   const dev::LamportShape narrow = dev::lamportShape(chunks, int(P), dc.maxCtas);
   // Where the CTAs sit: one to an SM (dc.soloSmemBytes of unused shared memory) by the
   // packs the busiest data thread owns (tuning.h), or where a measurement form says
-  // (solo, shared). The measurement forms lean, late, timeline and wide are instantiations
-  // of their own, every stage once (no stage branches), timed against `full` directly.
+  // (solo, shared). The measurement forms lean, late, timeline, narrow and wide are
+  // instantiations of their own or the production kernel at another width, every stage
+  // once (no stage branches), timed against `full` directly.
   const uint32_t form = stages & ~uint32_t(kLamportLean | kLamportLateTrigger | kLamportShared | kLamportSolo |
-                                           kLamportTimeline | kLamportWide);
+                                           kLamportTimeline | kLamportNarrow | kLamportWide);
   // Packs a CTA owns: every form launches the same grid.
   const size_t perCta = (chunks + narrow.grid - 1) / narrow.grid * P;
-  // The wide form: up to 992 data threads, where that gives each one pack.
-  constexpr int kWideData = 1024 - dev::kCallWarpThreads;
-  const bool wide = form == kLamportFull && (stages & kLamportWide) && perCta > size_t(dev::kThreads) &&
-                    perCta <= size_t(kWideData);
-  const dev::LamportShape shape = wide ? dev::lamportShape(chunks, int(P), dc.maxCtas, kWideData) : narrow;
-  const size_t dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool lean = form == kLamportFull && (stages & kLamportLean);
   const bool late = form == kLamportFull && (stages & kLamportLateTrigger);
   const bool timeline = form == kLamportFull && (stages & kLamportTimeline);
-  const bool production = form == kLamportFull && !lean && !late && !timeline && !wide;
+  const bool production = form == kLamportFull && !lean && !late && !timeline;
+  // Up to 992 data threads where that gives each one pack (the wide production kernel),
+  // unless the narrow measurement form keeps 512 (or the wide one takes 992 wherever a
+  // CTA owns more than 512).
+  constexpr int kWideData = 1024 - dev::kCallWarpThreads;
+  static_assert(kWideData == 992 && dev::kThreads == 512, "tuning::lamportWideCtas's bounds");
+  const bool wide = production && !(stages & kLamportNarrow) &&
+                    ((stages & kLamportWide) ? perCta > size_t(dev::kThreads) : tuning::lamportWideCtas(perCta));
+  const dev::LamportShape shape = wide ? dev::lamportShape(chunks, int(P), dc.maxCtas, kWideData) : narrow;
+  const size_t dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool solo = (stages & kLamportSolo) ||
                     (!(stages & kLamportShared) && dc.soloSmemBytes != 0 &&
                      tuning::lamportSoloCtas((perCta + dataThreads - 1) / dataThreads));
   auto kernel =
-      wide ? byWorldSize(dc.nranks,
-                         [](auto nr) {
-                           return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, false, true>;
-                         })
-      : timeline ? byWorldSize(dc.nranks,
+      timeline ? byWorldSize(dc.nranks,
                              [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, false, true>; })
-      : production ? productionKernel<T>(dc.nranks)
+      : production ? productionKernel<T>(dc.nranks, wide)
       : late ? byWorldSize(dc.nranks,
                            [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, false, true>; })
       : lean ? byWorldSize(dc.nranks, [](auto nr) { return allReduceLamportKernel<T, decltype(nr)::value, false, true>; })
@@ -243,8 +249,9 @@ fcResult_t prepareAllReduceLamport(const DeviceComm& dc) {
   if (dc.soloSmemBytes == 0) return fcSuccess;
   for (fcDataType_t t : {fcFloat32, fcFloat16, fcBfloat16}) {
     FC_CHECK(withElementType(t, "Lamport all-reduce", [&](auto tag) {
-      FC_CUDA_CHECK(cudaFuncSetAttribute(productionKernel<decltype(tag)>(dc.nranks),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, int(dc.soloSmemBytes)));
+      for (bool wide : {false, true})
+        FC_CUDA_CHECK(cudaFuncSetAttribute(productionKernel<decltype(tag)>(dc.nranks, wide),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(dc.soloSmemBytes)));
       return fcSuccess;
     }));
   }

@@ -100,6 +100,7 @@ constexpr std::pair<const char*, uint32_t> kLamportStageSets[] = {
     {"solo", kLamportFull | kLamportSolo},
     {"shared", kLamportFull | kLamportShared},
     {"timeline", kLamportFull | kLamportTimeline},
+    {"narrow", kLamportFull | kLamportNarrow},
     {"wide", kLamportFull | kLamportWide}};
 // FC_AGMM_ENGINE_STAGES: the all-gather + GEMM engine's stages, for timing them.
 constexpr std::pair<const char*, EngineStages> kEngineStageSets[] = {

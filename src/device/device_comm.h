@@ -181,15 +181,18 @@ enum LamportStage : uint32_t {
   // spread (ns), printed as "# timeline" lines every 64 calls (collectives/
   // lamport_timeline.cuh). Right sums; the stamps' shared-memory atomics cost a little.
   kLamportTimeline = 65536,
-  // Every stage once, the production kernel's loops in a kernel launched for up to 1024
-  // threads (launch bounds 1024: at most 64 registers a thread), so that a CTA owning
-  // 513-992 packs (at 2 ranks in bf16: 1-1.94 MiB) gets one data thread per pack instead
-  // of leaving some of its 512 data threads two; other sizes as `full`. Right sums. Why:
-  // on the full grid at 2 ranks ours was 0.4-0.7 us above the push-rate probe's minimal
-  // Lamport one-shot at 576-700 packs a CTA (1.1-1.4 MiB), whose CTAs grow to one pack a
-  // thread, and within 0.2 us of it elsewhere (forty-ninth session, design.md). The
-  // twenty-seventh session's wide form, removed, was timed only at 1, 2 and 4 MiB.
-  kLamportWide = 131072,
+  // Every stage once, the production kernel's CTAs kept at 512 data threads where real
+  // calls run them with up to 992, one per pack (a CTA owning 513-992 packs, at 2 ranks in
+  // bf16 1-1.75 MiB: the kernel built for 1024 threads, tuning::lamportWideCtas); other
+  // sizes as `full`. Right sums. The wide CTAs came from the full grid at 2 ranks, where
+  // 512 data threads were 0.4-0.7 us above the push-rate probe's minimal Lamport one-shot
+  // at 576-700 packs a CTA (1.1-1.4 MiB), whose CTAs grow to one pack a thread (forty-ninth
+  // and fiftieth sessions, design.md).
+  kLamportNarrow = 131072,
+  // Every stage once, the wide production kernel wherever a CTA owns more than 512 packs
+  // (also beyond 992: its 992 data threads then own up to 2-5 packs, where 512 own 2-8):
+  // whether wide CTAs would pay beyond the rule's 992. Right sums.
+  kLamportWide = 262144,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };
 

@@ -48,6 +48,17 @@ constexpr size_t kLamportOneShotMaxWide = 256 * KiB;
 // the same placement) gained less: 4 MiB 17.03-17.09.
 //                                                          perf-log: lamportSoloCtas
 constexpr size_t kLamportSoloPacks = 2;
+// The Lamport one-shot's CTAs of up to 1024 threads (992 data threads and the call warp)
+// where a CTA owns more packs than the 512 data threads of the others and no more than
+// 992 (5-7 chunks of 128 packs: at 2 ranks 1-1.75 MiB), each data thread then one pack,
+// where 512 leave some of them two (and the CTAs one to an SM). 2 H200s (fc-bench stages,
+// 9b8f54f, two runs within 0.02 us): 1.03-1.75 MiB 5.80-7.76 against 6.30-8.25 us (0.92x
+// at 1.03 MiB, 0.94x at 1.70), also 0.10-0.21 us under the push-rate probe's fastest minimal
+// Lamport one-shot at 1.27-1.70 MiB; at 8 chunks a CTA (1.75-2 MiB) the form falls back
+// to 512 (1024 data threads and the call warp exceed a CTA).
+//                                                          perf-log: lamportWideCtas
+constexpr size_t kLamportWideMinPacks = 513;
+constexpr size_t kLamportWideMaxPacks = 992;
 // The Lamport two-shot above the one-shot at <= 4 ranks: ahead of every other
 // algorithm and of NCCL at every size to 256 MiB.           perf-log: lamportTwoShotAuto
 constexpr int kLamportTwoShotMaxRanks = 4;
@@ -481,6 +492,10 @@ size_t lamportMaxBytes(int nranks) {
 bool lamportTwoShotAuto(int nranks) { return nranks <= kLamportTwoShotMaxRanks; }
 
 bool lamportSoloCtas(size_t packsPerThread) { return packsPerThread >= kLamportSoloPacks; }
+
+bool lamportWideCtas(size_t packsPerCta) {
+  return packsPerCta >= kLamportWideMinPacks && packsPerCta <= kLamportWideMaxPacks;
+}
 
 size_t ceAllReduceMinBytes(int) { return kCeAllReduceMin; }
 

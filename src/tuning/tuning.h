@@ -56,6 +56,11 @@ AllReduceAlgo chooseAllReduce(const AllReduceQuery& q);
 // thread owns).
 bool lamportSoloCtas(size_t packsPerThread);
 
+// Whether the Lamport one-shot runs its CTAs of up to 1024 threads (one data thread per
+// pack, the kernel built for 1024) for a call whose CTAs own `packsPerCta` packs each: where
+// that is more than the 512 data threads of its other CTAs and at most 992.
+bool lamportWideCtas(size_t packsPerCta);
+
 // Whether a one-shot of `bytes` runs the Lamport kernel: up to lamportMaxBytes (or
 // `maxOverride`, FC_LAMPORT_MAX_BYTES, when not 0), unless the barrier one-shot is forced.
 bool oneShotIsLamport(int nranks, size_t bytes, uint64_t maxOverride, AllReduceAlgo forced);

@@ -72,9 +72,11 @@ TEST_CASE("one-shot all-reduce: exact sums over dtypes, sizes, placement and ali
   cudaStream_t stream = env.streams[0];
   for (fcDataType_t t : kTypes) {
     const size_t es = fcTypeSize(t);
-    std::vector<size_t> counts = {1,    2,    3,    5,     7,     8,      9,         15,
-                                  16,   17,   31,   33,    255,   256,    1000,      4095,
-                                  4096, 4097, 8191, 12345, 65536, 65537,  262147,    1 << 20,
+    // 300007 (in fp32) and 700001 (in 16 bits): 1.1-1.4 MiB, where at 2 ranks the Lamport
+    // one-shot's CTAs own 640-768 packs and run wide (tuning::lamportWideCtas).
+    std::vector<size_t> counts = {1,    2,    3,    5,     7,     8,      9,      15,     16,
+                                  17,   31,   33,   255,   256,   1000,   4095,   4096,   4097,
+                                  8191, 12345, 65536, 65537, 262147, 300007, 700001, 1 << 20,
                                   (1 << 20) + 3,    workspaceCount(t)};
     const size_t maxCount = counts.back();
     DevBuf in((maxCount + 16) * es), out((maxCount + 16) * es);

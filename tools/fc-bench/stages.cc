@@ -21,8 +21,11 @@
 //                lines in the log say when, within a call, the CTAs issued their pushes
 //                and reset, summed their first and last packs, and how far apart they
 //                started and ended; its time is full's plus the stamps' cost
-//   wide         full in CTAs of up to 992 data threads where a CTA owns 513-992 packs
-//                (one pack a data thread; 512 by default): timed against full
+//   narrow       full in CTAs of 512 data threads where a CTA owns 513-992 packs (two
+//                packs for some data threads; real calls give each one, in CTAs of up to
+//                992, tuning::lamportWideCtas): timed against full
+//   wide         full in CTAs of up to 992 data threads wherever a CTA owns more than
+//                512 packs (also beyond 992, where real calls keep 512)
 //   push-only    no poll, no sum, no store (the pushes, the reset, the launch)
 //   push-twice   the pushes twice
 //   sum-twice    poll + sum + store twice (the second time the data is there)
@@ -37,7 +40,7 @@
 //                data threads poll
 //   spins-N      full, with N polls back to back before the polls back off
 //                (FC_LAMPORT_SPINS=N; the default is 0)
-// Only full, full-measured, lean, late, solo, shared, timeline, wide,
+// Only full, full-measured, lean, late, solo, shared, timeline, narrow, wide,
 // no-call, clear-read, reset-late, reset-call-warp and spins-N compute the right sums;
 // the others are timings. The calls are fcAllReduceOneShot (the Lamport one-shot up to
 // its limit: its push slot, 4 MiB at 2 ranks, 1 MiB at 3-4; the default largest size).
@@ -79,6 +82,7 @@ int benchStages(Ctx& c, const Options& o) {
                                    {{"solo", "FC_LAMPORT_STAGES", "solo"}, true},
                                    {{"shared", "FC_LAMPORT_STAGES", "shared"}, true},
                                    {{"timeline", "FC_LAMPORT_STAGES", "timeline"}, true},
+                                   {{"narrow", "FC_LAMPORT_STAGES", "narrow"}, true},
                                    {{"wide", "FC_LAMPORT_STAGES", "wide"}, true},
                                    {{"push-only", "FC_LAMPORT_STAGES", "push-only"}, false},
                                    {{"push-twice", "FC_LAMPORT_STAGES", "push-twice"}, false},
