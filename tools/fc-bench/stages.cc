@@ -193,6 +193,8 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
                               {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
                               {"spins-8", "FC_LAMPORT_SPINS", "8"},
+                              {"spins-64", "FC_LAMPORT_SPINS", "64"},
+                              {"spins-1024", "FC_LAMPORT_SPINS", "1024"},
                               {"solo", "FC_ARNORM_STAGES", "solo"}};
   std::vector<fcComm_t> comms;
   for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));

@@ -30,6 +30,15 @@
 //              not wait for it, the kernel's end does), and both (-ourslike)
 //   pingpong   one thread per GPU: a word stored into the peer, the peer's answer
 //              polled for; half the round trip = one-way latency (bytes column 4)
+//   norm-*     (arguments HIDDENxTOKENS: rows of bf16) the bound under the all-reduce +
+//              residual + RMSNorm (issue 44: ours <= the all-reduce + 1 us at 1-128 rows):
+//              norm-oneshot, the minimal Lamport one-shot of the same bytes in bf16 at our
+//              one-shot's grid; norm-row, the same sums with one CTA a row (up to 1024
+//              threads, 1-2 packs each), what a norm needs before its sum of squares;
+//              norm-minimal, norm-row plus the residual (loaded before the polls, as the
+//              weight), residualOut, the row's sum of squares over the CTA and normOut:
+//              the least a fused kernel does. ctas = rows; checked against a host
+//              reference (residualOut exact, normOut within bf16 rounding)
 // Output: CSV on stdout, a header line first. Run on a node with 2 NVLink-connected
 // GPUs: build/tools/probes/push-rate [bytes...] (default 64 KiB - 16 MiB).
 #include <cuda.h>
@@ -37,6 +46,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -220,6 +230,122 @@ __global__ void lamportKernel(const uint4* in, uint4* out, Bufs peer, Bufs mine,
 
 // Moves the call counter on, after the Lamport kernel (stream order).
 __global__ void nextCall(unsigned* callCounter) { ++*callCounter; }
+
+// The minimal Lamport all-reduce (+ residual + RMSNorm with kNorm) of rows of bf16, one
+// CTA a row of rowPacks packs (at most 2 a thread): per-CTA call count and PDL as
+// lamportKernel's lamport-cta-pdl, the stale buffer swept between push and poll, no
+// back-off, no call warp. The residual and the weight are loaded before the polls; the
+// row's sum of squares (of residualOut as stored, bf16) crosses the CTA through shared
+// memory once; normOut = residualOut * rsqrt(mean square + eps) * weight. Then our
+// all-reduce + RMSNorm kernel's features, one at a time (NormOpts, the norm-minimal-*
+// modes): the polls' back-off; each peer pack cleared once read instead of the sweep;
+// the rank's state instead of the CTA's (every CTA reads one call count, arrives on a
+// counter with an acq_rel atomic, the last moves the count on: our Rows kind); a call
+// warp (CTA 0's exchanges a header with the peer's CTA 0, and with the rank's state the
+// call warp arrives, as ours).
+struct NormOpts {
+  bool backoff = false, clear = false, rankState = false, callWarp = false;
+  Bufs hdrPeer{}, hdrMine{};
+};
+constexpr int kNormMaxPacksPerThread = 3;  // 2048 packs over 992 data threads
+template <bool kNorm>
+__global__ void __launch_bounds__(1024) normKernel(const uint4* in, const uint4* residual, const uint4* weight,
+                                                   uint4* resOut, uint4* normOut, Bufs peer, Bufs mine, int rowPacks,
+                                                   unsigned* state, int rank, NormOpts o, int* failed) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  // The rank's state: word 0 the call count, word 1 the arrival counter (kept apart from
+  // the per-CTA counts, which start at word 2).
+  const unsigned call = o.rankState ? state[0] : state[2 + blockIdx.x];
+  __syncthreads();  // every thread has read the count
+  const unsigned dataThreads = blockDim.x - (o.callWarp ? 32 : 0);
+  const bool arriver = o.callWarp ? threadIdx.x == blockDim.x - 1 : threadIdx.x == 0;
+  if (o.rankState && arriver) {
+    unsigned before;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(state + 1) : "memory");
+    if (before == gridDim.x - 1) {
+      state[0] = call + 1;
+      state[1] = 0;
+    }
+  } else if (!o.rankState && threadIdx.x == 0) {
+    state[2 + blockIdx.x] = call + 1;
+  }
+  if (threadIdx.x >= dataThreads) {  // the call warp
+    if (blockIdx.x == 0) {
+      LamportOpts h;
+      h.hdrPeer = o.hdrPeer;
+      h.hdrMine = o.hdrMine;
+      exchangeHeader(h, call, size_t(rowPacks) * gridDim.x, failed);
+    }
+    return;
+  }
+  const size_t base = size_t(blockIdx.x) * rowPacks;
+  for (int p = threadIdx.x; p < rowPacks; p += dataThreads) peer.b[call % 3][base + p] = in[base + p];
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  uint4* stale = mine.b[(call + 2) % 3];
+  if (!o.clear)
+    for (int p = threadIdx.x; p < rowPacks; p += dataThreads) stale[base + p] = uint4{kEmpty, kEmpty, kEmpty, kEmpty};
+  uint4* cur = mine.b[call % 3];
+  uint4 x[kNormMaxPacksPerThread], w[kNormMaxPacksPerThread];
+  float ss = 0.f;
+  int j = 0;
+  for (int p = threadIdx.x; p < rowPacks; p += dataThreads, ++j) {
+    const uint4 a = in[base + p];
+    uint4 r{};
+    if constexpr (kNorm) {
+      r = residual[base + p];
+      w[j] = weight[p];
+    }
+    uint4 v = volatileLoad(cur + base + p);
+    const unsigned long long t0 = nowNs();
+    while (!ready(v)) {
+      if (nowNs() - t0 > kDeadlineNs) {
+        *failed = 1;
+        return;
+      }
+      if (o.backoff) __nanosleep(100);
+      v = volatileLoad(cur + base + p);
+    }
+    if (o.clear) cur[base + p] = uint4{kEmpty, kEmpty, kEmpty, kEmpty};
+    const uint4 s = rank == 0 ? addBf16(a, v) : addBf16(v, a);
+    if constexpr (!kNorm) {
+      resOut[base + p] = s;
+    } else {
+      x[j] = addBf16(s, r);
+      resOut[base + p] = x[j];
+      const uint32_t xs[4] = {x[j].x, x[j].y, x[j].z, x[j].w};
+      for (uint32_t u : xs) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u));
+        ss += f.x * f.x + f.y * f.y;
+      }
+    }
+  }
+  if constexpr (kNorm) {
+    __shared__ float part[32];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x / 32] = ss;
+    // Only the data threads: a named barrier of their count (the call warp has left).
+    asm volatile("bar.sync 1, %0;" ::"r"(dataThreads) : "memory");
+    if (threadIdx.x < 32) {
+      float t = threadIdx.x < (dataThreads + 31) / 32 ? part[threadIdx.x] : 0.f;
+      for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+      if (threadIdx.x == 0) part[0] = t;
+    }
+    asm volatile("bar.sync 1, %0;" ::"r"(dataThreads) : "memory");
+    const float scale = rsqrtf(part[0] / float(rowPacks * 8) + 1e-6f);
+    j = 0;
+    for (int p = threadIdx.x; p < rowPacks; p += dataThreads, ++j) {
+      const uint32_t xs[4] = {x[j].x, x[j].y, x[j].z, x[j].w}, ws[4] = {w[j].x, w[j].y, w[j].z, w[j].w};
+      uint32_t o[4];
+      for (int k = 0; k < 4; ++k) {
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&xs[k]));
+        const float2 g = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&ws[k]));
+        const __nv_bfloat162 q = __floats2bfloat162_rn(f.x * scale * g.x, f.y * scale * g.y);
+        o[k] = *reinterpret_cast<const uint32_t*>(&q);
+      }
+      normOut[base + p] = uint4{o[0], o[1], o[2], o[3]};
+    }
+  }
+}
 
 // One thread each: GPU 0 stores i into the peer's word and waits for i back; GPU 1
 // waits for i and answers. ns: GPU 0's time for `rounds` round trips.
@@ -458,9 +584,29 @@ int main(int argc, char** argv) {
     return 77;
   }
   std::vector<size_t> sizes;
-  for (int i = 1; i < argc; ++i) sizes.push_back(std::strtoull(argv[i], nullptr, 0));
-  if (sizes.empty()) sizes = {size_t(64) << 10, size_t(256) << 10, size_t(1) << 20, size_t(4) << 20, size_t(16) << 20};
-  const size_t maxBytes = *std::max_element(sizes.begin(), sizes.end());
+  struct NormCase {
+    size_t hidden, tokens;  // rows of bf16
+  };
+  std::vector<NormCase> norms;
+  for (int i = 1; i < argc; ++i) {
+    char* end = nullptr;
+    const size_t v = std::strtoull(argv[i], &end, 0);
+    if (*end == 'x') {
+      const NormCase c{v, std::strtoull(end + 1, nullptr, 0)};
+      if (c.hidden % 8 != 0 || c.hidden / 8 > 2048 || c.tokens == 0 || c.tokens > 1024) {
+        std::fprintf(stderr, "push-rate: %s: hidden a multiple of 8 up to 16384, tokens 1-1024\n", argv[i]);
+        return 2;
+      }
+      norms.push_back(c);
+    } else {
+      sizes.push_back(v);
+    }
+  }
+  if (sizes.empty() && norms.empty())
+    sizes = {size_t(64) << 10, size_t(256) << 10, size_t(1) << 20, size_t(4) << 20, size_t(16) << 20};
+  size_t maxBytes = 32 << 10;  // the norm's weight
+  for (size_t b : sizes) maxBytes = std::max(maxBytes, b);
+  for (const NormCase& c : norms) maxBytes = std::max(maxBytes, c.hidden * c.tokens * 2);
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
@@ -508,7 +654,7 @@ int main(int argc, char** argv) {
       uint8_t* base = static_cast<uint8_t*>(allocShared(d, 12 * maxBytes, cumem));
       for (int b = 0; b < 3; ++b) heap[d].b[b] = reinterpret_cast<uint4*>(base + size_t(b) * 4 * maxBytes);
       CK(cudaSetDevice(d));
-      CK(cudaMalloc(&counter[d], 1024 * sizeof(unsigned)));
+      CK(cudaMalloc(&counter[d], 2048 * sizeof(unsigned)));
       // Inputs: small integers in fp32 (exact sums), different on each GPU.
       std::vector<float> h(maxBytes / 4);
       for (size_t i = 0; i < h.size(); ++i) h[i] = float((i * 7 + d * 13) % 1000);
@@ -560,7 +706,7 @@ int main(int argc, char** argv) {
           for (const Bufs* bufs : {&lb[d], &heap[d]})
             for (uint4* b : bufs->b) CK(cudaMemset(b, 0xff, maxBytes));
           for (uint4* b : hdr[d].b) CK(cudaMemset(b, 0xff, 1024 * sizeof(uint4)));
-          CK(cudaMemset(counter[d], 0, 1024 * sizeof(unsigned)));
+          CK(cudaMemset(counter[d], 0, 2048 * sizeof(unsigned)));
           CK(cudaMemset(out[d], 0xff, maxBytes));
           CK(cudaDeviceSynchronize());
         }
@@ -602,6 +748,110 @@ int main(int argc, char** argv) {
         row(v.name, map, bytes, ctas, std::min(threads, v.maxThreads), 1, us);
       }
     }
+    // The all-reduce + residual + RMSNorm's bound: the three norm-* modes per case.
+    if (cumem)
+      for (const NormCase& c : norms) {
+        const size_t bytes = c.hidden * c.tokens * 2, packs = bytes / 16;
+        const int rowPacks = int(c.hidden / 8);
+        // Data threads: a pack each up to 1024 (992 beside a call warp), then 2-3.
+        const int rowThreadsAll = std::min(1024, (rowPacks + 31) / 32 * 32);
+        // Per GPU: the residual (small integers, so that residualOut is exact) and the
+        // weight; normOut in `sweep` (unused here).
+        std::vector<uint16_t> resid(bytes / 2), weight(c.hidden);
+        for (size_t i = 0; i < resid.size(); ++i) resid[i] = bf16Bits(float((i * 3 + 5) % 50));
+        for (size_t i = 0; i < weight.size(); ++i) weight[i] = bf16Bits(1.0f + float(i % 7) / 8.0f);
+        for (int d = 0; d < 2; ++d) {
+          CK(cudaSetDevice(d));
+          CK(cudaMemcpy(dst[d], resid.data(), bytes, cudaMemcpyHostToDevice));  // the residual
+          CK(cudaMemcpy(src[d], weight.data(), c.hidden * 2, cudaMemcpyHostToDevice));  // the weight
+        }
+        const size_t chunks = (packs + 127) / 128;
+        const int ctas = int(std::min<size_t>(chunks, 128));
+        const int threads = int(std::min<size_t>(1024, (chunks + ctas - 1) / ctas * 128));
+        cudaGraphExec_t g0[2];
+        const LamportVariant oneShot{"norm-oneshot", false, true, true, true, false, false, false, false, 1024, true};
+        // 0 norm-oneshot, 1 norm-row, 2 norm-minimal, then ours' features added one at a
+        // time (NormOpts): 3 back-off, 4 clear on read, 5 the rank's state, 6 a call warp.
+        for (int mode = 0; mode < 7; ++mode) {
+          NormOpts no;
+          no.backoff = mode >= 3;
+          no.clear = mode >= 4;
+          no.rankState = mode >= 5;
+          no.callWarp = mode >= 6;
+          const int rowThreads = no.callWarp ? std::min(992, rowThreadsAll) : rowThreadsAll;
+          for (int d = 0; d < 2; ++d) {
+            CK(cudaSetDevice(d));
+            for (uint4* b : hdr[d].b) CK(cudaMemset(b, 0xff, 1024 * sizeof(uint4)));
+            for (uint4* b : lb[d].b) CK(cudaMemset(b, 0xff, maxBytes));
+            CK(cudaMemset(counter[d], 0, 2048 * sizeof(unsigned)));
+            CK(cudaMemset(out[d], 0xff, maxBytes));
+            CK(cudaMemset(sweep[d], 0xff, maxBytes));
+            CK(cudaDeviceSynchronize());
+          }
+          capture(p, g0, kLaunches, [&](int d, cudaStream_t s) {
+            if (mode == 0) {
+              LamportOpts o;
+              o.rank = d;
+              launchLamport(oneShot, ctas, threads, s, srcBf16[d], out[d], lb[1 - d], lb[d], packs, counter[d], o,
+                            p.failed[d]);
+              return;
+            }
+            cudaLaunchAttribute attr;
+            cudaLaunchConfig_t cfg =
+                pdlLaunchConfig(dim3(unsigned(c.tokens)), dim3(rowThreads + (no.callWarp ? 32 : 0)), s, &attr);
+            NormOpts o = no;
+            o.hdrPeer = hdr[1 - d];
+            o.hdrMine = hdr[d];
+            CK(cudaLaunchKernelEx(&cfg, mode == 1 ? normKernel<false> : normKernel<true>,
+                                  static_cast<const uint4*>(srcBf16[d]), static_cast<const uint4*>(dst[d]),
+                                  static_cast<const uint4*>(src[d]), out[d], sweep[d], lb[1 - d], lb[d], rowPacks,
+                                  counter[d], d, o, p.failed[d]));
+          });
+          const double us = timeBoth(p, g0, kLaunches);
+          release(g0);
+          // Check: residualOut (out) = in0 + in1 (+ residual), exact; normOut within
+          // bf16 rounding of the host's.
+          const size_t elems = bytes / 2;
+          std::vector<uint16_t> in0(elems), in1(elems), got(elems), gotNorm(elems);
+          CK(cudaMemcpy(in0.data(), srcBf16[0], bytes, cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(in1.data(), srcBf16[1], bytes, cudaMemcpyDeviceToHost));
+          for (int d = 0; d < 2; ++d) {
+            CK(cudaMemcpy(got.data(), out[d], bytes, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(gotNorm.data(), sweep[d], bytes, cudaMemcpyDeviceToHost));
+            for (size_t row = 0; row < c.tokens; ++row) {
+              double ss = 0;
+              for (size_t k = 0; k < c.hidden; ++k) {
+                const size_t i = row * c.hidden + k;
+                const float want = bf16Value(in0[i]) + bf16Value(in1[i]) + (mode >= 2 ? bf16Value(resid[i]) : 0.f);
+                ss += double(want) * want;
+                if (bf16Value(got[i]) != want) {
+                  std::fprintf(stderr, "push-rate: norm mode %d, %zux%zu, GPU %d: element %zu is %g, want %g\n", mode,
+                               c.hidden, c.tokens, d, i, bf16Value(got[i]), want);
+                  return 1;
+                }
+              }
+              if (mode < 2) continue;
+              const double scale = 1.0 / std::sqrt(ss / double(c.hidden) + 1e-6);
+              for (size_t k = 0; k < c.hidden; ++k) {
+                const size_t i = row * c.hidden + k;
+                const double want = bf16Value(got[i]) * scale * bf16Value(weight[k]);
+                if (std::fabs(bf16Value(gotNorm[i]) - want) > 1e-2 * std::fabs(want) + 1e-3) {
+                  std::fprintf(stderr, "push-rate: norm mode %d, %zux%zu, GPU %d: normOut %zu is %g, want %g\n", mode,
+                               c.hidden, c.tokens, d, i, bf16Value(gotNorm[i]), want);
+                  return 1;
+                }
+              }
+            }
+          }
+          const char* const names[] = {"norm-oneshot",         "norm-row",
+                                       "norm-minimal",         "norm-minimal-backoff",
+                                       "norm-minimal-clear",   "norm-minimal-rankstate",
+                                       "norm-minimal-ourslike"};
+          const char* name = names[mode];
+          if (mode == 0) row(name, map, bytes, ctas, threads, 1, us);
+          else row(name, map, bytes, int(c.tokens), rowThreads + (no.callWarp ? 32 : 0), 1, us);
+        }
+      }
     // One-way latency: half a round trip of one word, 1000 rounds.
     if (cumem) {
       int* word[2];
