@@ -425,8 +425,11 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
       if (clusters <= resident) break;
       ctas = (ctas + 1) / 2;
     }
+    // The polls' back-off for this call's rows (the kernel takes the comm by value).
+    DeviceComm d = dc;
+    d.lamportSpins = tuning::normLamportSpins(c.tokens, dc.lamportSpins, dc.lamportSpinsSet != 0);
     return launchKernelWith(kernel, dim3(unsigned(clusters * ctas)), dim3(threads), unsigned(ctas), smem, stream, pdl,
-                            dc, channel, c, sig, form);
+                            d, channel, c, sig, form);
   });
 }
 

@@ -190,6 +190,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.workspaceBytes = params.workspaceBytes;
   comm->dev.maxCtas = params.maxCtas;
   comm->dev.lamportSpins = params.lamportSpins;
+  comm->dev.lamportSpinsSet = params.lamportSpinsSet ? 1u : 0u;
   comm->dev.timeoutNs = params.timeoutMs * 1000000ull;
   comm->dev.error = errorDev;
   // One-shot CTAs alone on their SMs where the tuning says (device_comm.h): never where

@@ -92,6 +92,7 @@ struct CommParams {
   // FC_LAMPORT_SPINS: a Lamport kernel's data polls that run back to back before each
   // round backs off with __nanosleep (collectives/lamport.cuh, pollPacks).
   uint32_t lamportSpins = 0;
+  bool lamportSpinsSet = false;  // FC_LAMPORT_SPINS given (else tuning::normLamportSpins for the norm)
   MoveAlgo reduceScatterAlgo = MoveAlgo::Auto;  // FC_REDUCE_SCATTER_ALGO
   MoveAlgo allGatherAlgo = MoveAlgo::Auto;      // FC_ALLGATHER_ALGO
   FusedAlgo allGatherMatmulAlgo = FusedAlgo::Auto;  // FC_AGMM_ALGO (engine allowed)

@@ -216,9 +216,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_GATHER_SET", kOnOff, &p->normGatherSet));
   FC_CHECK(choiceFromEnv("FC_ARNORM_PASS_ALIGN", kOnOff, &p->normPassAlign));
   FC_CHECK(choiceFromEnv("FC_NORM_LOCAL_ROWS", kNormLocalRows, &p->normLocalRows));
-  uint64_t spins = p->lamportSpins;
-  FC_CHECK(envU64("FC_LAMPORT_SPINS", spins, &spins));
-  p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);
+  uint64_t spins = kUnset;
+  FC_CHECK(envU64("FC_LAMPORT_SPINS", kUnset, &spins));
+  if (spins != kUnset) {
+    p->lamportSpins = spins > 0xffffffffu ? 0xffffffffu : uint32_t(spins);
+    p->lamportSpinsSet = true;
+  }
   uint64_t engineSms = uint64_t(p->engineSms);
   FC_CHECK(envU64("FC_ENGINE_SMS", engineSms, &engineSms));
   // At least one 2-CTA cluster beside the two SMs the GEMM + reduce-scatter engine

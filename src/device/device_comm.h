@@ -286,6 +286,9 @@ struct DeviceComm {
   uint64_t workspaceBytes;  // per channel; channel c's starts at workspaceOffset + c*workspaceBytes
   int maxCtas;              // CTAs per kernel: workspace chunk k belongs to CTA k % maxCtas
   uint32_t lamportSpins;    // Lamport data polls before the first back-off (FC_LAMPORT_SPINS)
+  // 1: FC_LAMPORT_SPINS was given, and every Lamport kernel polls by it; 0: the all-reduce
+  // + RMSNorm's one kernel takes tuning::normLamportSpins instead (read on the host).
+  uint32_t lamportSpinsSet;
   // Dynamic shared memory (unused) that keeps a Lamport one-shot CTA alone on its SM:
   // more than half an SM's; 0 where ranks share a GPU (FC_SHARE_GPU), whose kernels must
   // be resident together (tuning::lamportSoloCtas says where it is used).

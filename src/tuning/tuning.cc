@@ -146,6 +146,17 @@ constexpr uint32_t kNormClusterPacks = 256;
 // took 0.1-0.7 us more than the clusters, at 1024 and beyond (two packs a thread) more still.
 //                                                          perf-log: normClusterPacks
 constexpr size_t kNormOneWideCtaMaxPacks = 640;
+// The one kernel's polls back to back for their first 64 rounds (no __nanosleep) up to 128
+// rows, where FC_LAMPORT_SPINS is not given (every other Lamport kernel follows it, default
+// 0: a back-off after the first miss). 2 H200s (fiftieth session, fc-bench normstages at
+// ef1ea26, hidden 2048 / 3072 / 4096 / 5120 / 8192 / 16384 x 1 / 4 / 16 / 64 / 128 rows):
+// 0.11-0.41 us faster in every cell (1 x 4096 3.65 -> 3.48, 128 x 8192 11.39 -> 10.98, 64 x
+// 16384 11.96 -> 11.59), 1024 spins the same; the push-rate probe's minimal kernel of the
+// same rows pays 0.1-0.45 us for the back-off at 1-32 rows. Beyond 128 rows unmeasured:
+// the back-off stays there (tens of thousands of threads polling at full rate compete
+// with the incoming stores for L2 at the one-shot's 4 MiB).  perf-log: normLamportSpins
+constexpr uint32_t kNormSpins = 64;
+constexpr size_t kNormSpinsMaxRows = 128;
 // Where the clusters halved to CTAs of more than 512 packs, CTAs of one data thread per
 // pack, but only where every data thread gets one: 2 H200s, 100 x 5120 8.35 against 9.59 us,
 // 128 x 6144 10.14 against 11.40, 64 x 12288 10.99 against 12.02; but at 8192 (1024 packs
@@ -616,6 +627,10 @@ size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t r
 
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads, bool wideCtas) {
   return rowPacks <= ctaThreads || (wideCtas && rowPacks <= kNormOneWideCtaMaxPacks) ? 0u : kNormClusterPacks;
+}
+
+uint32_t normLamportSpins(size_t tokens, uint32_t commSpins, bool commSpinsSet) {
+  return commSpinsSet || tokens > kNormSpinsMaxRows ? commSpins : kNormSpins;
 }
 
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {

@@ -122,6 +122,11 @@ size_t normTwoShotBlockRows(size_t tokens, int nranks, size_t blockCap, size_t r
 // does so for rows of up to 640 packs; else clusters of this many 16-byte packs per CTA.
 uint32_t normClusterPacks(size_t rowPacks, size_t ctaThreads, bool wideCtas);
 
+// The all-reduce + RMSNorm's one kernel's data polls before its first back-off, for
+// `tokens` rows: the communicator's (FC_LAMPORT_SPINS) where it was given, else a few
+// rounds back to back up to a number of rows, and the communicator's default beyond.
+uint32_t normLamportSpins(size_t tokens, uint32_t commSpins, bool commSpinsSet);
+
 // Whether a CTA of the one kernel whose share of a row is `sharePacks` 16-byte packs
 // (after its clusters halved to fit maxCtas) gets one data thread per pack past
 // ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp).

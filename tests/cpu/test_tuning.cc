@@ -95,6 +95,17 @@ TEST_CASE("the one-shot's protocol", "[tuning]") {
   CHECK_FALSE(lamportWideCtas(1024));
 }
 
+TEST_CASE("the all-reduce + RMSNorm's polls before the back-off", "[tuning]") {
+  // Unset FC_LAMPORT_SPINS: 64 rounds back to back up to 128 rows, the default 0 beyond.
+  CHECK(normLamportSpins(1, 0, false) == 64);
+  CHECK(normLamportSpins(128, 0, false) == 64);
+  CHECK(normLamportSpins(129, 0, false) == 0);
+  // Given: every call follows it, also 0.
+  CHECK(normLamportSpins(1, 0, true) == 0);
+  CHECK(normLamportSpins(1, 8, true) == 8);
+  CHECK(normLamportSpins(512, 1024, true) == 1024);
+}
+
 TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
   const MoveAlgo A = MoveAlgo::Auto;
   CHECK(chooseReduceScatter(1, A, 1 * MiB, 1 * MiB) == MoveAlgo::Sm);

@@ -167,7 +167,8 @@ int benchStages(Ctx& c, const Options& o) {
 //                   (FC_ARNORM_CLUSTER_PACKS=N; the default: one CTA for rows of up
 //                   to 512 packs, else 256 packs per CTA)
 //   spins-N         full, N polls back to back before the polls back off
-//                   (FC_LAMPORT_SPINS=N)
+//                   (FC_LAMPORT_SPINS=N; unset, the one kernel takes
+//                   tuning::normLamportSpins: 64 up to 128 rows, 0 beyond)
 //   solo            full, one CTA an SM (unused dynamic shared memory): the next
 //                   call's CTAs, launched early, cannot sit beside ours
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
@@ -192,9 +193,9 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"cluster-64", "FC_ARNORM_CLUSTER_PACKS", "64"},
                               {"cluster-128", "FC_ARNORM_CLUSTER_PACKS", "128"},
                               {"cluster-256", "FC_ARNORM_CLUSTER_PACKS", "256"},
+                              {"spins-0", "FC_LAMPORT_SPINS", "0"},
                               {"spins-8", "FC_LAMPORT_SPINS", "8"},
                               {"spins-64", "FC_LAMPORT_SPINS", "64"},
-                              {"spins-1024", "FC_LAMPORT_SPINS", "1024"},
                               {"solo", "FC_ARNORM_STAGES", "solo"}};
   std::vector<fcComm_t> comms;
   for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
