@@ -52,10 +52,11 @@ constexpr size_t kLamportSoloPacks = 2;
 // where a CTA owns more packs than the 512 data threads of the others and no more than
 // 992 (5-7 chunks of 128 packs: at 2 ranks 1-1.75 MiB), each data thread then one pack,
 // where 512 leave some of them two (and the CTAs one to an SM). 2 H200s (fc-bench stages,
-// 9b8f54f, two runs within 0.02 us): 1.03-1.75 MiB 5.80-7.76 against 6.30-8.25 us (0.92x
+// 9b8f54f, two runs within 0.02 us): 1.03-1.70 MiB 5.80-7.76 against 6.30-8.25 us (0.92x
 // at 1.03 MiB, 0.94x at 1.70), also 0.10-0.21 us under the push-rate probe's fastest minimal
 // Lamport one-shot at 1.27-1.70 MiB; at 8 chunks a CTA (1.75-2 MiB) the form falls back
-// to 512 (1024 data threads and the call warp exceed a CTA).
+// to 512 (1024 data threads and the call warp exceed a CTA). Beyond 2 ranks the one-shot
+// stops at its 1 MiB slot (at most 512 packs a CTA): never there.
 //                                                          perf-log: lamportWideCtas
 constexpr size_t kLamportWideMinPacks = 513;
 constexpr size_t kLamportWideMaxPacks = 992;

@@ -4,7 +4,8 @@ grid section of tools/report), made from the fixed ratios below - no GPU measure
 A small grid (hidden 2048, 4096, 8192 x tokens 1, 3, 17, 128, 255, 2048) in the columns the
 benchmarks write; FlashInfer 'absent' (0) at 2048 x 8192, as where it refuses a shape; and
 push-rate.csv, tools/probes/push-rate's rows for the all-reduce's sizes from 8 KiB to 4 MiB
-(the bound the report sets the missed cells beside).
+(the bound the report sets the missed cells beside) and its minimal fused kernel's at the
+cells of 1-128 rows (the all-reduce + RMSNorm's bound).
 Rerun after changing a benchmark's columns, then update the rows test_report.py expects."""
 import os
 
@@ -17,6 +18,8 @@ AR = {2048: (0.80, 0.82, 0.85, 0.90, 0.93, 0.97), 4096: (0.78, 0.80, 0.88, 0.96,
 BOUND = {2048: (0.90,) * 6, 4096: (0.90, 0.90, 0.90, 0.97, 0.90, 0.90), 8192: (0.90, 0.90, 0.90, 0.93, 0.96, 0.90)}
 NORM = {2048: (0.90, 0.92, 0.94, 0.96, 0.93, 0.91), 4096: (0.85, 0.97, 0.93, 0.94, 1.04, 0.92),
         8192: (0.88, 0.90, 0.91, 0.95, 0.99, 0.90)}
+# push-rate's minimal all-reduce + RMSNorm kernel, us over our all-reduce, per hidden.
+NORM_BOUND = {2048: 0.3, 4096: 0.5, 8192: 1.5}
 here = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -80,3 +83,13 @@ with open(os.path.join(here, "push-rate.csv"), "w") as f:
                                       ("lamport-cta-pdl", "malloc", 0.5), ("store", "cumem", 0.4)):
             us = round(fi_us(b) * factor, 2)
             f.write("%s,%s,%d,128,512,1,%.2f,%.1f\n" % (mode, mapping, b, us, b / us / 1e3))
+    # push-rate's minimal fused kernel (norm-minimal, ctas = rows) at the cells of 1-128 rows:
+    # our all-reduce + NORM_BOUND us; and rows the report must pass over (other modes, malloc).
+    for h, t, i, b in rows():
+        if t > 128:
+            continue
+        us = round(fi_us(b) * AR[h][i] + NORM_BOUND[h], 2)
+        for mode, mapping, extra in (("norm-minimal", "cumem", 0.0), ("norm-minimal", "malloc", -1.0),
+                                     ("norm-row", "cumem", -0.5)):
+            f.write("%s,%s,%d,%d,%d,1,%.2f,%.1f\n" % (mode, mapping, b, t, min(1024, h // 8), us + extra,
+                                                       b / (us + extra) / 1e3))
