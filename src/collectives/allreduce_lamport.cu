@@ -213,9 +213,9 @@ fcResult_t launch(const DeviceComm& dc, int channel, const void* in, void* out, 
   // unless the narrow measurement form keeps 512 (or the wide one takes 992 wherever a
   // CTA owns more than 512).
   constexpr int kWideData = 1024 - dev::kCallWarpThreads;
-  static_assert(kWideData == 992 && dev::kThreads == 512, "tuning::lamportWideCtas's bounds");
-  const bool wide = production && !(stages & kLamportNarrow) &&
-                    ((stages & kLamportWide) ? perCta > size_t(dev::kThreads) : tuning::lamportWideCtas(perCta));
+  const bool rule = tuning::lamportWideCtas(perCta, size_t(dev::kThreads), size_t(kWideData));
+  const bool wide =
+      production && !(stages & kLamportNarrow) && ((stages & kLamportWide) ? perCta > size_t(dev::kThreads) : rule);
   const dev::LamportShape shape = wide ? dev::lamportShape(chunks, int(P), dc.maxCtas, kWideData) : narrow;
   const size_t dataThreads = shape.threads - dev::kCallWarpThreads;
   const bool solo = (stages & kLamportSolo) ||

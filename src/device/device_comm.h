@@ -190,8 +190,9 @@ enum LamportStage : uint32_t {
   // and fiftieth sessions, design.md).
   kLamportNarrow = 131072,
   // Every stage once, the wide production kernel wherever a CTA owns more than 512 packs
-  // (also beyond 992: its 992 data threads then own up to 2-5 packs, where 512 own 2-8):
-  // whether wide CTAs would pay beyond the rule's 992. Right sums.
+  // (also beyond 992: at 2 ranks, up to 2048 packs a CTA at 4 MiB, its 992 data threads
+  // then own 2-3 packs, where 512 own 2-4): whether wide CTAs would pay beyond the rule's
+  // 992. Right sums.
   kLamportWide = 262144,
   kLamportFull = kLamportPush | kLamportSum | kLamportReset | kLamportSave | kLamportCall,
 };

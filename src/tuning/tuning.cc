@@ -50,16 +50,15 @@ constexpr size_t kLamportOneShotMaxWide = 256 * KiB;
 constexpr size_t kLamportSoloPacks = 2;
 // The Lamport one-shot's CTAs of up to 1024 threads (992 data threads and the call warp)
 // where a CTA owns more packs than the 512 data threads of the others and no more than
-// 992 (5-7 chunks of 128 packs: at 2 ranks 1-1.75 MiB), each data thread then one pack,
-// where 512 leave some of them two (and the CTAs one to an SM). 2 H200s (fc-bench stages,
+// 992 (normWideCtas's rule, for the one-shot's CTAs; 5-7 chunks of 128 packs: at 2 ranks
+// 1-1.75 MiB), each data thread then one pack, where 512 leave some of them two (and the
+// CTAs one to an SM). 2 H200s (fc-bench stages,
 // 9b8f54f, two runs within 0.02 us): 1.03-1.70 MiB 5.80-7.76 against 6.30-8.25 us (0.92x
 // at 1.03 MiB, 0.94x at 1.70), also 0.10-0.21 us under the push-rate probe's fastest minimal
 // Lamport one-shot at 1.27-1.70 MiB; at 8 chunks a CTA (1.75-2 MiB) the form falls back
 // to 512 (1024 data threads and the call warp exceed a CTA). Beyond 2 ranks the one-shot
 // stops at its 1 MiB slot (at most 512 packs a CTA): never there.
 //                                                          perf-log: lamportWideCtas
-constexpr size_t kLamportWideMinPacks = 513;
-constexpr size_t kLamportWideMaxPacks = 992;
 // The Lamport two-shot above the one-shot at <= 4 ranks: ahead of every other
 // algorithm and of NCCL at every size to 256 MiB.           perf-log: lamportTwoShotAuto
 constexpr int kLamportTwoShotMaxRanks = 4;
@@ -505,8 +504,8 @@ bool lamportTwoShotAuto(int nranks) { return nranks <= kLamportTwoShotMaxRanks; 
 
 bool lamportSoloCtas(size_t packsPerThread) { return packsPerThread >= kLamportSoloPacks; }
 
-bool lamportWideCtas(size_t packsPerCta) {
-  return packsPerCta >= kLamportWideMinPacks && packsPerCta <= kLamportWideMaxPacks;
+bool lamportWideCtas(size_t packsPerCta, size_t ctaThreads, size_t wideThreads) {
+  return packsPerCta > ctaThreads && packsPerCta <= wideThreads;
 }
 
 size_t ceAllReduceMinBytes(int) { return kCeAllReduceMin; }

@@ -56,10 +56,10 @@ AllReduceAlgo chooseAllReduce(const AllReduceQuery& q);
 // thread owns).
 bool lamportSoloCtas(size_t packsPerThread);
 
-// Whether the Lamport one-shot runs its CTAs of up to 1024 threads (one data thread per
-// pack, the kernel built for 1024) for a call whose CTAs own `packsPerCta` packs each: where
-// that is more than the 512 data threads of its other CTAs and at most 992.
-bool lamportWideCtas(size_t packsPerCta);
+// Whether the Lamport one-shot runs its wide CTAs (up to wideThreads data threads, 992: the
+// kernel built for 1024 threads) for a call whose CTAs own `packsPerCta` packs each: where
+// that is more than its other CTAs' ctaThreads (512) and every data thread then gets one.
+bool lamportWideCtas(size_t packsPerCta, size_t ctaThreads, size_t wideThreads);
 
 // Whether a one-shot of `bytes` runs the Lamport kernel: up to lamportMaxBytes (or
 // `maxOverride`, FC_LAMPORT_MAX_BYTES, when not 0), unless the barrier one-shot is forced.

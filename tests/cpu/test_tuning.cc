@@ -88,11 +88,11 @@ TEST_CASE("the one-shot's protocol", "[tuning]") {
   CHECK(lamportSoloCtas((4 * MiB / 16 + threads - 1) / threads));
   CHECK_FALSE(lamportSoloCtas(1));
   // Wide CTAs where a CTA owns 5-7 chunks of 128 packs (at 2 ranks, 128 CTAs: 1-1.75 MiB).
-  CHECK_FALSE(lamportWideCtas(512));
-  CHECK(lamportWideCtas(640));
-  CHECK(lamportWideCtas(896));
-  CHECK(lamportWideCtas(992));
-  CHECK_FALSE(lamportWideCtas(1024));
+  CHECK_FALSE(lamportWideCtas(512, 512, 992));
+  CHECK(lamportWideCtas(640, 512, 992));
+  CHECK(lamportWideCtas(896, 512, 992));
+  CHECK(lamportWideCtas(992, 512, 992));
+  CHECK_FALSE(lamportWideCtas(1024, 512, 992));
 }
 
 TEST_CASE("the all-reduce + RMSNorm's polls before the back-off", "[tuning]") {

@@ -37,7 +37,8 @@
 //              threads, 1-2 packs each), what a norm needs before its sum of squares;
 //              norm-minimal, norm-row plus the residual (loaded before the polls, as the
 //              weight), residualOut, the row's sum of squares over the CTA and normOut:
-//              the least a fused kernel does. ctas = rows; checked against a host
+//              the least a fused kernel does; then norm-minimal-* add our kernel's
+//              features one at a time (normKernel). ctas = rows; checked against a host
 //              reference (residualOut exact, normOut within bf16 rounding)
 // Output: CSV on stdout, a header line first. Run on a node with 2 NVLink-connected
 // GPUs: build/tools/probes/push-rate [bytes...] (default 64 KiB - 16 MiB).
@@ -748,7 +749,7 @@ int main(int argc, char** argv) {
         row(v.name, map, bytes, ctas, std::min(threads, v.maxThreads), 1, us);
       }
     }
-    // The all-reduce + residual + RMSNorm's bound: the three norm-* modes per case.
+    // The all-reduce + residual + RMSNorm's bound: the norm-* modes per case.
     if (cumem)
       for (const NormCase& c : norms) {
         const size_t bytes = c.hidden * c.tokens * 2, packs = bytes / 16;
