@@ -286,7 +286,8 @@ fcResult_t viaDecodeEngine(const MarCall& m, Call& c, uint32_t sig, cudaStream_t
   c.sig = sig;
   c.send = c.inPlaceSend = g.D;
   return launchAllReduceNormLamport(comm->dev, c.lane.channel, n, comm->params.pdl, comm->params.normClusterPacks,
-                                    comm->params.normWideCtas, finisherStages(m), stream, sig);
+                                    comm->params.normWideCtas, comm->params.normRowCtas, finisherStages(m), stream,
+                                    sig);
 }
 
 // The engine's all-gather (2 ranks): the peer's GEMM stored its block's sums into our

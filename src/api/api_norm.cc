@@ -122,7 +122,8 @@ fcResult_t launchNorm(Call& c, const NormCall& n, const NormPlan& plan, void* su
     case NormPath::OneKernel:
       FC_TRACE("%s: %zu x %zu, one Lamport kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
       return launchAllReduceNormLamport(comm->dev, c.lane.channel, n, pdl, comm->params.normClusterPacks,
-                                        comm->params.normWideCtas, comm->params.normStages, stream, c.sig);
+                                        comm->params.normWideCtas, comm->params.normRowCtas, comm->params.normStages,
+                                        stream, c.sig);
     case NormPath::TwoShot:
       FC_TRACE("%s: %zu x %zu, one two-shot kernel%s", c.fn, n.tokens, n.hidden, pdl ? " (PDL)" : "");
       return launchAllReduceNormTwoShot(comm->dev, c.lane.channel, n, pdl, comm->params.normPassAlign, stream, c.sig);

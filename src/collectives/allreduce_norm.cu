@@ -134,8 +134,11 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
 // kMaxThreads: the CTA's threads at most, the data threads and the call warp
 // (kLamportMaxThreads, or kWideThreads for rows that would otherwise leave a CTA's data
 // threads two packs each: a register budget of 64 instead of ~96, a few spills).
-template <typename T, int NR, bool kMeasure, int kMaxThreads>
-__global__ void __launch_bounds__(kMaxThreads)
+// kMinBlocks 2: built for two CTAs of kMaxThreads an SM (56 registers instead of 86 at 2
+// ranks in bf16, a few bytes spilled), for grids of more than maxCtas CTAs of a row each
+// (FC_ARNORM_ROW_CTAS; tuning::normRowCtas): at hidden 2048 four CTAs an SM.
+template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1>
+__global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ float red[2][32];
@@ -374,8 +377,8 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormRowsKernel(NormCall
 FC_PRELOAD_MODULE_OF(residualNormKernel<__nv_bfloat16>);
 
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& c, bool pdl,
-                                      uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
-                                      uint32_t callerSig) {
+                                      uint32_t clusterPacks, bool wideCtas, uint32_t rowCtas, uint32_t stages,
+                                      cudaStream_t stream, uint32_t callerSig) {
   const uint32_t sig = callerSig != 0 ? callerSig
                                       : opSignature(Op::AllReduceNorm, uint32_t(c.datatype), shapeKey(c.tokens, c.hidden, 0, 0));
   return withElementType(c.datatype, "all-reduce + RMSNorm", [&](auto tag) {
@@ -424,6 +427,17 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
       FC_CHECK(residentClusters(kernel, unsigned(ctas), threads, smem, &resident));
       if (clusters <= resident) break;
       ctas = (ctas + 1) / 2;
+    }
+    if (ctas == 1) {
+      // A CTA a row: past maxCtas (FC_ARNORM_ROW_CTAS) the kernel built for two CTAs an
+      // SM, and never more CTAs than the device holds at once (tuning::normRowCtas).
+      if (rowCtas > uint32_t(dc.maxCtas) && !wide && form == kNormFull)
+        kernel = byWorldSize(dc.nranks, [&](auto nr) {
+          return allReduceNormLamportKernel<T, decltype(nr)::value, false, dev::kLamportMaxThreads, 2>;
+        });
+      size_t resident = 0;
+      FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
+      clusters = tuning::normRowCtas(c.tokens, size_t(dc.maxCtas), rowCtas, resident);
     }
     // The polls' back-off for this call's rows (the kernel takes the comm by value).
     DeviceComm d = dc;

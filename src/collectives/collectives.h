@@ -74,10 +74,12 @@ struct NormCall {
 // programmatic dependent launch. clusterPacks: a row's packs per CTA of a thread block
 // cluster (0: one CTA per row). wideCtas: a CTA whose share of a row is over kThreads
 // packs gets up to 992 data threads where each then has one pack (FC_ARNORM_WIDE_CTAS,
-// tuning::normWideCtas). stages: kNormFull in real calls (device/norm_stages.h).
+// tuning::normWideCtas). rowCtas: where a row is one CTA's, the most CTAs (0: maxCtas;
+// FC_ARNORM_ROW_CTAS, tuning::normRowCtas). stages: kNormFull in real calls
+// (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
-                                      uint32_t clusterPacks, bool wideCtas, uint32_t stages, cudaStream_t stream,
-                                      uint32_t sig = 0);
+                                      uint32_t clusterPacks, bool wideCtas, uint32_t rowCtas, uint32_t stages,
+                                      cudaStream_t stream, uint32_t sig = 0);
 
 // Where a kernel other than a Rows kernel pushes for one (fcMatmulAllReduce's decode
 // engine: its GEMM's epilogue pushes, then launchAllReduceNormLamport runs without

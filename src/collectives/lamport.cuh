@@ -501,7 +501,9 @@ struct LamportCall {
         headerOff(d.lamportOffset + size_t(channel) * lamportChannelBytes(d.nranks) + lamportPushBytes(d.nranks)),
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + blockIdx.x) * kLamportStateWords + kCallStateWord),
-        buf(isCallWarp() ? *state : 0u),
+        // (A Rows kernel's grid may pass kMaxBlocks CTAs - FC_ARNORM_ROW_CTAS - whose
+        // call warps only arrive: only CTAs below it have header words, and run().)
+        buf(isCallWarp() && blockIdx.x < unsigned(kMaxBlocks) ? *state : 0u),
         // No word of a header is ever all ones (the op is in the signature's top 4 bits).
         mine{sig, uint32_t(count) & 0x7fffffffu, uint32_t(count >> 31) & 0x7fffffffu, 0x4c414d50u} {}
 

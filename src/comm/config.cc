@@ -79,6 +79,8 @@ constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32",
 // from a captured op's start, comm/ops.cc). FC_ARNORM_WIDE_CTAS, _GATHER_SET,
 // _PASS_ALIGN: the all-reduce + RMSNorm kernels' forms (comm.h).
 constexpr std::pair<const char*, bool> kOnOff[] = {{"1", true}, {"0", false}};
+// FC_ARNORM_ROW_CTAS: the one norm kernel's most CTAs of a row each (comm.h), up to this.
+constexpr unsigned kMaxNormRowCtas = 1024;
 // FC_NORM_LOCAL_ROWS: the local residual + RMSNorm's rows per CTA (comm.h).
 constexpr std::pair<const char*, int> kNormLocalRows[] = {{"0", 0}, {"1", 1}, {"2", 2}, {"4", 4}};
 // FC_LAMPORT_STAGES: the Lamport one-shot's stages, for timing them (device_comm.h).
@@ -213,6 +215,12 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   // (2^32 - 1 and more mean the default.)
   p->normClusterPacks = clusterPacks >= kNormClusterPacksAuto ? kNormClusterPacksAuto : uint32_t(clusterPacks);
   FC_CHECK(choiceFromEnv("FC_ARNORM_WIDE_CTAS", kOnOff, &p->normWideCtas));
+  uint64_t rowCtas = p->normRowCtas;
+  FC_CHECK(envU64("FC_ARNORM_ROW_CTAS", rowCtas, &rowCtas));
+  if (rowCtas > kMaxNormRowCtas)
+    return setError(fcInvalidArgument, "FC_ARNORM_ROW_CTAS=%llu: 0 (maxCtas) or 1 to %u expected",
+                    (unsigned long long)rowCtas, kMaxNormRowCtas);
+  p->normRowCtas = uint32_t(rowCtas);
   FC_CHECK(choiceFromEnv("FC_ARNORM_GATHER_SET", kOnOff, &p->normGatherSet));
   FC_CHECK(choiceFromEnv("FC_ARNORM_PASS_ALIGN", kOnOff, &p->normPassAlign));
   FC_CHECK(choiceFromEnv("FC_NORM_LOCAL_ROWS", kNormLocalRows, &p->normLocalRows));

@@ -637,6 +637,13 @@ bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {
   return sharePacks > ctaThreads && sharePacks <= wideThreads;
 }
 
+size_t normRowCtas(size_t tokens, size_t maxCtas, size_t rowCtas, size_t resident) {
+  size_t cap = rowCtas != 0 ? rowCtas : maxCtas;
+  cap = cap < resident ? cap : resident;
+  const size_t grid = tokens < cap ? tokens : cap;
+  return grid > 0 ? grid : 1;
+}
+
 int residualNormRowsPerCta(size_t tokens, size_t rowPacks, size_t packsPerThread, int forced) {
   if (packsPerThread == 0 || packsPerThread > kNormLocalRowsMaxPacks / 2) return 1;
   const bool many = tokens * rowPacks * 16 >= kNormLocalRowsMinBytes;

@@ -132,6 +132,14 @@ uint32_t normLamportSpins(size_t tokens, uint32_t commSpins, bool commSpinsSet);
 // ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp).
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads);
 
+// The one kernel's grid where each row is one CTA's (no cluster), for `tokens` rows: a CTA
+// a row up to maxCtas, rows in turn beyond; rowCtas (FC_ARNORM_ROW_CTAS; 0: maxCtas) moves
+// that limit, but never past `resident`, the CTAs of the launched kernel that the device
+// holds at once (every CTA waits on its rows' packs from the peers' CTAs of the same
+// index, so all must run together). Above maxCtas the launch takes the kernel built for
+// two CTAs an SM (fewer registers), so that the rows past 128 get SMs of their own.
+size_t normRowCtas(size_t tokens, size_t maxCtas, size_t rowCtas, size_t resident);
+
 // Rows per CTA of the local residual + RMSNorm kernel (collectives/allreduce_norm.cu,
 // launchResidualNorm) for `tokens` rows of rowPacks 16-byte packs, packsPerThread of a row
 // per thread: 1, 2 or 4, at most 4 / packsPerThread (more than 2 a thread: 1). forced:

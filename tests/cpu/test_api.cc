@@ -304,6 +304,7 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_CHECK_POINTERS", "off"}, Case{"FC_ENGINE_SMS", "3"}, Case{"FC_MMRS_ENGINE_PIECES", "17"},
                         Case{"FC_ENGINE_SMS", "half"}, Case{"FC_ARNORM_WIDE_CTAS", "2"},
                         Case{"FC_ARNORM_WIDE_CTAS", "yes"}, Case{"FC_ARNORM_GATHER_SET", "2"},
+                        Case{"FC_ARNORM_ROW_CTAS", "1025"}, Case{"FC_ARNORM_ROW_CTAS", "all"},
                         Case{"FC_ARNORM_PASS_ALIGN", "2"}, Case{"FC_NORM_LOCAL_ROWS", "3"},
                         Case{"FC_NORM_LOCAL_ROWS", "8"}, Case{"FC_PDL_START_EDGE", "2"},
                         Case{"FC_DECODE_GEMM", "cutlass"}, Case{"FC_MMAR_ALGO", "decoder"}}) {
@@ -345,6 +346,7 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_MAX_CTAS", "8"}, Case{"FC_LAMPORT_SPINS", "8"},
                         Case{"FC_ARNORM_CLUSTER_PACKS", "128"}, Case{"FC_LAMPORT_MAX_BYTES", "4194304"},
                         Case{"FC_ARNORM_WIDE_CTAS", "1"}, Case{"FC_ARNORM_WIDE_CTAS", "0"},
+                        Case{"FC_ARNORM_ROW_CTAS", "512"}, Case{"FC_ARNORM_ROW_CTAS", "0"},
                         Case{"FC_ARNORM_GATHER_SET", "1"}, Case{"FC_ARNORM_PASS_ALIGN", "0"},
                         Case{"FC_NORM_LOCAL_ROWS", "4"}, Case{"FC_NORM_LOCAL_ROWS", "1"},
                         Case{"FC_AGMM_ENGINE_PIECES", "2"}, Case{"FC_AGMM_ENGINE_KPIECES", "4"},

@@ -106,6 +106,21 @@ TEST_CASE("the all-reduce + RMSNorm's polls before the back-off", "[tuning]") {
   CHECK(normLamportSpins(512, 1024, true) == 1024);
 }
 
+TEST_CASE("the all-reduce + RMSNorm's CTAs of a row each", "[tuning]") {
+  // Unset FC_ARNORM_ROW_CTAS: a CTA a row up to maxCtas, rows in turn beyond.
+  CHECK(normRowCtas(1, 128, 0, 264) == 1);
+  CHECK(normRowCtas(100, 128, 0, 264) == 100);
+  CHECK(normRowCtas(384, 128, 0, 264) == 128);
+  // Set: its count, never past what the device holds at once.
+  CHECK(normRowCtas(384, 128, 512, 528) == 384);
+  CHECK(normRowCtas(512, 128, 512, 264) == 264);
+  CHECK(normRowCtas(700, 128, 512, 528) == 512);
+  CHECK(normRowCtas(384, 128, 64, 528) == 64);
+  // A fewer-SM device: the resident count bounds the default too.
+  CHECK(normRowCtas(384, 128, 0, 66) == 66);
+  CHECK(normRowCtas(0, 128, 0, 66) == 1);
+}
+
 TEST_CASE("fcReduceScatter's and fcAllGather's choices", "[tuning]") {
   const MoveAlgo A = MoveAlgo::Auto;
   CHECK(chooseReduceScatter(1, A, 1 * MiB, 1 * MiB) == MoveAlgo::Sm);

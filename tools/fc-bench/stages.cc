@@ -171,9 +171,14 @@ int benchStages(Ctx& c, const Options& o) {
 //                   tuning::normLamportSpins: 64 up to 128 rows, 0 beyond)
 //   solo            full, one CTA an SM (unused dynamic shared memory): the next
 //                   call's CTAs, launched early, cannot sit beside ours
+//   row-ctas-N      full, where a row is one CTA's, up to N CTAs (FC_ARNORM_ROW_CTAS=N:
+//                   past 128 the kernel built for two CTAs an SM, at most what the
+//                   device holds at once; the default 128 takes rows in turn beyond)
+//   twoshot         the two-shot kernel (FC_ARNORM_ALGO=twoshot), where the row fits
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and no-prefetch are checked to give the same bits (the arnorm mode and the
-// tests check full against a reference); cta-per-row, no-wide-ctas, cluster-N and spins-N are correct calls,
+// tests check full against a reference); cta-per-row, no-wide-ctas, cluster-N, spins-N, row-ctas-N and
+// twoshot are correct calls,
 // which tools/gpu-check runs the GPU suite with, and solo too (the production kernel, launched
 // with unused shared memory); the others are timings only.
 int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, const std::string& hiddenList) {
@@ -196,7 +201,10 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"spins-0", "FC_LAMPORT_SPINS", "0"},
                               {"spins-8", "FC_LAMPORT_SPINS", "8"},
                               {"spins-64", "FC_LAMPORT_SPINS", "64"},
-                              {"solo", "FC_ARNORM_STAGES", "solo"}};
+                              {"solo", "FC_ARNORM_STAGES", "solo"},
+                              {"row-ctas-256", "FC_ARNORM_ROW_CTAS", "256"},
+                              {"row-ctas-512", "FC_ARNORM_ROW_CTAS", "512"},
+                              {"twoshot", "FC_ARNORM_ALGO", "twoshot"}};
   std::vector<fcComm_t> comms;
   for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *res, *w, *resOut, *out, *arOut;
