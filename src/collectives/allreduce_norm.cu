@@ -37,6 +37,7 @@
 #include "collectives/lamport.cuh"
 #include "collectives/launch.h"
 #include "collectives/norm_rows.cuh"
+#include "core/log.h"
 #include "core/preload.h"
 #include "core/result.h"
 #include "tuning/tuning.h"
@@ -439,6 +440,8 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
       FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
       clusters = tuning::normRowCtas(c.tokens, size_t(dc.maxCtas), rowCtas, resident);
     }
+    FC_TRACE("all-reduce + RMSNorm one kernel: %zu x %zu, %zu CTAs of %u threads, clusters of %zu", c.tokens,
+             c.hidden, clusters * ctas, threads, ctas);
     // The polls' back-off for this call's rows (the kernel takes the comm by value).
     DeviceComm d = dc;
     d.lamportSpins = tuning::normLamportSpins(c.tokens, dc.lamportSpins, dc.lamportSpinsSet != 0);
