@@ -35,6 +35,7 @@
 #include "collectives/collectives.h"
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
+#include "collectives/lamport_timeline.cuh"
 #include "collectives/launch.h"
 #include "collectives/norm_rows.cuh"
 #include "core/log.h"
@@ -169,10 +170,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
   // Programmatic dependent launch: everything above overlapped the previous kernel;
   // nothing it writes (inputs, the Lamport state) is read before this.
   dev::waitForPreviousGrid();
+  const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
+  // FC_ARNORM_STAGES=timeline: phase stamps (lamport_timeline.cuh), begun before the
+  // CTA's first barrier below.
+  const bool timeline = kMeasure && (stages & kNormTimeline);
+  dev::Timeline tl;
+  if (timeline) tl.begin();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, packs * E);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
-  const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
 
   // Every thread has read the buffer index before this CTA's arrival lets the last
   // CTA move it on.
@@ -205,6 +211,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
         for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
       });
     }
+    if (timeline) tl.pushed();
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
@@ -218,6 +225,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
     auto sum = [&](size_t pk, float(&acc)[E]) {
       if (!run.template sumInRankOrder<T, NR>(opOf(sig), channel, from, pk, in[pk], acc)) return false;
+      if (timeline) tl.summed();
       if (clear) run.clearRead(from, pk);
       return true;
     };
@@ -237,7 +245,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
       const ClusterRowSum total{dc, opOf(sig), channel, clusterSums, red,
                                 threads, ctas, clusterRank, parity, uint32_t(row + 1)};
       failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
+      if (timeline && row == firstRow) tl.reset();  // the second stamp: the first row done
     }
+    if (timeline) tl.end(threads, packs * sizeof(Pack), "norm", "first row");
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless
   // No CTA of a cluster leaves while a partner may still write into its shared memory:

@@ -1,5 +1,7 @@
 // Where a Lamport one-shot call's time goes inside the kernel, per CTA
-// (FC_LAMPORT_STAGES=timeline, a measurement form; device_comm.h, kLamportTimeline).
+// (FC_LAMPORT_STAGES=timeline, a measurement form; device_comm.h, kLamportTimeline), and
+// the same for the all-reduce + RMSNorm's one kernel (FC_ARNORM_STAGES=timeline;
+// device/norm_stages.h, kNormTimeline), whose second stamp is its first row's end.
 //
 // The stage variants of fc-bench stages time whole calls with a stage left out or run
 // twice; they cannot say when, within a call, a CTA's last pack arrives, nor how far
@@ -10,7 +12,8 @@
 // thread adds them to device-wide sums and maxima, with the CTA's start and end on the
 // global timer (ns, comparable across SMs). The grid's last CTA prints the means over
 // CTAs and the maxima every kTimelineEvery calls, a line starting "# timeline" (fc-bench
-// keeps such lines out of its CSV), and starts the sums afresh.
+// keeps such lines out of its CSV) and naming the kernel and its second stamp, and starts
+// the sums afresh.
 //
 // The device-wide words are reset by the grid's last CTA; the next call reads them only
 // after griddepcontrol.wait, i.e. after this grid completed (stream order, or PDL's
@@ -44,7 +47,8 @@ enum TimelineWord : int {
   kTlWords
 };
 
-// Included by allreduce_lamport.cu alone, which owns these words.
+// Each kernel's module (allreduce_lamport.cu, allreduce_norm.cu; no relocatable device
+// code) has its own words.
 __device__ unsigned long long gTimeline[kTlWords] = {0, 0, 0, 0, 0, 0, 0, 0, 0, ~0ull, 0, ~0ull, 0, 0};
 
 __device__ __forceinline__ unsigned long long globalNs() {
@@ -85,8 +89,9 @@ struct Timeline {
     atomicMax(&timelineCta().firstMax, t);
   }
   // The end of this data thread's sums; the CTA's last data thread (of `threads`)
-  // publishes the CTA's record, the grid's last CTA prints and restarts the sums.
-  __device__ void end(unsigned threads, size_t bytes) {
+  // publishes the CTA's record, the grid's last CTA prints and restarts the sums. kernel
+  // and second: the line's names for the kernel and for the stamp reset() takes.
+  __device__ void end(unsigned threads, size_t bytes, const char* kernel = "one-shot", const char* second = "reset") {
     TimelineCta& c = timelineCta();
     atomicMax(&c.last, since());
     __threadfence_block();
@@ -115,11 +120,11 @@ struct Timeline {
     for (int i = 0; i < kTlWords; ++i) v[i] = atomicAdd(&g[i], 0ull);
     const unsigned long long n = gridDim.x, calls = v[kTlCalls] + 1;
     if (calls % kTimelineEvery == 0)
-      printf("# timeline bytes %llu ctas %u threads %u (cycles, mean / max over CTAs): pushed %llu / %llu, "
-             "reset %llu / %llu, first pack %llu / %llu, last pack %llu / %llu; ns: starts spread %llu, "
+      printf("# timeline %s bytes %llu ctas %u threads %u (cycles, mean / max over CTAs): pushed %llu / %llu, "
+             "%s %llu / %llu, first pack %llu / %llu, last pack %llu / %llu; ns: starts spread %llu, "
              "ends spread %llu, first start to last end %llu\n",
-             (unsigned long long)bytes, gridDim.x, threads, v[kTlPushSum] / n, v[kTlPushMax], v[kTlResetSum] / n,
-             v[kTlResetMax], v[kTlFirstSum] / n, v[kTlFirstMax], v[kTlLastSum] / n, v[kTlLastMax],
+             kernel, (unsigned long long)bytes, gridDim.x, threads, v[kTlPushSum] / n, v[kTlPushMax], second,
+             v[kTlResetSum] / n, v[kTlResetMax], v[kTlFirstSum] / n, v[kTlFirstMax], v[kTlLastSum] / n, v[kTlLastMax],
              v[kTlStartMax] - v[kTlStartMin], v[kTlEndMax] - v[kTlEndMin], v[kTlEndMax] - v[kTlStartMin]);
     for (int i = 0; i < kTlWords; ++i) g[i] = (i == kTlStartMin || i == kTlEndMin) ? ~0ull : 0ull;
     g[kTlCalls] = calls;

@@ -134,7 +134,8 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"allreduce-only", kNormPush | kNormSum | kNormReset},
     {"push-only", kNormPush},
     {"no-reset", kNormFull & ~uint32_t(kNormReset)},
-    {"solo", kNormFull | kNormSolo}};
+    {"solo", kNormFull | kNormSolo},
+    {"timeline", kNormFull | kNormTimeline}};
 
 // Measurement-only switches: a stage set that leaves stages out (FC_LAMPORT_STAGES,
 // FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES, FC_MMAR_ENGINE_STAGES) computes wrong

@@ -22,6 +22,10 @@ enum NormStage : uint32_t {
   // memory, collectives/launch.h soloSmem), so that the next call's CTAs, launched early
   // under PDL, do not share SMs with ours (as FC_LAMPORT_STAGES=solo; device_comm.h).
   kNormSolo = 64,
+  // With kNormFull: per-CTA phase stamps (collectives/lamport_timeline.cuh): pushes issued,
+  // first pack summed, first row done, last row done; a "# timeline norm" line every few
+  // calls (a measurement form: the stamps' atomics cost time of their own).
+  kNormTimeline = 128,
 };
 
 // FC_ARNORM_CLUSTER_PACKS unset: the default, tuning::normClusterPacks (one CTA while

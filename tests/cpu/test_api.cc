@@ -407,7 +407,7 @@ TEST_CASE("the shipped library refuses the measurement-only switches", "[api][in
                         Case{"FC_LAMPORT_STAGES", "reset-call-warp"}, Case{"FC_LAMPORT_STAGES", "lean"},
                         Case{"FC_LAMPORT_STAGES", "late"}, Case{"FC_LAMPORT_STAGES", "narrow"},
                         Case{"FC_LAMPORT_STAGES", "wide"},
-                        Case{"FC_ARNORM_STAGES", "allreduce-only"},
+                        Case{"FC_ARNORM_STAGES", "allreduce-only"}, Case{"FC_ARNORM_STAGES", "timeline"},
                         Case{"FC_ARNORM_STAGES", "no-norm"}, Case{"FC_AGMM_ENGINE_STAGES", "no-wait"},
                         Case{"FC_AGMM_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "no-gate"},
                         Case{"FC_MMRS_ENGINE_STAGES", "no-pull"}, Case{"FC_MMRS_ENGINE_STAGES", "gemm-only"},

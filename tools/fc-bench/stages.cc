@@ -175,6 +175,10 @@ int benchStages(Ctx& c, const Options& o) {
 //                   past 128 the kernel built for two CTAs an SM, at most what the
 //                   device holds at once; the default 128 takes rows in turn beyond)
 //   twoshot         the two-shot kernel (FC_ARNORM_ALGO=twoshot), where the row fits
+//   timeline        full with per-CTA phase stamps (lamport_timeline.cuh): its "# timeline
+//                   norm" lines (in the log, not the CSV) give pushes issued, first pack
+//                   summed, first row done and last row done, beside the one-shot's own
+//                   (fc-bench stages' timeline column) at the same bytes
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
 // full and no-prefetch are checked to give the same bits (the arnorm mode and the
 // tests check full against a reference); cta-per-row, no-wide-ctas, cluster-N, spins-N, row-ctas-N and
@@ -204,7 +208,8 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"solo", "FC_ARNORM_STAGES", "solo"},
                               {"row-ctas-256", "FC_ARNORM_ROW_CTAS", "256"},
                               {"row-ctas-512", "FC_ARNORM_ROW_CTAS", "512"},
-                              {"twoshot", "FC_ARNORM_ALGO", "twoshot"}};
+                              {"twoshot", "FC_ARNORM_ALGO", "twoshot"},
+                              {"timeline", "FC_ARNORM_STAGES", "timeline"}};
   std::vector<fcComm_t> comms;
   for (const Variant& v : variants) comms.push_back(commWithEnv(c, v.var, v.value));
   void *in, *res, *w, *resOut, *out, *arOut;
