@@ -440,15 +440,25 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
       ctas = (ctas + 1) / 2;
     }
     if (ctas == 1) {
-      // A CTA a row: past maxCtas (FC_ARNORM_ROW_CTAS) the kernel built for two CTAs an
-      // SM, and never more CTAs than the device holds at once (tuning::normRowCtas).
-      if (rowCtas > uint32_t(dc.maxCtas) && !wide && form == kNormFull)
-        kernel = byWorldSize(dc.nranks, [&](auto nr) {
-          return allReduceNormLamportKernel<T, decltype(nr)::value, false, dev::kLamportMaxThreads, 2>;
-        });
-      size_t resident = 0;
-      FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
-      clusters = tuning::normRowCtas(c.tokens, size_t(dc.maxCtas), rowCtas, resident);
+      // A CTA a row: past maxCtas (FC_ARNORM_ROW_CTAS, else where tuning::normRowsOwnCtas
+      // takes every row) the kernel built for two CTAs an SM, and never more CTAs than the
+      // device holds at once (tuning::normRowCtas).
+      const bool full = !wide && form == kNormFull;
+      const auto ownCtas = byWorldSize(dc.nranks, [&](auto nr) {
+        return allReduceNormLamportKernel<T, decltype(nr)::value, false, dev::kLamportMaxThreads, 2>;
+      });
+      size_t cap = rowCtas;
+      if (cap == 0 && full && c.tokens > size_t(dc.maxCtas)) {
+        size_t resident = 0;
+        FC_CHECK(residentClusters(ownCtas, 1u, threads, smem, &resident));
+        if (tuning::normRowsOwnCtas(c.tokens, rowPacks, dc.nranks, size_t(dc.maxCtas), size_t(dev::kThreads),
+                                    resident))
+          cap = c.tokens;
+      }
+      if (cap > size_t(dc.maxCtas) && full) kernel = ownCtas;
+      size_t resident = SIZE_MAX;
+      if (cap != 0) FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
+      clusters = tuning::normRowCtas(c.tokens, size_t(dc.maxCtas), cap, resident);
     }
     FC_TRACE("all-reduce + RMSNorm one kernel: %zu x %zu, %zu CTAs of %u threads, clusters of %zu", c.tokens,
              c.hidden, clusters * ctas, threads, ctas);

@@ -74,8 +74,8 @@ struct NormCall {
 // programmatic dependent launch. clusterPacks: a row's packs per CTA of a thread block
 // cluster (0: one CTA per row). wideCtas: a CTA whose share of a row is over kThreads
 // packs gets up to 992 data threads where each then has one pack (FC_ARNORM_WIDE_CTAS,
-// tuning::normWideCtas). rowCtas: where a row is one CTA's, the most CTAs (0: maxCtas;
-// FC_ARNORM_ROW_CTAS, tuning::normRowCtas). stages: kNormFull in real calls
+// tuning::normWideCtas). rowCtas: where a row is one CTA's, the most CTAs (0: the rule,
+// tuning::normRowsOwnCtas; FC_ARNORM_ROW_CTAS, tuning::normRowCtas). stages: kNormFull in real calls
 // (device/norm_stages.h).
 fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const NormCall& call, bool pdl,
                                       uint32_t clusterPacks, bool wideCtas, uint32_t rowCtas, uint32_t stages,

@@ -188,8 +188,10 @@ struct CommParams {
   // other (tuning::normWideCtas); 0 turns it off (fc-bench normstages, column no-wide-ctas).
   bool normWideCtas = true;
   // FC_ARNORM_ROW_CTAS: where the one kernel gives each row one CTA, its most CTAs (rows in
-  // turn beyond); 0 (the default): maxCtas. Past maxCtas the kernel built for two CTAs an SM,
-  // never more CTAs than the device holds at once (tuning::normRowCtas); 1 to 1024.
+  // turn beyond); 0 (the default): tuning::normRowsOwnCtas (a CTA every row past maxCtas
+  // where all fit, else maxCtas). Past maxCtas the kernel built for two CTAs an SM, never
+  // more CTAs than the device holds at once (tuning::normRowCtas); 1 to 1024 (128: maxCtas,
+  // rows in turn, as before the rule).
   uint32_t normRowCtas = 0;
   // FC_ARNORM_GATHER_SET=1 (a measurement form): the all-reduce + RMSNorm two-shot kernel
   // pushes its all-gather half into a set of its own (lamportGatherBytes more Lamport

@@ -219,7 +219,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   uint64_t rowCtas = p->normRowCtas;
   FC_CHECK(envU64("FC_ARNORM_ROW_CTAS", rowCtas, &rowCtas));
   if (rowCtas > kMaxNormRowCtas)
-    return setError(fcInvalidArgument, "FC_ARNORM_ROW_CTAS=%llu: 0 (maxCtas) or 1 to %u expected",
+    return setError(fcInvalidArgument, "FC_ARNORM_ROW_CTAS=%llu: 0 (the rule) or 1 to %u expected",
                     (unsigned long long)rowCtas, kMaxNormRowCtas);
   p->normRowCtas = uint32_t(rowCtas);
   FC_CHECK(choiceFromEnv("FC_ARNORM_GATHER_SET", kOnOff, &p->normGatherSet));

@@ -163,6 +163,17 @@ constexpr size_t kNormSpinsMaxRows = 128;
 // over 992 threads) 12.28 against 11.58, so a share that would still leave some threads
 // two packs keeps 512 threads.                                    perf-log: normWideCtas
 
+// Past 128 rows (maxCtas) at 2 ranks, a CTA a row on the kernel built for two CTAs an SM
+// (56 registers), where rows of up to 512 packs (hidden 4096 in bf16) all fit resident (528
+// CTAs at hidden 2048, 396 at 2560, 264 at 3072-4096), instead of 128 CTAs with rows in
+// turn. 2 H200s (fifty-first session, fc-bench normstages, the one kernel forced, us): 129 x
+// 2048 5.38 against 6.21, 512 x 2048 10.31 / 12.45, 384 x 2560 9.97 / 11.42, 256 x 4096 10.48
+// / 11.32 (0.79-0.93x at all 24 such cells of 129-512 x 2048-4096); where not all rows fit,
+// 320-384 x 4096 14.20-16.06 against 13.98-15.16 (behind), so those keep 128; at 16-128 rows
+// the same grid on 56 registers took 1.00-1.03x; 192-256 x 8192 (two packs a thread) 1.03x
+// from PyTorch.                                                perf-log: normRowsOwnCtas
+constexpr int kNormRowsOwnCtasRanks = 2;
+
 // The local residual + RMSNorm (the unfused path's second kernel, fcMatmulAllReduce's norm
 // forms after the engine) in groups of rows per CTA from 3 MiB of rows: a thread's loads of
 // the group's rows in flight together, at most 4 packs of each kind a thread (4 rows of
@@ -635,6 +646,10 @@ uint32_t normLamportSpins(size_t tokens, uint32_t commSpins, bool commSpinsSet) 
 
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads) {
   return sharePacks > ctaThreads && sharePacks <= wideThreads;
+}
+
+bool normRowsOwnCtas(size_t tokens, size_t rowPacks, int nranks, size_t maxCtas, size_t ctaThreads, size_t resident) {
+  return nranks == kNormRowsOwnCtasRanks && rowPacks <= ctaThreads && tokens > maxCtas && tokens <= resident;
 }
 
 size_t normRowCtas(size_t tokens, size_t maxCtas, size_t rowCtas, size_t resident) {

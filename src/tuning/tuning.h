@@ -132,12 +132,20 @@ uint32_t normLamportSpins(size_t tokens, uint32_t commSpins, bool commSpinsSet);
 // ctaThreads (the usual 512), up to wideThreads (992: 1024 with the call warp).
 bool normWideCtas(size_t sharePacks, size_t ctaThreads, size_t wideThreads);
 
+// Whether the one kernel gives each of `tokens` rows of rowPacks 16-byte packs a CTA of its
+// own past maxCtas, on the kernel built for two CTAs an SM (instead of maxCtas CTAs taking
+// rows in turn): at 2 ranks, rows a CTA's ctaThreads data threads hold one pack each, and
+// only where every row's CTA is resident at once (tokens <= resident: that kernel's CTAs
+// the device holds at the row's thread count).
+bool normRowsOwnCtas(size_t tokens, size_t rowPacks, int nranks, size_t maxCtas, size_t ctaThreads, size_t resident);
+
 // The one kernel's grid where each row is one CTA's (no cluster), for `tokens` rows: a CTA
-// a row up to maxCtas, rows in turn beyond; rowCtas (FC_ARNORM_ROW_CTAS; 0: maxCtas) moves
-// that limit, but never past `resident`, the CTAs of the launched kernel that the device
-// holds at once (every CTA waits on its rows' packs from the peers' CTAs of the same
-// index, so all must run together). Above maxCtas the launch takes the kernel built for
-// two CTAs an SM (fewer registers), so that the rows past 128 get SMs of their own.
+// a row up to maxCtas, rows in turn beyond; rowCtas (FC_ARNORM_ROW_CTAS, or `tokens` where
+// normRowsOwnCtas says so; 0: maxCtas) moves that limit, but never past `resident`, the
+// CTAs of the launched kernel that the device holds at once (every CTA waits on its rows'
+// packs from the peers' CTAs of the same index, so all must run together). Above maxCtas
+// the launch takes the kernel built for two CTAs an SM (fewer registers), so that the rows
+// past 128 get SMs of their own.
 size_t normRowCtas(size_t tokens, size_t maxCtas, size_t rowCtas, size_t resident);
 
 // Rows per CTA of the local residual + RMSNorm kernel (collectives/allreduce_norm.cu,

@@ -107,6 +107,14 @@ TEST_CASE("the all-reduce + RMSNorm's polls before the back-off", "[tuning]") {
 }
 
 TEST_CASE("the all-reduce + RMSNorm's CTAs of a row each", "[tuning]") {
+  // The rule past 128 rows: 2 ranks, a pack a data thread, every row's CTA resident.
+  CHECK(normRowsOwnCtas(512, 256, 2, 128, 512, 528));    // 512 x 2048 in bf16
+  CHECK(normRowsOwnCtas(384, 320, 2, 128, 512, 396));    // 384 x 2560
+  CHECK(normRowsOwnCtas(256, 512, 2, 128, 512, 264));    // 256 x 4096
+  CHECK(!normRowsOwnCtas(320, 512, 2, 128, 512, 264));   // 320 x 4096: not all resident
+  CHECK(!normRowsOwnCtas(128, 256, 2, 128, 512, 528));   // within maxCtas: as before
+  CHECK(!normRowsOwnCtas(192, 1024, 2, 128, 512, 264));  // 192 x 8192: two packs a thread
+  CHECK(!normRowsOwnCtas(192, 256, 4, 128, 512, 528));   // 4 ranks: not measured
   // Unset FC_ARNORM_ROW_CTAS: a CTA a row up to maxCtas, rows in turn beyond.
   CHECK(normRowCtas(1, 128, 0, 264) == 1);
   CHECK(normRowCtas(100, 128, 0, 264) == 100);

@@ -173,7 +173,8 @@ int benchStages(Ctx& c, const Options& o) {
 //                   call's CTAs, launched early, cannot sit beside ours
 //   row-ctas-N      full, where a row is one CTA's, up to N CTAs (FC_ARNORM_ROW_CTAS=N:
 //                   past 128 the kernel built for two CTAs an SM, at most what the
-//                   device holds at once; the default 128 takes rows in turn beyond)
+//                   device holds at once; 128: rows in turn beyond, as full did before
+//                   tuning::normRowsOwnCtas)
 //   twoshot         the two-shot kernel (FC_ARNORM_ALGO=twoshot), where the row fits
 //   timeline        full with per-CTA phase stamps (lamport_timeline.cuh): its "# timeline
 //                   norm" lines (in the log, not the CSV) give pushes issued, first pack
@@ -206,7 +207,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
                               {"spins-8", "FC_LAMPORT_SPINS", "8"},
                               {"spins-64", "FC_LAMPORT_SPINS", "64"},
                               {"solo", "FC_ARNORM_STAGES", "solo"},
-                              {"row-ctas-256", "FC_ARNORM_ROW_CTAS", "256"},
+                              {"row-ctas-128", "FC_ARNORM_ROW_CTAS", "128"},
                               {"row-ctas-512", "FC_ARNORM_ROW_CTAS", "512"},
                               {"twoshot", "FC_ARNORM_ALGO", "twoshot"},
                               {"timeline", "FC_ARNORM_STAGES", "timeline"}};
