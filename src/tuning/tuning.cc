@@ -168,10 +168,10 @@ constexpr size_t kNormSpinsMaxRows = 128;
 // CTAs at hidden 2048, 396 at 2560, 264 at 3072-4096), instead of 128 CTAs with rows in
 // turn. 2 H200s (fifty-first session, fc-bench normstages, the one kernel forced, us): 129 x
 // 2048 5.38 against 6.21, 512 x 2048 10.31 / 12.45, 384 x 2560 9.97 / 11.42, 256 x 4096 10.48
-// / 11.32 (0.79-0.93x at all 24 such cells of 129-512 x 2048-4096); where not all rows fit,
-// 320-384 x 4096 14.20-16.06 against 13.98-15.16 (behind), so those keep 128; at 16-128 rows
-// the same grid on 56 registers took 1.00-1.03x; 192-256 x 8192 (two packs a thread) 1.03x
-// from PyTorch.                                                perf-log: normRowsOwnCtas
+// / 11.32 (0.82-0.93x at the 17 cells of 129-512 x 2048-4096 it takes); where not all rows
+// fit, 320-384 x 4096 14.20-16.06 against 13.98-15.16 (behind), so those keep 128; at 16-128
+// rows the same grid on 56 registers took 1.00-1.04x; 192-256 x 8192 (two packs a thread)
+// 1.03x from PyTorch.                                          perf-log: normRowsOwnCtas
 constexpr int kNormRowsOwnCtasRanks = 2;
 
 // The local residual + RMSNorm (the unfused path's second kernel, fcMatmulAllReduce's norm
