@@ -138,7 +138,7 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
 // threads two packs each: a register budget of 64 instead of ~96, a few spills).
 // kMinBlocks 2: built for two CTAs of kMaxThreads an SM (56 registers instead of 86 at 2
 // ranks in bf16, a few bytes spilled), for grids of more than maxCtas CTAs of a row each
-// (FC_ARNORM_ROW_CTAS; tuning::normRowCtas): at hidden 2048 four CTAs an SM.
+// (tuning::normRowsOwnCtas, FC_ARNORM_ROW_CTAS): at hidden 2048 four CTAs an SM.
 template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
@@ -443,7 +443,8 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
       // A CTA a row: past maxCtas (FC_ARNORM_ROW_CTAS, else where tuning::normRowsOwnCtas
       // takes every row) the kernel built for two CTAs an SM, and never more CTAs than the
       // device holds at once (tuning::normRowCtas).
-      const bool full = !wide && form == kNormFull;
+      // (Not with solo's shared memory: its attribute is set on the kernel chosen above.)
+      const bool full = !wide && stages == uint32_t(kNormFull);
       const auto ownCtas = byWorldSize(dc.nranks, [&](auto nr) {
         return allReduceNormLamportKernel<T, decltype(nr)::value, false, dev::kLamportMaxThreads, 2>;
       });
