@@ -448,17 +448,15 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
       const auto ownCtas = byWorldSize(dc.nranks, [&](auto nr) {
         return allReduceNormLamportKernel<T, decltype(nr)::value, false, dev::kLamportMaxThreads, 2>;
       });
-      size_t cap = rowCtas;
+      size_t cap = rowCtas, resident = SIZE_MAX;  // SIZE_MAX: not asked (maxCtas bounds the grid)
       if (cap == 0 && full && c.tokens > size_t(dc.maxCtas)) {
-        size_t resident = 0;
-        FC_CHECK(residentClusters(ownCtas, 1u, threads, smem, &resident));
-        if (tuning::normRowsOwnCtas(c.tokens, rowPacks, dc.nranks, size_t(dc.maxCtas), size_t(dev::kThreads),
-                                    resident))
-          cap = c.tokens;
+        size_t own = 0;
+        FC_CHECK(residentClusters(ownCtas, 1u, threads, smem, &own));
+        if (tuning::normRowsOwnCtas(c.tokens, rowPacks, dc.nranks, size_t(dc.maxCtas), size_t(dev::kThreads), own))
+          cap = c.tokens, resident = own;
       }
       if (cap > size_t(dc.maxCtas) && full) kernel = ownCtas;
-      size_t resident = SIZE_MAX;
-      if (cap != 0) FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
+      if (cap != 0 && resident == SIZE_MAX) FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
       clusters = tuning::normRowCtas(c.tokens, size_t(dc.maxCtas), cap, resident);
     }
     FC_TRACE("all-reduce + RMSNorm one kernel: %zu x %zu, %zu CTAs of %u threads, clusters of %zu", c.tokens,
