@@ -143,7 +143,7 @@ template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
-  __shared__ float red[2][32];
+  __shared__ __align__(16) float red[2][32];
   __shared__ uint64_t clusterSums[2][ClusterRowSum::kMaxCtas];
   namespace cg = cooperative_groups;
   const unsigned ctas = cg::this_cluster().num_blocks(), clusterRank = cg::this_cluster().block_rank();
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     if constexpr (NR == 2 && !kMeasure && kMaxThreads == kWideThreads) {
       together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(kRowsTogether);
       if (together) {
-        __shared__ float redRows[kRowsTogether][32];
+        __shared__ __align__(16) float redRows[kRowsTogether][32];
         failed |= !normRowsTogether<T, NR>(run, opOf(sig), channel, c, from, firstRow, rowStep, rows, begin, end,
                                            threads, invScale, redRows);
       }
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
 template <typename T, typename S = T>
 __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const S* sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
-  __shared__ float red[2][32];
+  __shared__ __align__(16) float red[2][32];
   if constexpr (std::is_same_v<S, float> && !std::is_same_v<T, float>) {
     // Behind fcMatmulAllReduce's decode kernel only, which lets this grid launch after
     // its own griddepcontrol.wait, so every kernel before it has completed: the residual
@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormRowsKernel(NormCall
   constexpr int E = dev::PackTraits<T>::kElems;
   // [parity][row of the group][warp]: a buffer is written again two groups later, after
   // every thread has passed the next group's barrier, so after it read this group's.
-  __shared__ float red[2][R][32];
+  __shared__ __align__(16) float red[2][R][32];
   dev::waitForPreviousGrid();
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
   const size_t rowPacks = c.hidden / E;

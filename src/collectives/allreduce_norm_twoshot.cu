@@ -61,7 +61,7 @@ template <typename T, int NR>
 __global__ void __launch_bounds__(dev::kLamportMaxThreads)
     allReduceNormTwoShotKernel(DeviceComm dc, int channel, NormCall c, size_t passRows, uint32_t sig) {
   constexpr int E = dev::PackTraits<T>::kElems;
-  __shared__ float red[2][32];
+  __shared__ __align__(16) float red[2][32];
   __shared__ uint64_t clusterSums[2][norm::ClusterRowSum::kMaxCtas];
   namespace cg = cooperative_groups;
   const unsigned ctas = cg::this_cluster().num_blocks(), clusterRank = cg::this_cluster().block_rank();

@@ -29,21 +29,38 @@ __device__ __forceinline__ void dataBarrier(unsigned threads) {
   asm volatile("bar.sync 1, %0;" ::"r"(threads) : "memory");
 }
 
-// Sum of `v` over the `threads` data threads, via red[2][32] (buffer `parity`): every
-// data thread gets it. One named barrier: a buffer is rewritten two rows later, after
-// every thread has passed the next row's barrier, so after it has read this one.
+// The first n warps' partials part[0..n) summed in warp order, starting from 0 (the
+// bits of a plain loop), read four at a time: 16-byte shared-memory loads, so that the
+// 16 data warps of a 544-thread CTA cost every thread 4 loads instead of 16 on the row's
+// critical path (each is a broadcast: all threads read the same words). part is 16-byte
+// aligned (every red[] buffer below is declared __align__(16), rows of 32 floats).
+__device__ __forceinline__ float sumPartials(const float* part, unsigned n) {
+  float s = 0.f;
+  unsigned w = 0;
+  for (; w + 4 <= n; w += 4) {
+    const float4 q = *reinterpret_cast<const float4*>(part + w);
+    s += q.x;
+    s += q.y;
+    s += q.z;
+    s += q.w;
+  }
+  for (; w < n; ++w) s += part[w];
+  return s;
+}
+
+// Sum of `v` over the `threads` data threads, via red[2][32] (buffer `parity`; 16-byte
+// aligned): every data thread gets it. One named barrier: a buffer is rewritten two rows
+// later, after every thread has passed the next row's barrier, so after it has read this one.
 __device__ __forceinline__ float rowSum(float v, float (*red)[32], int parity, unsigned threads) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if ((threadIdx.x & 31u) == 0) red[parity][threadIdx.x >> 5] = v;
   dataBarrier(threads);
-  float s = 0.f;
-  for (unsigned w = 0; w < threads / 32; ++w) s += red[parity][w];
-  return s;
+  return sumPartials(red[parity], threads / 32);
 }
 
 // rowSum for R rows at once, for a CTA that holds several rows: every v[r] summed over
-// the `threads` data threads through red[R][32] (in rowSum's order, so the same bits),
+// the `threads` data threads through red[R][32] (16-byte aligned; in rowSum's order, so the same bits),
 // one named barrier for all R. Called by every data thread; a caller that calls it again
 // alternates two red buffers (as rowSum's parity: a buffer is rewritten only after every
 // thread has passed the next call's barrier, so after it read this call's sums).
@@ -57,11 +74,7 @@ __device__ __forceinline__ void rowSums(float (&v)[R], float (*red)[32], unsigne
   }
   dataBarrier(threads);
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    float s = 0.f;
-    for (unsigned w = 0; w < threads / 32; ++w) s += red[r][w];
-    v[r] = s;
-  }
+  for (int r = 0; r < R; ++r) v[r] = sumPartials(red[r], threads / 32);
 }
 
 // Pack p of the normed row, x * rstd * weight: stored rounded once to T into out, or
@@ -119,6 +132,14 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // residual and weight packs (its first kKeep of the row) before the first sum, whose
 // polls wait for the peers, so that their latency hides under that wait instead of
 // following it (measured: docs/perf-log.md).
+//
+// Where the CTA's share of the row is at most one pack a thread (rows of up to 512 packs
+// in a CTA, hidden 4096 in bf16, or a cluster's share) the row takes a path of its own
+// with that pack, its residual and its weight in registers: the loop's keep[] and
+// prefetched arrays are indexed at run time, so they live in local memory (128 bytes of
+// stack at 2 ranks), and every one of their loads and stores sat on the row's critical
+// path after the data arrived. The same operations in the same order: the same bits.
+// kNormLoopRow (measurement form) sends every row through the loop, as before.
 template <typename T, typename Sum, typename Total>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t begin, size_t end, unsigned threads,
                                         bool failed, float invScale, Sum sum, Total total,
@@ -132,6 +153,31 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t be
   const bool prefetch = stages & kNormPrefetch;
   const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
   const Pack zero{0u, 0u, 0u, 0u};
+  if (end - begin <= threads && !(stages & kNormLoopRow)) {  // uniform over the CTA
+    const size_t p = begin + threadIdx.x;
+    const bool mine = p < end;
+    Pack r = zero, w = zero, x = zero;
+    if (mine && prefetch) {
+      if (withResidual) r = residual[p];
+      if (withNorm) w = weight[p];
+    }
+    float ss = 0.f;
+    if (mine && !failed) {
+      float acc[E];
+      if (!sum(first + p, acc)) {
+        failed = true;
+      } else {
+        if (withResidual && !prefetch) r = residual[p];
+        x = addResidual<T>(acc, r, ss);
+        residualOut[p] = x;
+      }
+    }
+    if (!withNorm) return !failed;  // uniform over the CTA: no barrier skipped by some
+    const float rstd = rsqrtf(total(ss, failed) / float(c.hidden) + c.eps);
+    if (failed) return false;
+    if (mine) storeNormed<T>(c, out, p, (first + p) * E, x, prefetch ? w : weight[p], rstd, invScale);
+    return true;
+  }
   // Prefetched packs: the loads are unrolled, so all of them are in flight together
   // (read back at run-time indices below, from local memory like keep[]).
   Pack residualPre[kKeep], weightPre[kKeep];

@@ -135,7 +135,9 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
     {"push-only", kNormPush},
     {"no-reset", kNormFull & ~uint32_t(kNormReset)},
     {"solo", kNormFull | kNormSolo},
-    {"timeline", kNormFull | kNormTimeline}};
+    {"timeline", kNormFull | kNormTimeline},
+    {"loop-row", kNormFull | kNormLoopRow},
+    {"full-measured", kNormFull | kNormMeasured}};
 
 // Measurement-only switches: a stage set that leaves stages out (FC_LAMPORT_STAGES,
 // FC_ARNORM_STAGES, FC_AGMM_ENGINE_STAGES, FC_MMRS_ENGINE_STAGES, FC_MMAR_ENGINE_STAGES) computes wrong

@@ -26,6 +26,12 @@ enum NormStage : uint32_t {
   // first pack summed, first row done, last row done; a "# timeline norm" line every few
   // calls (a measurement form: the stamps' atomics cost time of their own).
   kNormTimeline = 128,
+  // With kNormFull: every row through the row loop with its local-memory arrays, also
+  // where a thread holds one pack of the row (norm_rows.cuh normRow: the one-pack path).
+  kNormLoopRow = 256,
+  // With kNormFull: nothing left out, but the measured kernel (stages at run time)
+  // instead of the production one, to compare with kNormLoopRow on the same kernel.
+  kNormMeasured = 512,
 };
 
 // FC_ARNORM_CLUSTER_PACKS unset: the default, tuning::normClusterPacks (one CTA while

@@ -155,6 +155,10 @@ int benchStages(Ctx& c, const Options& o) {
 //   full            push, per row: prefetch, poll + sum + clear + residual + store,
 //                   norm (production)
 //   no-prefetch     full, the residual and weight packs loaded after the polls
+//   full-measured   full on the measured kernel (stages at run time), beside:
+//   loop-row        full-measured with every row through the row loop and its
+//                   local-memory arrays, also where a thread holds one pack of the row
+//                   (as before the one-pack path: norm_rows.cuh normRow)
 //   no-norm         no mean square, no normed rows (no barrier, no weight)
 //   allreduce-only  no residual either: the Rows-kind all-reduce alone
 //   push-only       no polls, sums or stores (the launch and the pushes)
@@ -181,7 +185,7 @@ int benchStages(Ctx& c, const Options& o) {
 //                   summed, first row done and last row done, beside the one-shot's own
 //                   (fc-bench stages' timeline column) at the same bytes
 //   oneshot         fcAllReduceOneShot, same bytes (the one-shot kind's all-reduce)
-// full and no-prefetch are checked to give the same bits (the arnorm mode and the
+// full, no-prefetch, full-measured and loop-row are checked to give the same bits (the arnorm mode and the
 // tests check full against a reference); cta-per-row, no-wide-ctas, cluster-N, spins-N, row-ctas-N and
 // twoshot are correct calls,
 // which tools/gpu-check runs the GPU suite with, and solo too (the production kernel, launched
@@ -192,8 +196,12 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
   const std::vector<size_t> tokensV = parseList(tokensList), hiddenV = parseList(hiddenList);
   const size_t maxElems = *std::max_element(tokensV.begin(), tokensV.end()) *
                           *std::max_element(hiddenV.begin(), hiddenV.end());
+  // The first kSameBits variants compute the same bits (checked below).
+  constexpr int kSameBits = 4;
   const Variant variants[] = {{"full", "FC_ARNORM_STAGES", "full"},
                               {"no-prefetch", "FC_ARNORM_STAGES", "no-prefetch"},
+                              {"full-measured", "FC_ARNORM_STAGES", "full-measured"},
+                              {"loop-row", "FC_ARNORM_STAGES", "loop-row"},
                               {"no-norm", "FC_ARNORM_STAGES", "no-norm"},
                               {"allreduce-only", "FC_ARNORM_STAGES", "allreduce-only"},
                               {"push-only", "FC_ARNORM_STAGES", "push-only"},
@@ -222,7 +230,7 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
            describeRun(c).c_str(), o.dtype.c_str(), o.iters, o.replays, o.warmup);
     std::string header = "tokens,hidden,bytes";
     for (const Variant& v : variants) header += std::string(",") + v.name + "_us";
-    printf("%s,oneshot_us,no_prefetch_same_bits\n", header.c_str());
+    printf("%s,oneshot_us,same_bits\n", header.c_str());
   }
   int failures = 0;
   for (size_t hidden : hiddenV) {
@@ -234,9 +242,9 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
           FC_OK(fcAllReduceResidualRMSNorm(in, res, w, resOut, out, tokens, hidden, 1e-6f, type, comm, c.stream));
         };
       };
-      // full, then no-prefetch, from poisoned outputs: the same bits.
-      std::vector<char> got[2][2];
-      for (int v = 0; v < 2; ++v) {
+      // full, no-prefetch, full-measured and loop-row, each from poisoned outputs: the same bits.
+      std::vector<char> got[kSameBits][2];
+      for (int v = 0; v < kSameBits; ++v) {
         CUDA_OK(cudaMemsetAsync(out, 0xff, bytes, c.stream));
         CUDA_OK(cudaMemsetAsync(resOut, 0xff, bytes, c.stream));
         call(comms[size_t(v)])();
@@ -246,7 +254,9 @@ int benchNormStages(Ctx& c, const Options& o, const std::string& tokensList, con
         }
         CUDA_OK(cudaStreamSynchronize(c.stream));
       }
-      const bool same = maxOverRanks(c, got[0][0] == got[1][0] && got[0][1] == got[1][1] ? 0.0 : 1.0) == 0.0;
+      bool sameHere = true;
+      for (int v = 1; v < kSameBits; ++v) sameHere = sameHere && got[0][0] == got[v][0] && got[0][1] == got[v][1];
+      const bool same = maxOverRanks(c, sameHere ? 0.0 : 1.0) == 0.0;
       failures += !same;
       std::vector<std::function<void()>> ops;
       for (fcComm_t comm : comms) ops.push_back(call(comm));
