@@ -208,7 +208,7 @@ struct CommParams {
   // forms); 0 (the default): tuning::residualNormRowsPerCta by the rows' bytes; 1, 2 or 4.
   int normLocalRows = 0;
   // FC_ARNORM_STAGES: the all-reduce + RMSNorm kernel's stages (device/norm_stages.h);
-  // anything but full or no-prefetch only for timing them (fc-bench normstages), the
+  // anything but full, no-prefetch, loop-row or full-measured only for timing them (fc-bench normstages), the
   // probe build only.
   uint32_t normStages = kNormFull;
 };

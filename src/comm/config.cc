@@ -145,7 +145,7 @@ constexpr std::pair<const char*, uint32_t> kNormStageSets[] = {
 // FC_PROBES by meson -Dprobes=true, linked by fc-bench and tools/probes) honours them;
 // the shipped library refuses them at init, so that a production process that inherits
 // one fails loudly instead of returning wrong sums. The sets that compute right results
-// (full; FC_ARNORM_STAGES=no-prefetch; FC_MMRS_ENGINE_STAGES=epilogue-add) stay allowed.
+// (full; FC_ARNORM_STAGES=no-prefetch, loop-row, full-measured; FC_MMRS_ENGINE_STAGES=epilogue-add) stay allowed.
 #ifdef FC_PROBES
 constexpr bool kProbeBuild = true;
 #else
@@ -164,8 +164,11 @@ fcResult_t refuseUnlessProbeBuild(const char* name, bool refused,
 
 fcResult_t checkMeasurementOnly(const CommParams& p) {
   FC_CHECK(refuseUnlessProbeBuild("FC_LAMPORT_STAGES", p.lamportStages != kLamportFull));
+  // no-prefetch, loop-row and full-measured leave nothing out: right results, the same bits.
   FC_CHECK(refuseUnlessProbeBuild("FC_ARNORM_STAGES",
-                                  p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch))));
+                                  p.normStages != kNormFull && p.normStages != (kNormFull & ~uint32_t(kNormPrefetch)) &&
+                                      p.normStages != (kNormFull | kNormLoopRow) &&
+                                      p.normStages != (kNormFull | kNormMeasured)));
   FC_CHECK(refuseUnlessProbeBuild("FC_AGMM_ENGINE_STAGES", p.agmmEngineStages != EngineStages::Full));
   FC_CHECK(refuseUnlessProbeBuild("FC_MMAR_ENGINE_STAGES", p.mmarEngineStages != MmarEngineStages::Full));
   FC_CHECK(refuseUnlessProbeBuild("FC_MMRS_ENGINE_TILES", p.mmrsEngineTileN != 0,
