@@ -136,9 +136,11 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
 // kMaxThreads: the CTA's threads at most, the data threads and the call warp
 // (kLamportMaxThreads, or kWideThreads for rows that would otherwise leave a CTA's data
 // threads two packs each: a register budget of 64 instead of ~96, a few spills).
-// kMinBlocks 2: built for two CTAs of kMaxThreads an SM (56 registers instead of 86 at 2
-// ranks in bf16, a few bytes spilled), for grids of more than maxCtas CTAs of a row each
-// (tuning::normRowsOwnCtas, FC_ARNORM_ROW_CTAS): at hidden 2048 four CTAs an SM.
+// kMinBlocks 2: built for two CTAs of kMaxThreads an SM, for grids of more than maxCtas
+// CTAs of a row each (tuning::normRowsOwnCtas, FC_ARNORM_ROW_CTAS): at hidden 2048 four
+// CTAs an SM. Launched only where a data thread holds one pack of its row, so built with
+// normRow's one-pack path alone (no row loop): 52 registers at 2 ranks in bf16 and no
+// spills, where the row loop beside it took 56 with 44 bytes spilled (ptxas, CUDA 13.0).
 template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
@@ -244,7 +246,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     for (size_t row = firstRow; !together && row < c.tokens && (stages & kNormSum); row += rowStep, parity ^= 1) {
       const ClusterRowSum total{dc, opOf(sig), channel, clusterSums, red,
                                 threads, ctas, clusterRank, parity, uint32_t(row + 1)};
-      failed |= !normRow<T>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
+      failed |= !normRow<T, (kMinBlocks > 1)>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
       if (timeline && row == firstRow) tl.reset();  // the second stamp: the first row done
     }
     if (timeline) tl.end(threads, packs * sizeof(Pack), "norm", "first row");
@@ -455,7 +457,8 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
         if (tuning::normRowsOwnCtas(c.tokens, rowPacks, dc.nranks, size_t(dc.maxCtas), size_t(dev::kThreads), own))
           cap = c.tokens, resident = own;
       }
-      if (cap > size_t(dc.maxCtas) && full) kernel = ownCtas;
+      // (Its rows are one pack a data thread, which it is built for: kOnePackOnly.)
+      if (cap > size_t(dc.maxCtas) && full && rowPacks <= size_t(dev::kThreads)) kernel = ownCtas;
       if (cap != 0 && resident == SIZE_MAX) FC_CHECK(residentClusters(kernel, 1u, threads, smem, &resident));
       clusters = tuning::normRowCtas(c.tokens, size_t(dc.maxCtas), cap, resident);
     }

@@ -140,7 +140,9 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
 // stack at 2 ranks), and every one of their loads and stores sat on the row's critical
 // path after the data arrived. The same operations in the same order: the same bits.
 // kNormLoopRow (measurement form) sends every row through the loop, as before.
-template <typename T, typename Sum, typename Total>
+// kOnePackOnly: the caller guarantees end - begin <= threads; the loop is not built
+// (the kernel of two CTAs an SM: fewer registers, no spills).
+template <typename T, bool kOnePackOnly = false, typename Sum, typename Total>
 __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t begin, size_t end, unsigned threads,
                                         bool failed, float invScale, Sum sum, Total total,
                                         uint32_t stages = kNormFull) {
@@ -153,7 +155,7 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t be
   const bool prefetch = stages & kNormPrefetch;
   const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
   const Pack zero{0u, 0u, 0u, 0u};
-  if (end - begin <= threads && !(stages & kNormLoopRow)) {  // uniform over the CTA
+  if (kOnePackOnly || (end - begin <= threads && !(stages & kNormLoopRow))) {  // uniform over the CTA
     const size_t p = begin + threadIdx.x;
     const bool mine = p < end;
     Pack r = zero, w = zero, x = zero;
