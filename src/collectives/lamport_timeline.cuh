@@ -10,7 +10,11 @@
 // issued, its reset issued, its first pack summed, its last pack stored. Each CTA keeps
 // the latest of each (and the earliest first pack) in shared memory; its last data
 // thread adds them to device-wide sums and maxima, with the CTA's start and end on the
-// global timer (ns, comparable across SMs). The grid's last CTA prints the means over
+// global timer (ns, comparable across SMs). The stamps are taken per warp: the lanes that
+// reach a stamp together reduce it within the warp (__reduce_max_sync / min over 32-bit
+// cycle counts), and one of them updates the CTA's record, one shared-memory atomic a
+// warp instead of one a thread (with 512 data threads on one word, the per-thread form
+// stretched a norm call by 2-3 us: the stamps were timing their own atomics). The grid's last CTA prints the means over
 // CTAs and the maxima every kTimelineEvery calls, a line starting "# timeline" (fc-bench
 // keeps such lines out of its CSV) and naming the kernel and its second stamp, and starts
 // the sums afresh.
@@ -78,24 +82,40 @@ struct Timeline {
       c.done = 0;
     }
   }
-  __device__ unsigned long long since() const { return clock64() - t0; }
-  __device__ void pushed() { atomicMax(&timelineCta().push, since()); }
-  __device__ void reset() { atomicMax(&timelineCta().reset, since()); }
+  // Cycles since begin(), in 32 bits (a call is far below 2^32 cycles).
+  __device__ unsigned since() const {
+    const unsigned long long t = clock64() - t0;
+    return t < 0xffffffffull ? unsigned(t) : 0xffffffffu;
+  }
+  // Whether this lane is the lowest of `lanes` (the lanes here together).
+  __device__ static bool leads(unsigned lanes) { return (threadIdx.x & 31u) == unsigned(__ffs(lanes) - 1); }
+  __device__ static void stampMax(unsigned long long* word, unsigned t) {
+    const unsigned lanes = __activemask(), m = __reduce_max_sync(lanes, t);
+    if (leads(lanes)) atomicMax(word, (unsigned long long)m);
+  }
+  __device__ void pushed() { stampMax(&timelineCta().push, since()); }
+  __device__ void reset() { stampMax(&timelineCta().reset, since()); }
   __device__ void summed() {
     if (!first) return;
     first = false;
-    const unsigned long long t = since();
-    atomicMin(&timelineCta().firstMin, t);
-    atomicMax(&timelineCta().firstMax, t);
+    const unsigned t = since(), lanes = __activemask();
+    const unsigned lo = __reduce_min_sync(lanes, t), hi = __reduce_max_sync(lanes, t);
+    if (!leads(lanes)) return;
+    atomicMin(&timelineCta().firstMin, (unsigned long long)lo);
+    atomicMax(&timelineCta().firstMax, (unsigned long long)hi);
   }
   // The end of this data thread's sums; the CTA's last data thread (of `threads`)
   // publishes the CTA's record, the grid's last CTA prints and restarts the sums. kernel
   // and second: the line's names for the kernel and for the stamp reset() takes.
   __device__ void end(unsigned threads, size_t bytes, const char* kernel = "one-shot", const char* second = "reset") {
     TimelineCta& c = timelineCta();
-    atomicMax(&c.last, since());
+    const unsigned lanes = __activemask(), m = __reduce_max_sync(lanes, since());
+    if (!leads(lanes)) return;
+    atomicMax(&c.last, (unsigned long long)m);
     __threadfence_block();
-    if (atomicAdd(&c.done, 1u) != threads - 1) return;
+    // The lanes counted at once: the CTA's last group of them publishes.
+    const unsigned here = unsigned(__popc(lanes));
+    if (atomicAdd(&c.done, here) + here != threads) return;
     __threadfence_block();
     const unsigned long long endNs = globalNs();
     unsigned long long* g = gTimeline;
