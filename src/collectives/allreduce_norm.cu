@@ -141,7 +141,14 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
 // CTAs an SM. Launched only where a data thread holds one pack of its row, so built with
 // normRow's one-pack path alone (no row loop): 52 registers at 2 ranks in bf16 and no
 // spills, where the row loop beside it took 56 with 44 bytes spilled (ptxas, CUDA 13.0).
-template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1>
+// kTimeline (FC_ARNORM_STAGES=timeline): the production stages with per-CTA phase stamps
+// (lamport_timeline.cuh), an instantiation of its own: behind a run-time test in the
+// measured kernel, the stamps (the Timeline object, captured by the row's lambda, and the
+// printf) took 64 of the 144 bytes of stack that kernel has over the production one
+// (ptxas, 2 ranks, bf16), which at world size 1 (no communication) took 0.6-0.75 us more
+// than the production kernel at 1-128 rows of 2048-4096 and 1.3-1.5 us at 5120 (perf-log,
+// fifty-second session).
+template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1, bool kTimeline = false>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
   constexpr int E = dev::PackTraits<T>::kElems;
@@ -175,9 +182,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
   const uint32_t stages = kMeasure ? stagesArg : uint32_t(kNormFull);
   // FC_ARNORM_STAGES=timeline: phase stamps (lamport_timeline.cuh), begun before the
   // CTA's first barrier below.
-  const bool timeline = kMeasure && (stages & kNormTimeline);
+  static_assert(!(kMeasure && kTimeline), "the timeline stamps the production stages");
+  constexpr bool timeline = kTimeline;
   dev::Timeline tl;
-  if (timeline) tl.begin();
+  if constexpr (timeline) tl.begin();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   dev::LamportCall call(dc, channel, sig, packs * E);
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
@@ -213,7 +221,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
         for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = v;
       });
     }
-    if (timeline) tl.pushed();
+    if constexpr (timeline) tl.pushed();
     // The next kernel may start launching: it waits (griddepcontrol.wait) for this
     // one to finish before it reads anything.
     dev::allowDependentLaunch();
@@ -227,7 +235,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     const dev::PeerSlots<NR - 1> from = run.template ownSlots<NR>(0, run.buf);
     auto sum = [&](size_t pk, float(&acc)[E]) {
       if (!run.template sumInRankOrder<T, NR>(opOf(sig), channel, from, pk, in[pk], acc)) return false;
-      if (timeline) tl.summed();
+      if constexpr (timeline) tl.summed();
       if (clear) run.clearRead(from, pk);
       return true;
     };
@@ -247,9 +255,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
       const ClusterRowSum total{dc, opOf(sig), channel, clusterSums, red,
                                 threads, ctas, clusterRank, parity, uint32_t(row + 1)};
       failed |= !normRow<T, (kMinBlocks > 1)>(c, row, begin, end, threads, failed, invScale, sum, total, stages);
-      if (timeline && row == firstRow) tl.reset();  // the second stamp: the first row done
+      if constexpr (timeline)
+        if (row == firstRow) tl.reset();  // the second stamp: the first row done
     }
-    if (timeline) tl.end(threads, packs * sizeof(Pack), "norm", "first row");
+    if constexpr (timeline) tl.end(threads, packs * sizeof(Pack), "norm", "first row");
   }
   (void)failed;  // a wait that gave up recorded its error; the Rows state moved on regardless
   // No CTA of a cluster leaves while a partner may still write into its shared memory:
@@ -429,6 +438,9 @@ fcResult_t launchAllReduceNormLamport(const DeviceComm& dc, int channel, const N
         if (form == kNormFull)
           return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads>
                       : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads>;
+        if (form == (kNormFull | kNormTimeline))
+          return wide ? allReduceNormLamportKernel<T, N, false, kWideThreads, 1, true>
+                      : allReduceNormLamportKernel<T, N, false, dev::kLamportMaxThreads, 1, true>;
         return wide ? allReduceNormLamportKernel<T, N, true, kWideThreads>
                     : allReduceNormLamportKernel<T, N, true, dev::kLamportMaxThreads>;
       });
