@@ -13,8 +13,12 @@
 // global timer (ns, comparable across SMs). The stamps are taken per warp: the lanes that
 // reach a stamp together reduce it within the warp (__reduce_max_sync / min over 32-bit
 // cycle counts), and one of them updates the CTA's record, one shared-memory atomic a
-// warp instead of one a thread (with 512 data threads on one word, the per-thread form
-// stretched a norm call by 2-3 us: the stamps were timing their own atomics). The grid's last CTA prints the means over
+// warp instead of one a thread. That was not what made the form slow: with per-warp
+// stamps, in a kernel instantiation of its own, the norm's timeline form still takes
+// 2.5-3.5 us a call more than the production kernel at world size 1 (one H200, 1-300 rows;
+// perf-log, fifty-second session), so the cost is the end of the CTA (fences, the
+// device-wide atomics, the last CTA's read-back and printf), which a stamp's spans do not
+// include: read the spans within a call, not the call's time. The grid's last CTA prints the means over
 // CTAs and the maxima every kTimelineEvery calls, a line starting "# timeline" (fc-bench
 // keeps such lines out of its CSV) and naming the kernel and its second stamp, and starts
 // the sums afresh.
