@@ -16,9 +16,10 @@
 // warp instead of one a thread. That was not what made the form slow: with per-warp
 // stamps, in a kernel instantiation of its own, the norm's timeline form still takes
 // 2.5-3.5 us a call more than the production kernel at world size 1 (one H200, 1-300 rows;
-// perf-log, fifty-second session), so the cost is the end of the CTA (fences, the
-// device-wide atomics, the last CTA's read-back and printf), which a stamp's spans do not
-// include: read the spans within a call, not the call's time. The grid's last CTA prints the means over
+// perf-log, fifty-second session), so the cost lies elsewhere, most likely at the end of
+// each CTA (the fences, the device-wide atomics, the last CTA's read-back and printf),
+// which the stamps' spans do not include (not measured apart): read the spans within a
+// call, not the call's time. The grid's last CTA prints the means over
 // CTAs and the maxima every kTimelineEvery calls, a line starting "# timeline" (fc-bench
 // keeps such lines out of its CSV) and naming the kernel and its second stamp, and starts
 // the sums afresh.
