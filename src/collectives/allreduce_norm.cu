@@ -145,9 +145,9 @@ __device__ __forceinline__ bool normRowsTogether(const dev::LamportRun<dev::Lamp
 // (lamport_timeline.cuh), an instantiation of its own: behind a run-time test in the
 // measured kernel, the stamps (the Timeline object, captured by the row's lambda, and the
 // printf) took 64 of the 144 bytes of stack that kernel has over the production one
-// (ptxas, 2 ranks, bf16), which at world size 1 (no communication) took 0.6-0.75 us more
-// than the production kernel at 1-128 rows of 2048-4096 and 1.3-1.5 us at 5120 (perf-log,
-// fifty-second session).
+// (ptxas, 2 ranks, bf16), which at world size 1 (no communication) took 0.6-0.8 us more
+// than the production kernel at 1-128 rows of 2048-4096 and 1.3-1.9 us at 5120; 0.26-0.64
+// without them (perf-log, fifty-second session).
 template <typename T, int NR, bool kMeasure, int kMaxThreads, int kMinBlocks = 1, bool kTimeline = false>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
     allReduceNormLamportKernel(DeviceComm dc, int channel, NormCall c, uint32_t sig, uint32_t stagesArg) {
