@@ -24,7 +24,8 @@ enum NormStage : uint32_t {
   kNormSolo = 64,
   // With kNormFull: per-CTA phase stamps (collectives/lamport_timeline.cuh): pushes issued,
   // first pack summed, first row done, last row done; a "# timeline norm" line every few
-  // calls (a measurement form: the stamps' atomics cost time of their own).
+  // calls (a measurement form, a kernel instantiation of its own: 2.5-3.5 us a call more
+  // than full, so read its spans, not its time).
   kNormTimeline = 128,
   // With kNormFull: every row through the row loop with its local-memory arrays, also
   // where a thread holds one pack of the row (norm_rows.cuh normRow: the one-pack path).
