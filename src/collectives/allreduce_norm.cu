@@ -160,15 +160,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
   const int rank = dc.rank;
   const size_t rowPacks = c.hidden / E;
   const size_t packs = c.tokens * rowPacks;
-  // Without a cluster (ctas == 1, uniform over the grid) no division: the row is the CTA's
-  // and every CTA a row. The divisions by the run-time cluster size cost ~20 instructions
-  // each in every warp of a kernel that is instruction-bound at decode rows (perf-log,
-  // fifty-second session: ncu at world size 1).
-  const bool oneCta = ctas == 1;
-  const size_t share = oneCta ? rowPacks : (rowPacks + ctas - 1) / ctas;
+  const size_t share = (rowPacks + ctas - 1) / ctas;
   const size_t begin = size_t(clusterRank) * share < rowPacks ? size_t(clusterRank) * share : rowPacks;
   const size_t end = begin + share < rowPacks ? begin + share : rowPacks;
-  const size_t firstRow = oneCta ? blockIdx.x : blockIdx.x / ctas, rowStep = oneCta ? gridDim.x : gridDim.x / ctas;
+  const size_t firstRow = blockIdx.x / ctas, rowStep = gridDim.x / ctas;
   const unsigned threads = dev::lamportDataThreads();
   const Pack* in = static_cast<const Pack*>(c.in);
   // Slots of no row yet (sequence 0), before this CTA tells its cluster it has started
@@ -244,11 +239,10 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
       if (clear) run.clearRead(from, pk);
       return true;
     };
+    // This CTA's rows (the same count on every rank: a function of the shape and the grid).
+    const size_t rows = firstRow < c.tokens ? (c.tokens - firstRow + rowStep - 1) / rowStep : 0;
     bool together = false;
     if constexpr (NR == 2 && !kMeasure && kMaxThreads == kWideThreads) {
-      // This CTA's rows (the same count on every rank: a function of the shape and the
-      // grid); a division, so only where it is used.
-      const size_t rows = firstRow < c.tokens ? (c.tokens - firstRow + rowStep - 1) / rowStep : 0;
       together = !cluster && end - begin <= threads && rows >= 2 && rows <= size_t(kRowsTogether);
       if (together) {
         __shared__ __align__(16) float redRows[kRowsTogether][32];
