@@ -396,7 +396,7 @@ fcResult_t matmulAllReduce(MarCall& m, cudaStream_t stream) {
   }
   FC_CHECK(commOpBegin(comm, m.fn, stream, &c.lane));
   const MarPath path = choosePath(m, c);
-  if (comm->nranks == 1) {
+  if (comm->nranks == 1 && path == MarPath::AllReduce) {
     fcResult_t res = fcSuccess;
     if (m.norm == nullptr) {
       res = comm->gemms[size_t(c.lane.channel)]->matmul(m.A, m.M, m.B, m.C, m.N, m.K, m.transB, m.datatype, stream);

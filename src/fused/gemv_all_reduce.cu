@@ -441,7 +441,8 @@ bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   // Sizes as the kernel's int arithmetic takes them; every pack of C in one Lamport
   // slot; the partials and the kernel's own arrays in at most 48 KiB of shared memory.
   const Shape s = shapeOf(dc, g);
-  return dc.nranks >= 2 && (g.datatype == fcBfloat16 || g.datatype == fcFloat16) && g.transB == fcOpT && g.M >= 1 &&
+  // (One rank only where FC_MMAR_ALGO=fused forces it: tuning::chooseMatmulAllReduce.)
+  return dc.nranks >= 1 && (g.datatype == fcBfloat16 || g.datatype == fcFloat16) && g.transB == fcOpT && g.M >= 1 &&
          g.M <= kGemvAllReduceMaxRows && g.N % E == 0 && g.K % E == 0 && g.N < (size_t(1) << 28) &&
          g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && aligned(g.out) &&
          g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= (size_t(48) << 10);

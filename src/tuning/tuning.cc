@@ -779,7 +779,11 @@ MmrsInterleave matmulReduceScatterInterleave(int64_t blockRows, size_t K, int64_
 
 MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
   using P = MatmulAllReducePath;
-  if (q.nranks < 2) return P::AllReduce;
+  // One rank: the product is the sum (the GEMM, then the norm locally), except where the
+  // one kernel is forced: it then runs with no peers, which times its own work on one
+  // GPU (no pushes, no polls; the measurement of issue 42's local costs).
+  if (q.nranks < 2)
+    return q.forced == MatmulAllReduceAlgo::Fused && q.oneKernelFits ? P::OneKernel : P::AllReduce;
   switch (q.forced) {
     case MatmulAllReduceAlgo::Fused:
       return q.oneKernelFits ? P::OneKernel : q.rowsSplit ? P::ReduceScatterAllGather : P::AllReduce;

@@ -837,11 +837,16 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 16384, 5120, 13824, false, true, Auto, true) == P::ReduceScatterAllGather);
   CHECK(pick(2, 1024, 4096, 2048, false, false, Auto, true) == P::AllReduce);
   CHECK(pick(2, 1, 4096, 2048, true, true, Auto, true) == P::OneKernel);
-  // Forced paths, where they can run; one rank: the GEMM alone (the all-reduce path).
+  // Forced paths, where they can run; one rank: the GEMM alone (the all-reduce path), the
+  // one kernel with no peers only where forced (its own work timed on one GPU).
   CHECK(pick(2, 4, 4096, 2048, true, false, MatmulAllReduceAlgo::Fused) == P::OneKernel);
   CHECK(pick(2, 64, 4096, 2048, false, false, MatmulAllReduceAlgo::Fused) == P::ReduceScatterAllGather);
   CHECK(pick(2, 3, 4096, 2048, false, false, MatmulAllReduceAlgo::Fused) == P::AllReduce);
   CHECK(pick(2, 64, 4096, 2048, true, false, MatmulAllReduceAlgo::Engine) == P::ReduceScatterAllGather);
   CHECK(pick(2, 1, 4096, 2048, true, false, MatmulAllReduceAlgo::Unfused) == P::AllReduce);
   CHECK(pick(1, 1, 4096, 2048, true) == P::AllReduce);
+  CHECK(pick(1, 4, 4096, 2048, true, true, MatmulAllReduceAlgo::Fused) == P::OneKernel);
+  CHECK(pick(1, 4, 4096, 2048, false, true, MatmulAllReduceAlgo::Fused) == P::AllReduce);
+  CHECK(pick(1, 4, 4096, 2048, true, true, MatmulAllReduceAlgo::Engine) == P::AllReduce);
+  CHECK(pick(1, 4, 4096, 2048, true, true, Decode, false, true) == P::AllReduce);
 }

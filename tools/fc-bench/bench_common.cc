@@ -142,7 +142,9 @@ fcComm_t commWithEnv(const Ctx& c, const char* var, const char* value) {
 fcComm_t soloComm(const char* agmmAlgo) {
   fcUniqueId id;
   FC_OK(fcGetUniqueId(&id));
-  ScopedEnv env("FC_AGMM_ALGO", agmmAlgo), cublas("FC_DECODE_GEMM", "0");
+  // cuBLASLt's GEMM at one rank, whatever FC_MMAR_ALGO forces on the measured communicator
+  // (fused would run the one kernel at one rank too).
+  ScopedEnv env("FC_AGMM_ALGO", agmmAlgo), cublas("FC_DECODE_GEMM", "0"), mmar("FC_MMAR_ALGO", "unfused");
   fcComm_t solo;
   FC_OK(fcCommInitRank(&solo, 1, id, 0));
   return solo;
