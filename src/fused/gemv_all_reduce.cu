@@ -86,16 +86,16 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // iterations (or batches) of a warp's.                      perf-log: gemv L2 prefetch
 constexpr int kPrefetchIterations = 4;
 
-// prefetch.global.L2: the line holding p into L2, no register written.
-__device__ __forceinline__ void prefetchL2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+// cp.async.bulk.prefetch.L2 (sm_90): `bytes` (a multiple of 16) from p (16-byte aligned)
+// into L2, one instruction for a whole row segment.
+__device__ __forceinline__ void prefetchL2(const void* p, int bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
 
-// The FMA form's: the lane's pack kp0 + lane of each of the tile's 8 columns of B (b: its
-// first row).
+// The FMA form's: a warp's packs kp0 .. kp0 + 31 of the tile's 8 columns of B (b: its
+// first), lane c < 8 column c's.
 __device__ __forceinline__ void prefetchColumns(const Pack* b, int kp0, int kPacks, int lane) {
-  const int kp = kp0 + lane;
-  if (kp >= kPacks) return;
-#pragma unroll
-  for (int c = 0; c < E; ++c) prefetchL2(b + size_t(c) * kPacks + kp);
+  if (lane < E && kp0 < kPacks) prefetchL2(b + size_t(lane) * kPacks + kp0, min(32, kPacks - kp0) * int(sizeof(Pack)));
 }
 
 // out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
@@ -288,22 +288,14 @@ __device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const 
   }
 }
 
-// Into L2, the B packs loadBatch loads for the batch at firstGroup of `tile` (the lane's
-// column g of each of its kSub parts).
+// Into L2, a warp's batch at firstGroup of a tile's 32 rows of B^T (kSub parts of 8):
+// lane l the 128 bytes of part l / 8's row l % 8 (the packs loadBatch loads for it).
 template <typename T>
 __device__ __forceinline__ void prefetchBatch(const T* B, int tile, int parts, int K, int firstGroup, int lane) {
-  const int g = lane / 4, q = lane % 4, kPacks = K / E;
-#pragma unroll
-  for (int j = 0; j < kSub; ++j) {
-    const int part = tile * kSub + j;
-    if (part >= parts) break;
-    const Pack* row = reinterpret_cast<const Pack*>(B + (size_t(part) * E + size_t(g)) * size_t(K));
-#pragma unroll
-    for (int u = 0; u < kGroupsAhead; ++u) {
-      const int kp = (firstGroup + u) * 4 + q;
-      if (kp < kPacks) prefetchL2(row + kp);
-    }
-  }
+  const int part = tile * kSub + lane / 8, k = firstGroup * 32;
+  if (part < parts && k < K)
+    prefetchL2(B + (size_t(part) * E + size_t(lane % 8)) * size_t(K) + size_t(k),
+               min(kGroupsAhead * 32, K - k) * int(sizeof(T)));
 }
 
 template <typename T, int MR>
