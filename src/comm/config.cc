@@ -259,7 +259,6 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_ARNORM_ALGO", kNormAlgos, &p->allReduceNormAlgo));
   FC_CHECK(choiceFromEnv("FC_MMAR_ALGO", kMatmulAllReduceAlgos, &p->matmulAllReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_GEMV_FORM", kGemvForms, &p->gemvForm));
-  FC_CHECK(choiceFromEnv("FC_GEMV_PREFETCH", kOnOff, &p->gemvPrefetch));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

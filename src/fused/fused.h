@@ -186,7 +186,6 @@ struct GemvAllReduceArgs {
   fcDataType_t datatype;
   bool fp32Out;
   GemvForm form = GemvForm::Auto;
-  bool prefetch = true;  // B into L2 ahead of the loads (FC_GEMV_PREFETCH=0: not)
 };
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
 // sig: the op signature the call headers compare; pdl: programmatic dependent launch.

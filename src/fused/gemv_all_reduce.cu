@@ -99,12 +99,11 @@ __device__ __forceinline__ void prefetchColumns(const Pack* b, int kp0, int kPac
 }
 
 // out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
-// two dividing kWarps); perSlot: the most tiles one slot of S warps takes; ahead: the
-// iterations B is prefetched into L2 ahead of its loads (0: none).
+// two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, int ahead, uint32_t sig) {
+                        int K, int S, int perSlot, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -137,15 +136,15 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     for (int m = 0; m < MR; ++m)
 #pragma unroll
       for (int c = 0; c < E; ++c) acc[m][c] = 0.f;
-    // B is read once: the next iteration's packs loaded ahead of the one being summed, and
-    // `ahead` iterations further prefetched into L2 (across the end of the tile into the
-    // slot's next), so that the loads find them there. Registers cap what a lane can hold
-    // in flight (168 a thread: three of the CTA's nine warps share one sub-partition's
-    // registers; two iterations in registers spilled), and one iteration ahead alone
-    // streamed B at 1.20x the read-only bound at 1 x 4096 x 7168 and 1.42x at 1 x 5120 x
-    // 13824 (one H200, world size 1, fifty-third session). Default cache policy, as cuBLAS
-    // reads it: a weight that fits L2 stays there across calls. A's rows are shared by
-    // every tile and stay cached.
+    // B is read once: the next iteration's packs loaded ahead of the one being summed (A's
+    // with them: shared by every tile, cached), and kPrefetchIterations further ahead
+    // prefetched into L2, across the end of the tile into the slot's next, so that the
+    // loads find them there. Registers cap what a lane can hold in flight (168 a thread:
+    // three of the CTA's nine warps share a sub-partition's registers; two iterations
+    // ahead in registers spilled), and one iteration ahead streamed B at 1.20x the
+    // read-only bound at 1 x 4096 x 7168 and 1.42x at 1 x 5120 x 13824 (one H200, world
+    // size 1, fifty-third session). Default cache policy, as cuBLAS reads it: a weight that
+    // fits L2 stays there across calls.
     const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
     const int step = S * 32, warpFirst = kSplit * 32;
     // The warp's iterations of a tile are warpFirst + i * step, i < span / step.
@@ -157,13 +156,10 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       for (int c = 0; c < E; ++c) cur[c] = loadPack(b + size_t(c) * kPacks + kp);
     }
     while (kp < kPacks) {
-      const int next = kp + step, far = kp - lane + ahead * step;
-      if (ahead == 0) {
-      } else if (far < kPacks) {
-        prefetchColumns(b, far, kPacks, lane);
-      } else if (tile + stride < tiles && far - span < kPacks) {
+      const int next = kp + step, far = kp - lane + kPrefetchIterations * step;
+      if (far < kPacks) prefetchColumns(b, far, kPacks, lane);
+      else if (tile + stride < tiles && far - span < kPacks)
         prefetchColumns(b + size_t(stride) * E * size_t(kPacks), far - span, kPacks, lane);
-      }
       Pack ahead[E], ap[MR];
       if (next < kPacks) {
 #pragma unroll
@@ -318,7 +314,7 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
-                           int N, int K, int S, int perSlot, int ahead, uint32_t sig) {
+                           int N, int K, int S, int perSlot, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -357,22 +353,19 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 #pragma unroll
     for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
     // Batches kSplit, kSplit + S, ... of this warp: the next batch's loads in flight ahead
-    // of the one multiplied, and `ahead` batches further prefetched into L2, across the end
-    // of the tile into the slot's next (as the FMA form; one batch ahead alone streamed B
-    // at 1.32x the read-only bound at 2 x 4096 x 7168).
+    // of the one multiplied, and kPrefetchIterations batches further ahead prefetched into
+    // L2, across the end of the tile into the slot's next (as the FMA form; one batch ahead
+    // alone streamed B at 1.32x the read-only bound at 2 x 4096 x 7168).
     // The warp's batches of a tile are kSplit + i * S, i < span / S.
     const int span = kSplit < kBatches ? (kBatches - kSplit + S - 1) / S * S : 0;
     int batch = kSplit;
     MmaLoads<MR> cur;
     if (batch < kBatches) loadBatch<MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
     while (batch < kBatches) {
-      const int next = batch + S, far = batch + ahead * S;
-      if (ahead == 0) {
-      } else if (far < kBatches) {
-        prefetchBatch(B, tile, parts, K, far * kGroupsAhead, lane);
-      } else if (tile + stride < tiles && far - span < kBatches) {
+      const int next = batch + S, far = batch + kPrefetchIterations * S;
+      if (far < kBatches) prefetchBatch(B, tile, parts, K, far * kGroupsAhead, lane);
+      else if (tile + stride < tiles && far - span < kBatches)
         prefetchBatch(B, tile + stride, parts, K, (far - span) * kGroupsAhead, lane);
-      }
       MmaLoads<MR> ahead;
       if (next < kBatches) loadBatch<MR>(ahead, a, b, next * kGroupsAhead, kPacks, M, g, q);
       mmaBatch<T, MR>(d, cur);
@@ -480,8 +473,7 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     }();
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
                               stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
-                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot,
-                              g.prefetch ? kPrefetchIterations : 0, sig);
+                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
   });
 }
 
