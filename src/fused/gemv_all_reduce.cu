@@ -82,22 +82,6 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
   }
 }
 
-// Prefetched into L2 this far ahead of the loads (no registers held while in flight): 4
-// iterations (or batches) of a warp's.                      perf-log: gemv L2 prefetch
-constexpr int kPrefetchIterations = 4;
-
-// cp.async.bulk.prefetch.L2 (sm_90): `bytes` (a multiple of 16) from p (16-byte aligned)
-// into L2, one instruction for a whole row segment.
-__device__ __forceinline__ void prefetchL2(const void* p, int bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-}
-
-// The FMA form's: a warp's packs kp0 .. kp0 + 31 of the tile's 8 columns of B (b: its
-// first), lane c < 8 column c's.
-__device__ __forceinline__ void prefetchColumns(const Pack* b, int kp0, int kPacks, int lane) {
-  if (lane < E && kp0 < kPacks) prefetchL2(b + size_t(lane) * kPacks + kp0, min(32, kPacks - kp0) * int(sizeof(Pack)));
-}
-
 // out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
 template <typename T, int NR, int MR>
@@ -136,30 +120,18 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     for (int m = 0; m < MR; ++m)
 #pragma unroll
       for (int c = 0; c < E; ++c) acc[m][c] = 0.f;
-    // B is read once: the next iteration's packs loaded ahead of the one being summed (A's
-    // with them: shared by every tile, cached), and kPrefetchIterations further ahead
-    // prefetched into L2, across the end of the tile into the slot's next, so that the
-    // loads find them there. Registers cap what a lane can hold in flight (168 a thread:
-    // three of the CTA's nine warps share a sub-partition's registers; two iterations
-    // ahead in registers spilled), and one iteration ahead streamed B at 1.20x the
-    // read-only bound at 1 x 4096 x 7168 and 1.42x at 1 x 5120 x 13824 (one H200, world
-    // size 1, fifty-third session). Default cache policy, as cuBLAS reads it: a weight that
-    // fits L2 stays there across calls.
+    // B is read once, one iteration's packs loaded ahead (with the default cache policy,
+    // as cuBLAS reads it: a weight that fits L2 stays there across calls); A's rows are
+    // shared by every tile and stay cached.
     const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
-    const int step = S * 32, warpFirst = kSplit * 32;
-    // The warp's iterations of a tile are warpFirst + i * step, i < span / step.
-    const int span = warpFirst < kPacks ? (kPacks - warpFirst + step - 1) / step * step : 0;
-    int kp = warpFirst + lane;
+    int kp = kSplit * 32 + lane;
     Pack cur[E];
     if (kp < kPacks) {
 #pragma unroll
       for (int c = 0; c < E; ++c) cur[c] = loadPack(b + size_t(c) * kPacks + kp);
     }
     while (kp < kPacks) {
-      const int next = kp + step, far = kp - lane + kPrefetchIterations * step;
-      if (far < kPacks) prefetchColumns(b, far, kPacks, lane);
-      else if (tile + stride < tiles && far - span < kPacks)
-        prefetchColumns(b + size_t(stride) * E * size_t(kPacks), far - span, kPacks, lane);
+      const int next = kp + S * 32;
       Pack ahead[E], ap[MR];
       if (next < kPacks) {
 #pragma unroll
@@ -284,16 +256,6 @@ __device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const 
   }
 }
 
-// Into L2, a warp's batch at firstGroup of a tile's 32 rows of B^T (kSub parts of 8):
-// lane l the 128 bytes of part l / 8's row l % 8 (the packs loadBatch loads for it).
-template <typename T>
-__device__ __forceinline__ void prefetchBatch(const T* B, int tile, int parts, int K, int firstGroup, int lane) {
-  const int part = tile * kSub + lane / 8, k = firstGroup * 32;
-  if (part < parts && k < K)
-    prefetchL2(B + (size_t(part) * E + size_t(lane % 8)) * size_t(K) + size_t(k),
-               min(kGroupsAhead * 32, K - k) * int(sizeof(T)));
-}
-
 template <typename T, int MR>
 __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>& L) {
 #pragma unroll
@@ -352,20 +314,12 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     float d[kSub][4];
 #pragma unroll
     for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
-    // Batches kSplit, kSplit + S, ... of this warp: the next batch's loads in flight ahead
-    // of the one multiplied, and kPrefetchIterations batches further ahead prefetched into
-    // L2, across the end of the tile into the slot's next (as the FMA form; one batch ahead
-    // alone streamed B at 1.32x the read-only bound at 2 x 4096 x 7168).
-    // The warp's batches of a tile are kSplit + i * S, i < span / S.
-    const int span = kSplit < kBatches ? (kBatches - kSplit + S - 1) / S * S : 0;
+    // Batches kSplit, kSplit + S, ... of this warp, one batch's loads in flight ahead.
     int batch = kSplit;
     MmaLoads<MR> cur;
     if (batch < kBatches) loadBatch<MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
     while (batch < kBatches) {
-      const int next = batch + S, far = batch + kPrefetchIterations * S;
-      if (far < kBatches) prefetchBatch(B, tile, parts, K, far * kGroupsAhead, lane);
-      else if (tile + stride < tiles && far - span < kBatches)
-        prefetchBatch(B, tile + stride, parts, K, (far - span) * kGroupsAhead, lane);
+      const int next = batch + S;
       MmaLoads<MR> ahead;
       if (next < kBatches) loadBatch<MR>(ahead, a, b, next * kGroupsAhead, kPacks, M, g, q);
       mmaBatch<T, MR>(d, cur);
