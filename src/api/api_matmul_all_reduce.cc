@@ -192,6 +192,7 @@ MarPath choosePath(const MarCall& m, const Call& c) {
   q.engineGathers =
       q.rowsSplit && matmulReduceScatterGathers(m.comm->dev, reduceScatterArgs(m), reduceScatterChoice(m.comm), true);
   q.decodeEngineFits = q.forced == MatmulAllReduceAlgo::Decode && decodeEngineFits(m, c);
+  q.decodeGemmSms = m.transB == fcOpT ? m.comm->gemms[size_t(channel)]->decodeSms() : 0;
   return tuning::chooseMatmulAllReduce(q);
 }
 

@@ -373,6 +373,14 @@ constexpr size_t kMmarOneKernelMaxRows = 8;
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kGemvMmaMaxRowsKRanks = 65536;
 constexpr int kGemvMmaMaxRanks = 4;  // timed at 2 and 4 ranks
+// ... and only where the all-reduce path's GEMM is cuBLASLt's: where the decode GEMM takes
+// the shape (K >= 1.5 N: decodeGemmTokens), that GEMM alone is faster than the MMA form's
+// whole kernel with no peers at all. One H200, world size 1 (FC_MMAR_ALGO=fused, no pushes
+// and no polls), fifty-third session: 2-8 x 4096 x 7168 20.6-21.2 us against the decode
+// GEMM's 16.9-17.2 (cuBLASLt's 18.5-19.0), while the op's all-reduce path (the decode GEMM,
+// then fcAllReduce) took 20.0 at 8 x 4096 x 7168 on 2 H200s (fortieth session): the
+// kernel's own work alone is past that path's whole time. Its FMA form at one row stays:
+// 18.2-18.4 alone, 19.6 at 2 ranks (fortieth session).     perf-log: chooseMatmulAllReduce
 // ... and either form with a weight of at most 32 Mi elements (N x K): it streams B a
 // few per cent below cuBLAS's rate, which outgrows the fusion's saving with the GEMM
 // (8192 x 7168: 1.02x at one row, 5120 x 13824: 1.28x).
@@ -797,7 +805,8 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
   if (q.oneKernelFits && q.N * q.K <= kMmarOneKernelMaxWeight &&
       (q.M <= kGemvFmaMaxRows ||
        (q.M <= kMmarOneKernelMaxRows && q.nranks <= kGemvMmaMaxRanks &&
-        q.M * q.K * size_t(q.nranks) <= kGemvMmaMaxRowsKRanks && gemvMmaOneTilePerCta(q.N, q.maxCtas))))
+        q.M * q.K * size_t(q.nranks) <= kGemvMmaMaxRowsKRanks && gemvMmaOneTilePerCta(q.N, q.maxCtas) &&
+        (q.decodeGemmSms == 0 || decodeGemmTokens(q.M, q.N, q.K, q.decodeGemmSms) == 0))))
     return P::OneKernel;
   if (q.rowsSplit && q.engineGathers &&
       q.M / size_t(q.nranks) >= kMmarGatherMinRowsPerRank)

@@ -229,6 +229,7 @@ struct MatmulAllReduceQuery {
   bool engineGathers = false;  // the reduce-scatter path's GEMM engine also all-gathers
                                // (2 ranks, its epilogue add; matmulReduceScatterGathers)
   bool decodeEngineFits = false;  // the decode engine takes the call (api_matmul_all_reduce.cc)
+  int decodeGemmSms = 0;  // the all-reduce path's decode GEMM's SMs (Gemm::decodeSms; 0: cuBLASLt only)
 };
 // The path: a forced one where it can run (Fused: the one kernel, else the
 // reduce-scatter + all-gather, else the all-reduce; Engine: the reduce-scatter +

@@ -845,6 +845,26 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(2, 64, 4096, 2048, true, false, MatmulAllReduceAlgo::Engine) == P::ReduceScatterAllGather);
   CHECK(pick(2, 1, 4096, 2048, true, false, MatmulAllReduceAlgo::Unfused) == P::AllReduce);
   CHECK(pick(1, 1, 4096, 2048, true) == P::AllReduce);
+  // The MMA form only where the all-reduce path's GEMM is cuBLASLt's: where the decode
+  // GEMM takes the shape (K >= 1.5 N, a communicator on sm_90) the path is the all-reduce.
+  auto pickDecodeGemm = [](int W, size_t M, size_t N, size_t K, int decodeSms) {
+    MatmulAllReduceQuery q;
+    q.nranks = W;
+    q.M = M, q.N = N, q.K = K;
+    q.oneKernelFits = true;
+    q.rowsSplit = M % size_t(W) == 0;
+    q.decodeGemmSms = decodeSms;
+    return chooseMatmulAllReduce(q);
+  };
+  CHECK(pickDecodeGemm(2, 4, 4096, 7168, 132) == P::AllReduce);
+  CHECK(pickDecodeGemm(2, 2, 4096, 7168, 132) == P::AllReduce);
+  CHECK(pickDecodeGemm(4, 2, 4096, 7168, 132) == P::AllReduce);
+  CHECK(pickDecodeGemm(2, 4, 4096, 7168, 0) == P::OneKernel);      // FC_DECODE_GEMM=0: cuBLASLt
+  CHECK(pickDecodeGemm(2, 1, 4096, 7168, 132) == P::OneKernel);    // the FMA form stays
+  CHECK(pickDecodeGemm(2, 8, 4096, 2048, 132) == P::OneKernel);    // K < 1.5 N: cuBLASLt's GEMM
+  CHECK(decodeGemmTokens(8, 2048, 4096, 132) > 0);
+  CHECK(pickDecodeGemm(2, 8, 2048, 4096, 132) == P::AllReduce);    // K = 2 N
+  CHECK(pickDecodeGemm(2, 8, 2048, 4096, 0) == P::OneKernel);
   CHECK(pick(1, 4, 4096, 2048, true, true, MatmulAllReduceAlgo::Fused) == P::OneKernel);
   CHECK(pick(1, 4, 4096, 2048, false, true, MatmulAllReduceAlgo::Fused) == P::AllReduce);
   CHECK(pick(1, 4, 4096, 2048, true, true, MatmulAllReduceAlgo::Engine) == P::AllReduce);
