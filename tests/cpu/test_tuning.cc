@@ -766,8 +766,9 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   using P = MatmulAllReducePath;
   auto pick = [](int W, size_t M, size_t N, size_t K, bool oneKernelFits, bool norm = false,
                  MatmulAllReduceAlgo forced = MatmulAllReduceAlgo::Auto, bool engineGathers = false,
-                 bool decodeEngineFits = false) {
+                 bool decodeEngineFits = false, int decodeGemmSms = 0) {
     MatmulAllReduceQuery q;
+    q.decodeGemmSms = decodeGemmSms;
     q.engineGathers = engineGathers;
     q.decodeEngineFits = decodeEngineFits;
     q.forced = forced;
@@ -847,14 +848,8 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK(pick(1, 1, 4096, 2048, true) == P::AllReduce);
   // The MMA form only where the all-reduce path's GEMM is cuBLASLt's: where the decode
   // GEMM takes the shape (K >= 1.5 N, a communicator on sm_90) the path is the all-reduce.
-  auto pickDecodeGemm = [](int W, size_t M, size_t N, size_t K, int decodeSms) {
-    MatmulAllReduceQuery q;
-    q.nranks = W;
-    q.M = M, q.N = N, q.K = K;
-    q.oneKernelFits = true;
-    q.rowsSplit = M % size_t(W) == 0;
-    q.decodeGemmSms = decodeSms;
-    return chooseMatmulAllReduce(q);
+  auto pickDecodeGemm = [&](int W, size_t M, size_t N, size_t K, int decodeSms) {
+    return pick(W, M, N, K, true, false, MatmulAllReduceAlgo::Auto, false, false, decodeSms);
   };
   CHECK(pickDecodeGemm(2, 4, 4096, 7168, 132) == P::AllReduce);
   CHECK(pickDecodeGemm(2, 2, 4096, 7168, 132) == P::AllReduce);
