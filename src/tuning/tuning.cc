@@ -376,8 +376,8 @@ constexpr int kGemvMmaMaxRanks = 4;  // timed at 2 and 4 ranks
 // ... and only where the all-reduce path's GEMM is cuBLASLt's: where the decode GEMM takes
 // the shape (K >= 1.5 N: decodeGemmTokens), that GEMM alone is faster than the MMA form's
 // whole kernel with no peers at all. One H200, world size 1 (FC_MMAR_ALGO=fused, no pushes
-// and no polls), fifty-third session: 2-8 x 4096 x 7168 20.6-21.2 us against the decode
-// GEMM's 16.9-17.2 (cuBLASLt's 18.5-19.0), while the op's all-reduce path (the decode GEMM,
+// and no polls), fifty-third session: 2-8 x 4096 x 7168 20.6-20.9 us against the decode
+// GEMM's 16.9-17.1 (cuBLASLt's 18.6-19.0; two rounds' means), while the op's all-reduce path (the decode GEMM,
 // then fcAllReduce) took 20.0 at 8 x 4096 x 7168 on 2 H200s (fortieth session): the
 // kernel's own work alone is past that path's whole time. Its FMA form at one row stays:
 // 18.2-18.4 alone, 19.6 at 2 ranks (fortieth session).     perf-log: chooseMatmulAllReduce
