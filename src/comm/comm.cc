@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/preload.h"
 #include "core/result.h"
+#include "fused/fused.h"
 
 namespace fc {
 namespace {
@@ -198,6 +199,7 @@ fcResult_t commInit(fcComm* comm, const UniqueIdBody& id, const CommParams& para
   comm->dev.soloSmemBytes = 0;
   if (!params.shareGpu) FC_CHECK(soloSmemBytes(comm->cudaDev, &comm->dev.soloSmemBytes));
   FC_CHECK(prepareAllReduceLamport(comm->dev));
+  FC_CHECK(prepareGemvAllReduce());
 
   // No rank may signal a peer before that peer has mapped everybody: meet once more.
   FC_CHECK(comm->bootstrap->barrier());

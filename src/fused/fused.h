@@ -186,7 +186,10 @@ struct GemvAllReduceArgs {
   fcDataType_t datatype;
   bool fp32Out;
   GemvForm form = GemvForm::Auto;
+  int stages = -1;  // the lanes' rings of loads (FC_GEMV_STAGES; -1: the kernel's default, 0: none)
 };
+// Lets the kernels take the shared memory their rings need (at communicator init).
+fcResult_t prepareGemvAllReduce();
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g);
 // sig: the op signature the call headers compare; pdl: programmatic dependent launch.
 fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, uint32_t sig, bool pdl,

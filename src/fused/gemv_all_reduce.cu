@@ -59,6 +59,65 @@ __device__ __forceinline__ Pack loadPack(const Pack* p) {
   return Pack{uint32_t(v.x), uint32_t(v.y), uint32_t(v.z), uint32_t(v.w)};
 }
 
+// ---- The lanes' rings of loads (both forms) ------------------------------------------------
+// A decode GEMM is bound by reading B, and reading at the HBM's rate takes ~30-40 KiB in
+// flight per SM (H200: ~4 TB/s over 132 SMs at ~1 us of latency under load). Loads into
+// registers hold one batch ahead (10 packs a lane: ~40 KiB a CTA, and the registers of
+// 9 warps capped at 168). A ring keeps D batches in flight in shared memory instead: each
+// lane copies its own packs (cp.async, 16 bytes, through L2 only) into [stage][pack][lane]
+// of its warp's ring and reads back only what it copied itself, so that no barrier orders
+// the copies and the reads: the lane's own cp.async.wait_group does (PTX: the writes of
+// the copies it waited for are visible to the executing thread). A stage is rewritten
+// only after the MMAs or FMAs that consumed it were issued: they depend on the registers
+// its reads filled, so those reads have completed.
+__device__ __forceinline__ void copyPack(Pack* dst, const Pack* src, bool valid) {
+  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  // src-size 0 copies nothing and zero-fills the pack (past K, N or M).
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void commitCopies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Wait until at most `pending` (0-7) of this thread's groups of copies are in flight.
+__device__ __forceinline__ void waitCopies(int pending) {
+  switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+  }
+}
+
+constexpr int kMaxRingStages = 8;
+struct LaneRing {
+  Pack* mine;  // this lane's pack 0 of stage 0 (ring + warp * stages * packs * 32 + lane)
+  int packs, stages;
+  __device__ __forceinline__ Pack* stage(int st) const { return mine + st * packs * 32; }
+};
+
+// The warp's batches 0..count-1: issue(i, stage) copies batch i's packs into a stage,
+// stages - 1 batches ahead; consume(stage) reads batch i back, in order. Every batch is
+// one commit group (an empty one past the end), so that wait_group(stages - 1) finds
+// batch i complete.
+template <typename Issue, typename Consume>
+__device__ __forceinline__ void runRing(const LaneRing& r, int count, Issue&& issue, Consume&& consume) {
+  for (int s = 0; s < r.stages - 1; ++s) {
+    if (s < count) issue(s, r.stage(s));
+    commitCopies();
+  }
+  int st = 0;
+  for (int i = 0; i < count; ++i) {
+    const int ahead = i + r.stages - 1, aheadStage = st == 0 ? r.stages - 1 : st - 1;
+    if (ahead < count) issue(ahead, r.stage(aheadStage));
+    commitCopies();
+    waitCopies(r.stages - 1);
+    consume(r.stage(st));
+    st = st + 1 == r.stages ? 0 : st + 1;
+  }
+}
+
 // acc[m][c] += row m of A's pack . column c's pack of B (8 elements each), fp32.
 template <typename T, int MR>
 __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR], const Pack (&b)[E], int M) {
@@ -83,11 +142,13 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 }
 
 // out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
-// two dividing kWarps); perSlot: the most tiles one slot of S warps takes.
+// two dividing kWarps); perSlot: the most tiles one slot of S warps takes; stages: the
+// lanes' rings' depth (0: loads into registers), the rings at ringAt packs into the
+// dynamic shared memory.
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, uint32_t sig) {
+                        int K, int S, int perSlot, int stages, int ringAt, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -109,12 +170,14 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
   uint32_t before = 0;
   if (threadIdx.x == 0) before = run.arrive();
-  // Slot `slot` (S warps) takes tiles blockIdx.x * slots + slot + n * stride, each warp
-  // of it every S-th pack of K; slots go at their own pace (no barrier but the slot's).
+  // Slot `slot` (S warps) takes tiles slot * grid + blockIdx.x + n * stride, each warp of
+  // it every S-th pack of K; slots go at their own pace (no barrier but the slot's).
+  // Tiles go to the CTAs first, then to their slots, so that every SM reads its share of
+  // B (N = 5120: 640 tiles, 5 a CTA; CTA-first gave 80 CTAs 8 tiles and 48 none).
   const int slot = warp / S, kSplit = warp % S;
   const Pack* a = reinterpret_cast<const Pack*>(A);
   int n = 0;
-  for (int tile = int(blockIdx.x) * slots + slot; tile < tiles; tile += stride, ++n) {
+  for (int tile = slot * int(gridDim.x) + int(blockIdx.x); tile < tiles; tile += stride, ++n) {
     float acc[MR][E];
 #pragma unroll
     for (int m = 0; m < MR; ++m)
@@ -124,7 +187,31 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     // as cuBLAS reads it: a weight that fits L2 stays there across calls); A's rows are
     // shared by every tile and stay cached.
     const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
-    int kp = kSplit * 32 + lane;
+    if (stages > 0) {
+      // Iteration i: pack kp = (kSplit + i S) 32 + lane of B's 8 rows and A's rows.
+      const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
+      const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * (E + MR) * 32 + lane, E + MR, stages};
+      runRing(
+          ring, count,
+          [&](int i, Pack* st) {
+            const int kp = (kSplit + i * S) * 32 + lane;
+            const bool inK = kp < kPacks;
+#pragma unroll
+            for (int c = 0; c < E; ++c) copyPack(st + c * 32, inK ? b + size_t(c) * kPacks + kp : b, inK);
+#pragma unroll
+            for (int m = 0; m < MR; ++m)
+              copyPack(st + (E + m) * 32, inK && m < M ? a + size_t(m) * kPacks + kp : a, inK && m < M);
+          },
+          [&](const Pack* st) {
+            Pack bp[E], ap[MR];
+#pragma unroll
+            for (int c = 0; c < E; ++c) bp[c] = st[c * 32];
+#pragma unroll
+            for (int m = 0; m < MR; ++m) ap[m] = st[(E + m) * 32];
+            fmaPacks<T, MR>(acc, ap, bp, M);
+          });
+    }
+    int kp = stages > 0 ? kPacks : kSplit * 32 + lane;
     Pack cur[E];
     if (kp < kPacks) {
 #pragma unroll
@@ -192,7 +279,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][row]
     m = i % MR;
     const int sn = i / MR, sl = sn / perSlot;
-    part = int(blockIdx.x) * slots + sl + (sn % perSlot) * stride;
+    part = sl * int(gridDim.x) + int(blockIdx.x) + (sn % perSlot) * stride;
     return part < tiles && m < M;
   };
   gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out, locate);
@@ -276,7 +363,7 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
-                           int N, int K, int S, int perSlot, uint32_t sig) {
+                           int N, int K, int S, int perSlot, int stages, int ringAt, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -314,8 +401,46 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     float d[kSub][4];
 #pragma unroll
     for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
+    if (stages > 0) {
+      // Batch i of the warp: kSplit + i S, its packs [group][B's parts, A's rows].
+      constexpr int kPer = kSub + MR / 8;
+      const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
+      const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * kGroupsAhead * kPer * 32 + lane,
+                          kGroupsAhead * kPer, stages};
+      runRing(
+          ring, count,
+          [&](int i, Pack* st) {
+#pragma unroll
+            for (int u = 0; u < kGroupsAhead; ++u) {
+              const int kp = ((kSplit + i * S) * kGroupsAhead + u) * 4 + q;
+              const bool inK = kp < kPacks;
+#pragma unroll
+              for (int j = 0; j < kSub; ++j) {
+                const bool valid = inK && b[j] != nullptr;
+                copyPack(st + (u * kPer + j) * 32, valid ? b[j] + kp : a, valid);
+              }
+#pragma unroll
+              for (int h = 0; h < MR / 8; ++h) {
+                const int m = g + 8 * h;
+                const bool valid = inK && m < M;
+                copyPack(st + (u * kPer + kSub + h) * 32, valid ? a + size_t(m) * kPacks + kp : a, valid);
+              }
+            }
+          },
+          [&](const Pack* st) {
+            MmaLoads<MR> L;
+#pragma unroll
+            for (int u = 0; u < kGroupsAhead; ++u) {
+#pragma unroll
+              for (int j = 0; j < kSub; ++j) L.b[u][j] = st[(u * kPer + j) * 32];
+#pragma unroll
+              for (int h = 0; h < MR / 8; ++h) L.a[u][h] = st[(u * kPer + kSub + h) * 32];
+            }
+            mmaBatch<T, MR>(d, L);
+          });
+    }
     // Batches kSplit, kSplit + S, ... of this warp, one batch's loads in flight ahead.
-    int batch = kSplit;
+    int batch = stages > 0 ? kBatches : kSplit;
     MmaLoads<MR> cur;
     if (batch < kBatches) loadBatch<MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
     while (batch < kBatches) {
@@ -380,12 +505,30 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 // leave its loads no time to overlap). On 2 H100s, S = 1 everywhere kept 640 of a
 // 128-CTA grid's 1024 warps busy at N = 5120 and took 60.1 us where cuBLAS alone took
 // 53.4 at K = 13824 (docs/perf-log.md, 2026-11-26).
+// stages: the rings' depth, the call's (FC_GEMV_STAGES) or enough for kRingBytesInFlight
+// a CTA over its busiest CTA's busy warps (at least 2), fewer where the shared memory would
+// not hold them (fewer than 2: loads into registers). One H200, world size 1 (FC_MMAR_ALGO=
+// fused), fifty-fourth session, the rings' depth 2 / 3 / 4 against loads into registers:
+// the MMA form at 2-8 x 4096 x 7168 18.7-19.3 / 19.0-19.3 / 19.0-19.5 us against 21.2-21.5,
+// at 2-8 x 5120 x 13824 42.1-43.5 / 44.2-45.5 / 45.7-46.9 against 60.8-61.5 (depth 2 where
+// 8 warps are busy: 80 KiB in flight); the FMA form at one row 17.0 / 17.1 / 17.2 against
+// 18.2 at 4096 x 7168 (8 warps busy), 45.1 / 44.5 / 43.5 against 48.4 at 5120 x 13824 (5
+// warps busy: depth 4 puts 92 KiB in flight).
+// The FMA form keeps its loads in registers below K = kFmaRingMinK: there the rings took
+// 0.4-0.7 us more (1 x 4096 x 2048 5.84-6.18 against 5.44, 1 x 5120 x 2560 7.96-8.48
+// against 7.55; 4-10 batches a warp), while the MMA form gained or held at every measured
+// shape (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04 against
+// 9.16-9.65).
 constexpr int kMinIterations = 4;
+constexpr size_t kRingBytesInFlight = size_t(80) << 10;
+constexpr size_t kFmaRingMinK = 4096;
+constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + static shared memory
 struct Shape {
   bool mma;
-  int rows, S, perSlot;
+  int rows, S, perSlot, stages, ringAt;
   size_t grid, smem;
 };
+size_t staticSmem(const Shape& s);
 Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   Shape s{};
   s.mma = g.M > kGemvFmaMaxRowsInstantiated || g.form == GemvForm::Mma ||
@@ -403,6 +546,24 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.perSlot = int(perSlot(s.S));
   const size_t slots = size_t(kWarps / s.S);
   s.smem = slots * size_t(s.perSlot) * size_t(s.mma ? kSub : 1) * size_t(s.rows) * sizeof(Pack);
+  // The rings after the partials, 128-byte aligned.
+  const size_t ownEnd = (s.smem + 127) / 128 * 128;
+  const size_t stageBytes =
+      size_t(kWarps) * 32 * sizeof(Pack) * size_t(s.mma ? kGroupsAhead * (kSub + s.rows / 8) : E + s.rows);
+  const size_t room = kSmemLimit > ownEnd + staticSmem(s) ? kSmemLimit - ownEnd - staticSmem(s) : 0;
+  // Tiles go to the CTAs first, then to their slots: the busiest CTA has ceil(tiles /
+  // grid) of them, on as many slots as it has (perSlot tiles a slot).
+  const size_t busyWarps = std::min<size_t>(size_t(kWarps), (tiles + s.grid - 1) / s.grid * size_t(s.S));
+  const size_t warpStage = stageBytes / size_t(kWarps);
+  const size_t autoStages = !s.mma && g.K < kFmaRingMinK
+                                ? 0
+                                : std::max<size_t>(2, (kRingBytesInFlight + busyWarps * warpStage - 1) /
+                                                          (busyWarps * warpStage));
+  s.stages = int(std::min<size_t>(g.stages < 0 ? autoStages : size_t(g.stages), room / stageBytes));
+  s.stages = std::min(s.stages, kMaxRingStages);
+  if (s.stages < 2) s.stages = 0;
+  s.ringAt = int(ownEnd / sizeof(Pack));
+  if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
   return s;
 }
 
@@ -427,7 +588,8 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     }();
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
                               stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
-                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, sig);
+                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
+                              sig);
   });
 }
 
@@ -436,16 +598,40 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
 // Loaded with the communicator, not at first launch (core/preload.h).
 FC_PRELOAD_MODULE_OF(gemvAllReduceKernel<__nv_bfloat16, 2, 1>);
 
+fcResult_t prepareGemvAllReduce() {
+  const auto allow = [](auto kernel) {
+    FC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemLimit)));
+    return fcSuccess;
+  };
+  const auto forType = [&](auto tag) -> fcResult_t {
+    using T = decltype(tag);
+    for (int nranks : {1, 2, 4, 8}) {
+      FC_CHECK(byWorldSize(nranks, [&](auto nr) -> fcResult_t {
+        constexpr int NR = decltype(nr)::value;
+        FC_CHECK(allow(gemvAllReduceKernel<T, NR, 1>));
+        FC_CHECK(allow(gemvAllReduceKernel<T, NR, 2>));
+        FC_CHECK(allow(gemvAllReduceKernel<T, NR, 4>));
+        FC_CHECK(allow(gemvMmaAllReduceKernel<T, NR, 8>));
+        return allow(gemvMmaAllReduceKernel<T, NR, 16>);
+      }));
+    }
+    return fcSuccess;
+  };
+  FC_CHECK(forType(__nv_bfloat16{}));
+  return forType(__half{});
+}
+
 bool gemvAllReduceFits(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   // Sizes as the kernel's int arithmetic takes them; every pack of C in one Lamport
-  // slot; the partials and the kernel's own arrays in at most 48 KiB of shared memory.
+  // slot; the partials, the rings and the kernel's own arrays in kSmemLimit (the kernels
+  // may take it: prepareGemvAllReduce).
   const Shape s = shapeOf(dc, g);
   // (One rank only where FC_MMAR_ALGO=fused forces it: tuning::chooseMatmulAllReduce.)
   return dc.nranks >= 1 && (g.datatype == fcBfloat16 || g.datatype == fcFloat16) && g.transB == fcOpT && g.M >= 1 &&
          g.M <= kGemvAllReduceMaxRows && g.N % E == 0 && g.K % E == 0 && g.N < (size_t(1) << 28) &&
          g.K < (size_t(1) << 28) && aligned(g.A) && aligned(g.B) && aligned(g.out) &&
-         g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= (size_t(48) << 10);
+         g.M * g.N * 2 <= lamportSlotBytes(dc.nranks) && s.smem + staticSmem(s) <= kSmemLimit;
 }
 
 fcResult_t launchGemvAllReduce(const DeviceComm& dc, int channel, const GemvAllReduceArgs& g, uint32_t sig, bool pdl,
