@@ -72,7 +72,9 @@ constexpr std::pair<const char*, MatmulAllReduceAlgo> kMatmulAllReduceAlgos[] = 
 constexpr std::pair<const char*, GemvForm> kGemvForms[] = {
     {"auto", GemvForm::Auto}, {"fma", GemvForm::Fma}, {"mma", GemvForm::Mma}};
 // FC_GEMV_STAGES: the depth of its lanes' rings of loads in shared memory ("0": loads
-// into registers, one batch ahead).
+// into registers, one batch ahead). FC_GEMV_ROTATE: 1 starts each tile's batches of K at
+// its own place along K, 0 every tile at K = 0.
+constexpr std::pair<const char*, int> kAutoOnOff[] = {{"auto", -1}, {"1", 1}, {"0", 0}};
 constexpr std::pair<const char*, int> kGemvStages[] = {{"auto", -1}, {"0", 0}, {"2", 2}, {"3", 3},
                                                       {"4", 4},     {"5", 5}, {"6", 6}};
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
@@ -264,6 +266,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_MMAR_ALGO", kMatmulAllReduceAlgos, &p->matmulAllReduceAlgo));
   FC_CHECK(choiceFromEnv("FC_GEMV_FORM", kGemvForms, &p->gemvForm));
   FC_CHECK(choiceFromEnv("FC_GEMV_STAGES", kGemvStages, &p->gemvStages));
+  FC_CHECK(choiceFromEnv("FC_GEMV_ROTATE", kAutoOnOff, &p->gemvRotate));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

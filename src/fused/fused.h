@@ -187,6 +187,7 @@ struct GemvAllReduceArgs {
   bool fp32Out;
   GemvForm form = GemvForm::Auto;
   int stages = -1;  // the lanes' rings of loads (FC_GEMV_STAGES; -1: the kernel's default, 0: none)
+  int rotate = -1;  // each tile's batches of K from its own start (FC_GEMV_ROTATE; -1: auto)
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();

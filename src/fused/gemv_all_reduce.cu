@@ -97,20 +97,21 @@ struct LaneRing {
   __device__ __forceinline__ Pack* stage(int st) const { return mine + st * packs * 32; }
 };
 
-// The warp's batches 0..count-1: issue(i, stage) copies batch i's packs into a stage,
-// stages - 1 batches ahead; consume(stage) reads batch i back, in order. Every batch is
-// one commit group (an empty one past the end), so that wait_group(stages - 1) finds
-// batch i complete.
+// The warp's batches 0..count-1, from batch `first` on (wrapping): issue(b, stage)
+// copies batch b's packs into a stage, stages - 1 batches ahead; consume(stage) reads
+// them back, in the same order. Every batch is one commit group (an empty one past the
+// end), so that wait_group(stages - 1) finds the oldest complete.
 template <typename Issue, typename Consume>
-__device__ __forceinline__ void runRing(const LaneRing& r, int count, Issue&& issue, Consume&& consume) {
+__device__ __forceinline__ void runRing(const LaneRing& r, int count, int first, Issue&& issue, Consume&& consume) {
+  const auto batch = [&](int i) { return i + first < count ? i + first : i + first - count; };
   for (int s = 0; s < r.stages - 1; ++s) {
-    if (s < count) issue(s, r.stage(s));
+    if (s < count) issue(batch(s), r.stage(s));
     commitCopies();
   }
   int st = 0;
   for (int i = 0; i < count; ++i) {
     const int ahead = i + r.stages - 1, aheadStage = st == 0 ? r.stages - 1 : st - 1;
-    if (ahead < count) issue(ahead, r.stage(aheadStage));
+    if (ahead < count) issue(batch(ahead), r.stage(aheadStage));
     commitCopies();
     waitCopies(r.stages - 1);
     consume(r.stage(st));
@@ -144,11 +145,13 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // out: C [M, N] in T, or (fp32Out) the fp32 sums [M, N]. S: warps per tile (a power of
 // two dividing kWarps); perSlot: the most tiles one slot of S warps takes; stages: the
 // lanes' rings' depth (0: loads into registers), the rings at ringAt packs into the
-// dynamic shared memory.
+// dynamic shared memory; rotate: each tile's warps start their batches of K at
+// tile / tiles of the way along (the rings only), so that the CTAs do not all read the
+// same columns of B's rows at once (ncu, 2 x 4096 x 7168: DRAM 59.7 -> 61.2 % of peak).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, int stages, int ringAt, uint32_t sig) {
+                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -192,7 +195,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * (E + MR) * 32 + lane, E + MR, stages};
       runRing(
-          ring, count,
+          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0,
           [&](int i, Pack* st) {
             const int kp = (kSplit + i * S) * 32 + lane;
             const bool inK = kp < kPacks;
@@ -363,7 +366,7 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
-                           int N, int K, int S, int perSlot, int stages, int ringAt, uint32_t sig) {
+                           int N, int K, int S, int perSlot, int stages, int ringAt, bool rotate, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -408,7 +411,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * kGroupsAhead * kPer * 32 + lane,
                           kGroupsAhead * kPer, stages};
       runRing(
-          ring, count,
+          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0,
           [&](int i, Pack* st) {
 #pragma unroll
             for (int u = 0; u < kGroupsAhead; ++u) {
@@ -522,10 +525,17 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 constexpr int kMinIterations = 4;
 constexpr size_t kRingBytesInFlight = size_t(80) << 10;
 constexpr size_t kFmaRingMinK = 4096;
+// rotate: the MMA form's tiles start their batches of K at their own place from K = 3072.
+// Two rounds each (same session): 2-8 rows at K 3584-13824 0.2-2.3 us faster (2-8 x 4096 x
+// 7168 19.0-19.5 -> 18.5-19.2, x 5120 x 13824 41.3-42.9 -> 40.2-40.8, x 8192 x 7168 34.6-36.0
+// -> 33.2-35.0, x 8192 x 3584 19.0-19.4 -> 18.3-18.7), 0.1 slower or level at K 1024-2560;
+// the FMA form's rings level or up to 0.5 slower (1 x 5120 x 13824 44.3 -> 44.8).
+constexpr size_t kMmaRotateMinK = 3072;
 constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + static shared memory
 struct Shape {
   bool mma;
   int rows, S, perSlot, stages, ringAt;
+  bool rotate;
   size_t grid, smem;
 };
 size_t staticSmem(const Shape& s);
@@ -564,6 +574,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   if (s.stages < 2) s.stages = 0;
   s.ringAt = int(ownEnd / sizeof(Pack));
   if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
+  s.rotate = s.stages > 0 && (g.rotate < 0 ? s.mma && g.K >= kMmaRotateMinK : g.rotate > 0);
   return s;
 }
 
@@ -589,7 +600,7 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
                               stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
                               g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                              sig);
+                              s.rotate, sig);
   });
 }
 

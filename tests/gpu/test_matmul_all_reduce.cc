@@ -152,12 +152,14 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // the others on 64 x 16 or 64 x 32. 4 x 520 x 1032 (K >= 1.5 N, 2-8 rows): auto takes the
   // decode GEMM + the all-reduce on sm_90 (the one kernel's MMA form only where that GEMM
   // would be cuBLASLt's), the one kernel where FC_MMAR_ALGO=fused or FC_DECODE_GEMM=0.
-  // 1 x 520 x 4104: the FMA form's lanes' rings (K >= 4096; the last batch partial).
+  // 1 x 520 x 4104: the FMA form's lanes' rings (K >= 4096; the last batch partial); 6 x
+  // 264 x 4104 the MMA form's, each tile's walk along K rotated (K >= 3072; the last tile
+  // and batch partial).
   const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},    {5, 520, 264},
                           {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264},   {3, 33032, 136},
                           {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256},
                           {13, 264, 520},   {40, 136, 2056},   {40, 2880, 4352},  {100, 4096, 136},
-                          {200, 4096, 136}, {4, 520, 1032},    {1, 520, 4104}};
+                          {200, 4096, 136}, {4, 520, 1032},    {1, 520, 4104},    {6, 264, 4104}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
