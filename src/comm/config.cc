@@ -267,6 +267,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_GEMV_FORM", kGemvForms, &p->gemvForm));
   FC_CHECK(choiceFromEnv("FC_GEMV_STAGES", kGemvStages, &p->gemvStages));
   FC_CHECK(choiceFromEnv("FC_GEMV_ROTATE", kAutoOnOff, &p->gemvRotate));
+  FC_CHECK(choiceFromEnv("FC_GEMV_ROW_COPIES", kAutoOnOff, &p->gemvRowCopies));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

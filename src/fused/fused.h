@@ -188,6 +188,7 @@ struct GemvAllReduceArgs {
   GemvForm form = GemvForm::Auto;
   int stages = -1;  // the lanes' rings of loads (FC_GEMV_STAGES; -1: the kernel's default, 0: none)
   int rotate = -1;  // each tile's batches of K from its own start (FC_GEMV_ROTATE; -1: auto)
+  int rowCopies = -1;  // the MMA form's copies of B by rows (FC_GEMV_ROW_COPIES; -1: auto)
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();

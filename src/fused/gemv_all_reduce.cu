@@ -101,8 +101,12 @@ struct LaneRing {
 // copies batch b's packs into a stage, stages - 1 batches ahead; consume(stage) reads
 // them back, in the same order. Every batch is one commit group (an empty one past the
 // end), so that wait_group(stages - 1) finds the oldest complete.
+// shared: the lanes read each other's copies (the warp's own stage), so a warp barrier
+// orders every lane's copies before the reads (after its wait) and every lane's reads of
+// a stage before the copies that rewrite it.
 template <typename Issue, typename Consume>
-__device__ __forceinline__ void runRing(const LaneRing& r, int count, int first, Issue&& issue, Consume&& consume) {
+__device__ __forceinline__ void runRing(const LaneRing& r, int count, int first, bool shared, Issue&& issue,
+                                        Consume&& consume) {
   const auto batch = [&](int i) { return i + first < count ? i + first : i + first - count; };
   for (int s = 0; s < r.stages - 1; ++s) {
     if (s < count) issue(batch(s), r.stage(s));
@@ -111,9 +115,11 @@ __device__ __forceinline__ void runRing(const LaneRing& r, int count, int first,
   int st = 0;
   for (int i = 0; i < count; ++i) {
     const int ahead = i + r.stages - 1, aheadStage = st == 0 ? r.stages - 1 : st - 1;
+    if (shared) __syncwarp();
     if (ahead < count) issue(batch(ahead), r.stage(aheadStage));
     commitCopies();
     waitCopies(r.stages - 1);
+    if (shared) __syncwarp();
     consume(r.stage(st));
     st = st + 1 == r.stages ? 0 : st + 1;
   }
@@ -147,11 +153,14 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // lanes' rings' depth (0: loads into registers), the rings at ringAt packs into the
 // dynamic shared memory; rotate: each tile's warps start their batches of K at
 // tile / tiles of the way along (the rings only), so that the CTAs do not all read the
-// same columns of B's rows at once (ncu, 2 x 4096 x 7168: DRAM 59.7 -> 61.2 % of peak).
+// same columns of B's rows at once (ncu, 2 x 4096 x 7168: DRAM 59.7 -> 61.2 % of peak);
+// rowCopies (the MMA form's rings only): a warp copies B's rows whole, 128 bytes of each
+// of 4 rows an instruction, and its lanes read each other's copies (ncu: 59.3 -> 62.0 %).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, uint32_t sig) {
+                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, bool rowCopies,
+                        uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -195,7 +204,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * (E + MR) * 32 + lane, E + MR, stages};
       runRing(
-          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0,
+          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, false,
           [&](int i, Pack* st) {
             const int kp = (kSplit + i * S) * 32 + lane;
             const bool inK = kp < kPacks;
@@ -366,7 +375,8 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
-                           int N, int K, int S, int perSlot, int stages, int ringAt, bool rotate, uint32_t sig) {
+                           int N, int K, int S, int perSlot, int stages, int ringAt, bool rotate, bool rowCopies,
+                           uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -410,9 +420,33 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * kGroupsAhead * kPer * 32 + lane,
                           kGroupsAhead * kPer, stages};
+      const Pack* rows = reinterpret_cast<const Pack*>(B + size_t(tile) * kTileCols * size_t(K));
       runRing(
-          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0,
+          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, rowCopies,
           [&](int i, Pack* st) {
+            if (rowCopies) {
+              // B's 32 rows x 8 packs of the batch, 4 rows an instruction (8 lanes a row, its
+              // 128 bytes), pack p of row r at r * 8 + (p ^ r % 8): the reads below then hit 8
+              // distinct 16-byte bank groups in each quarter-warp. A's rows as below.
+              Pack* w = st - lane;
+              const int kp0 = (kSplit + i * S) * kGroupsAhead * 4, p = lane % 8;
+#pragma unroll
+              for (int c = 0; c < kTileCols / 4; ++c) {
+                const int r = c * 4 + lane / 8, kp = kp0 + p;
+                const bool valid = kp < kPacks && tile * kSub + r / E < parts;
+                copyPack(w + r * 8 + (p ^ (r % 8)), valid ? rows + size_t(r) * kPacks + kp : a, valid);
+              }
+#pragma unroll
+              for (int u = 0; u < kGroupsAhead; ++u)
+#pragma unroll
+                for (int h = 0; h < MR / 8; ++h) {
+                  const int m = g + 8 * h, kp = kp0 + u * 4 + q;
+                  const bool valid = kp < kPacks && m < M;
+                  copyPack(w + kTileCols * 8 + (u * (MR / 8) + h) * 32 + lane,
+                           valid ? a + size_t(m) * kPacks + kp : a, valid);
+                }
+              return;
+            }
 #pragma unroll
             for (int u = 0; u < kGroupsAhead; ++u) {
               const int kp = ((kSplit + i * S) * kGroupsAhead + u) * 4 + q;
@@ -432,6 +466,18 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
           },
           [&](const Pack* st) {
             MmaLoads<MR> L;
+            if (rowCopies) {
+              const Pack* w = st - lane;
+#pragma unroll
+              for (int u = 0; u < kGroupsAhead; ++u) {
+#pragma unroll
+                for (int j = 0; j < kSub; ++j) L.b[u][j] = w[(j * E + g) * 8 + ((u * 4 + q) ^ g)];
+#pragma unroll
+                for (int h = 0; h < MR / 8; ++h) L.a[u][h] = w[kTileCols * 8 + (u * (MR / 8) + h) * 32 + lane];
+              }
+              mmaBatch<T, MR>(d, L);
+              return;
+            }
 #pragma unroll
             for (int u = 0; u < kGroupsAhead; ++u) {
 #pragma unroll
@@ -531,11 +577,19 @@ constexpr size_t kFmaRingMinK = 4096;
 // -> 33.2-35.0, x 8192 x 3584 19.0-19.4 -> 18.3-18.7), 0.1 slower or level at K 1024-2560;
 // the FMA form's rings level or up to 0.5 slower (1 x 5120 x 13824 44.3 -> 44.8).
 constexpr size_t kMmaRotateMinK = 3072;
+// rowCopies: the MMA form's copies of B by rows (4 rows of 128 bytes an instruction; the
+// lanes then read each other's copies) instead of each lane's own packs (8 rows of 64
+// bytes), where K >= kMmaRotateMinK and every CTA has as many tiles. Three rounds each
+// (same session), 2-8 rows: 4096 x 7168 18.8-19.2 -> 17.7-18.1 us, 8192 x 7168 33.8-34.4 ->
+// 31.8-32.2, 8192 x 3584 18.6-18.9 -> 17.7-18.0, 3584 x 9472 21.0-21.4 -> 20.5-20.8; slower
+// at K <= 2560 (4096 x 2048 +0.3-0.5, 5120 x 2560 +0.8-1.4, 8192 x 1024 +0.1-0.5) and at N
+// 5120, where 32 of the 128 CTAs take two tiles (5120 x 13824 +0.8-1.2, x 6912 +0.4-0.6;
+// not understood).
 constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + static shared memory
 struct Shape {
   bool mma;
   int rows, S, perSlot, stages, ringAt;
-  bool rotate;
+  bool rotate, rowCopies;
   size_t grid, smem;
 };
 size_t staticSmem(const Shape& s);
@@ -575,6 +629,8 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.ringAt = int(ownEnd / sizeof(Pack));
   if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
   s.rotate = s.stages > 0 && (g.rotate < 0 ? s.mma && g.K >= kMmaRotateMinK : g.rotate > 0);
+  s.rowCopies = s.stages > 0 && s.mma &&
+                (g.rowCopies < 0 ? g.K >= kMmaRotateMinK && (tiles <= s.grid || tiles % s.grid == 0) : g.rowCopies > 0);
   return s;
 }
 
@@ -600,7 +656,7 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
                               stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
                               g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                              s.rotate, sig);
+                              s.rotate, s.rowCopies, sig);
   });
 }
 

@@ -381,10 +381,10 @@ constexpr int kGemvMmaMaxRanks = 4;  // timed at 2 and 4 ranks
 // then fcAllReduce) took 20.0 at 8 x 4096 x 7168 on 2 H200s (fortieth session): the
 // kernel's own work alone is past that path's whole time. Its FMA form at one row stays:
 // 18.2-18.4 alone, 19.6 at 2 ranks (fortieth session).     perf-log: chooseMatmulAllReduce
-// ... With its loads in rings in shared memory (fifty-fourth session) the MMA form takes
-// 18.7-19.3 there alone, still 1.10-1.13x the decode GEMM, and the link's ~1.2 us on top
-// leaves it level with the path at best: the rule stands until timed at 2 ranks (the FMA
-// form at one row: 17.0 alone).                             perf-log: chooseMatmulAllReduce
+// ... With its loads in rings in shared memory, B's rows copied whole (fifty-fourth
+// session) the MMA form takes 17.7-18.1 there alone, still 1.06-1.08x the decode GEMM, and
+// the link's ~1.2 us on top leaves it level with the path at best: the rule stands until
+// timed at 2 ranks (the FMA form at one row: 17.0 alone).  perf-log: chooseMatmulAllReduce
 // ... and either form with a weight of at most 32 Mi elements (N x K): it streams B a
 // few per cent below cuBLAS's rate, which outgrows the fusion's saving with the GEMM
 // (8192 x 7168: 1.02x at one row, 5120 x 13824: 1.28x).
