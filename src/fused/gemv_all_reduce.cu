@@ -90,7 +90,7 @@ __device__ __forceinline__ void waitCopies(int pending) {
   }
 }
 
-constexpr int kMaxRingStages = 8;
+static_assert(tuning::kGemvMaxRingStages <= 8, "waitCopies: at most 7 groups pending");
 struct LaneRing {
   Pack* mine;  // this lane's pack 0 of stage 0 (ring + warp * stages * packs * 32 + lane)
   int packs, stages;
@@ -554,37 +554,8 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 // leave its loads no time to overlap). On 2 H100s, S = 1 everywhere kept 640 of a
 // 128-CTA grid's 1024 warps busy at N = 5120 and took 60.1 us where cuBLAS alone took
 // 53.4 at K = 13824 (docs/perf-log.md, 2026-11-26).
-// stages: the rings' depth, the call's (FC_GEMV_STAGES) or enough for kRingBytesInFlight
-// a CTA over its busiest CTA's busy warps (at least 2), fewer where the shared memory would
-// not hold them (fewer than 2: loads into registers). One H200, world size 1 (FC_MMAR_ALGO=
-// fused), fifty-fourth session, the rings' depth 2 / 3 / 4 against loads into registers:
-// the MMA form at 2-8 x 4096 x 7168 18.7-19.3 / 19.0-19.3 / 19.0-19.5 us against 21.2-21.5,
-// at 2-8 x 5120 x 13824 42.1-43.5 / 44.2-45.5 / 45.7-46.9 against 60.8-61.5 (depth 2 where
-// 8 warps are busy: 80 KiB in flight); the FMA form at one row 17.0 / 17.1 / 17.2 against
-// 18.2 at 4096 x 7168 (8 warps busy), 45.1 / 44.5 / 43.5 against 48.4 at 5120 x 13824 (5
-// warps busy: depth 4 puts 92 KiB in flight).
-// The FMA form keeps its loads in registers below K = kFmaRingMinK: there the rings took
-// 0.4-0.7 us more (1 x 4096 x 2048 5.84-6.18 against 5.44, 1 x 5120 x 2560 7.96-8.48
-// against 7.55; 4-10 batches a warp), while the MMA form gained or held at every measured
-// shape (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04 against
-// 9.16-9.65).
+// stages, rotate, rowCopies: how the warps stream B (tuning::chooseGemvStream).
 constexpr int kMinIterations = 4;
-constexpr size_t kRingBytesInFlight = size_t(80) << 10;
-constexpr size_t kFmaRingMinK = 4096;
-// rotate: the MMA form's tiles start their batches of K at their own place from K = 3072.
-// Two rounds each (same session): 2-8 rows at K 3584-13824 0.2-2.3 us faster (2-8 x 4096 x
-// 7168 19.0-19.5 -> 18.5-19.2, x 5120 x 13824 41.3-42.9 -> 40.2-40.8, x 8192 x 7168 34.6-36.0
-// -> 33.2-35.0, x 8192 x 3584 19.0-19.4 -> 18.3-18.7), 0.1 slower or level at K 1024-2560;
-// the FMA form's rings level or up to 0.5 slower (1 x 5120 x 13824 44.3 -> 44.8).
-constexpr size_t kMmaRotateMinK = 3072;
-// rowCopies: the MMA form's copies of B by rows (4 rows of 128 bytes an instruction; the
-// lanes then read each other's copies) instead of each lane's own packs (8 rows of 64
-// bytes), where K >= kMmaRotateMinK and every CTA has as many tiles. Three rounds each
-// (same session), 2-8 rows: 4096 x 7168 18.8-19.2 -> 17.7-18.1 us, 8192 x 7168 33.8-34.4 ->
-// 31.8-32.2, 8192 x 3584 18.6-18.9 -> 17.7-18.0, 3584 x 9472 21.0-21.4 -> 20.5-20.8; slower
-// at K <= 2560 (4096 x 2048 +0.3-0.5, 5120 x 2560 +0.8-1.4, 8192 x 1024 +0.1-0.5) and at N
-// 5120, where 32 of the 128 CTAs take two tiles (5120 x 13824 +0.8-1.2, x 6912 +0.4-0.6;
-// not understood).
 constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + static shared memory
 struct Shape {
   bool mma;
@@ -615,22 +586,25 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   const size_t stageBytes =
       size_t(kWarps) * 32 * sizeof(Pack) * size_t(s.mma ? kGroupsAhead * (kSub + s.rows / 8) : E + s.rows);
   const size_t room = kSmemLimit > ownEnd + staticSmem(s) ? kSmemLimit - ownEnd - staticSmem(s) : 0;
+  tuning::GemvStreamQuery q;
+  q.mma = s.mma;
+  q.K = g.K;
+  q.tiles = tiles;
+  q.grid = s.grid;
   // Tiles go to the CTAs first, then to their slots: the busiest CTA has ceil(tiles /
   // grid) of them, on as many slots as it has (perSlot tiles a slot).
-  const size_t busyWarps = std::min<size_t>(size_t(kWarps), (tiles + s.grid - 1) / s.grid * size_t(s.S));
-  const size_t warpStage = stageBytes / size_t(kWarps);
-  const size_t autoStages = !s.mma && g.K < kFmaRingMinK
-                                ? 0
-                                : std::max<size_t>(2, (kRingBytesInFlight + busyWarps * warpStage - 1) /
-                                                          (busyWarps * warpStage));
-  s.stages = int(std::min<size_t>(g.stages < 0 ? autoStages : size_t(g.stages), room / stageBytes));
-  s.stages = std::min(s.stages, kMaxRingStages);
-  if (s.stages < 2) s.stages = 0;
+  q.busyWarps = std::min<size_t>(size_t(kWarps), (tiles + s.grid - 1) / s.grid * size_t(s.S));
+  q.warpStageBytes = stageBytes / size_t(kWarps);
+  q.fitStages = room / stageBytes;
+  q.stages = g.stages;
+  q.rotate = g.rotate;
+  q.rowCopies = g.rowCopies;
+  const tuning::GemvStream c = tuning::chooseGemvStream(q);
+  s.stages = c.stages;
+  s.rotate = c.rotate;
+  s.rowCopies = c.rowCopies;
   s.ringAt = int(ownEnd / sizeof(Pack));
   if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
-  s.rotate = s.stages > 0 && (g.rotate < 0 ? s.mma && g.K >= kMmaRotateMinK : g.rotate > 0);
-  s.rowCopies = s.stages > 0 && s.mma &&
-                (g.rowCopies < 0 ? g.K >= kMmaRotateMinK && (tiles <= s.grid || tiles % s.grid == 0) : g.rowCopies > 0);
   return s;
 }
 

@@ -390,6 +390,40 @@ constexpr int kGemvMmaMaxRanks = 4;  // timed at 2 and 4 ranks
 // (8192 x 7168: 1.02x at one row, 5120 x 13824: 1.28x).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kMmarOneKernelMaxWeight = size_t(32) << 20;
+
+// The one kernel's streams of B (fused/gemv_all_reduce.cu, chooseGemvStream). The rings'
+// depth: enough for kGemvRingBytesInFlight a CTA over its busiest CTA's busy warps (at
+// least 2). One H200, world size 1 (FC_MMAR_ALGO=fused), fifty-fourth session, the rings'
+// depth 2 / 3 / 4 against loads into registers:
+// the MMA form at 2-8 x 4096 x 7168 18.7-19.3 / 19.0-19.3 / 19.0-19.5 us against 21.2-21.5,
+// at 2-8 x 5120 x 13824 42.1-43.5 / 44.2-45.5 / 45.7-46.9 against 60.8-61.5 (depth 2 where
+// 8 warps are busy: 80 KiB in flight); the FMA form at one row 17.0 / 17.1 / 17.2 against
+// 18.2 at 4096 x 7168 (8 warps busy), 45.1 / 44.5 / 43.5 against 48.4 at 5120 x 13824 (5
+// warps busy: depth 4 puts 92 KiB in flight).               perf-log: chooseGemvStream
+constexpr size_t kGemvRingBytesInFlight = size_t(80) << 10;
+// ... the FMA form keeps its loads in registers below K = 4096: there the rings took 0.4-0.7
+// us more (1 x 4096 x 2048 5.84-6.18 against 5.44, 1 x 5120 x 2560 7.96-8.48
+// against 7.55; 4-10 batches a warp), while the MMA form gained or held at every measured
+// shape (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04 against
+// 9.16-9.65).                                              perf-log: chooseGemvStream
+constexpr size_t kGemvFmaRingMinK = 4096;
+// ... rotate: the MMA form's tiles start their batches of K at their own place from K =
+// 3072. Two rounds each (same session): 2-8 rows at K 3584-13824 0.2-2.3 us faster (2-8 x 4096 x
+// 7168 19.0-19.5 -> 18.5-19.2, x 5120 x 13824 41.3-42.9 -> 40.2-40.8, x 8192 x 7168 34.6-36.0
+// -> 33.2-35.0, x 8192 x 3584 19.0-19.4 -> 18.3-18.7), 0.1 slower or level at K 1024-2560;
+// the FMA form's rings level or up to 0.5 slower (1 x 5120 x 13824 44.3 -> 44.8).
+//                                                          perf-log: chooseGemvStream
+constexpr size_t kGemvMmaRotateMinK = 3072;
+// ... rowCopies: the MMA form's copies of B by rows (4 rows of 128 bytes an instruction; the
+// lanes then read each other's copies) instead of each lane's own packs (8 rows of 64
+// bytes), from K = 3072 where every CTA has as many tiles. Three rounds each (same
+// session), 2-8 rows: 4096 x 7168 18.8-19.2 -> 17.7-18.1 us, 8192 x 7168 33.8-34.4 ->
+// 31.8-32.2, 8192 x 3584 18.6-18.9 -> 17.7-18.0, 3584 x 9472 21.0-21.4 -> 20.5-20.8; slower
+// at K <= 2560 (4096 x 2048 +0.3-0.5, 5120 x 2560 +0.8-1.4, 8192 x 1024 +0.1-0.5) and at N
+// 5120, where 32 of the 128 CTAs take two tiles (5120 x 13824 +0.8-1.2, x 6912 +0.4-0.6;
+// not understood).                                         perf-log: chooseGemvStream
+constexpr size_t kGemvRowCopiesMinK = 3072;
+
 // The reduce-scatter + all-gather (plain form) only at 2 ranks, from 4096 rows per rank
 // (1-8 % ahead at 8192 rows; behind at 2048; the norm forms behind everywhere).
 //                                                          perf-log: chooseMatmulAllReduce
@@ -821,6 +855,22 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
 }
 
 bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
+
+GemvStream chooseGemvStream(const GemvStreamQuery& q) {
+  GemvStream c;
+  const size_t perStage = std::max<size_t>(1, q.busyWarps) * std::max<size_t>(1, q.warpStageBytes);
+  const size_t autoStages = !q.mma && q.K < kGemvFmaRingMinK
+                                ? 0
+                                : std::max<size_t>(2, (kGemvRingBytesInFlight + perStage - 1) / perStage);
+  const size_t stages = std::min({q.stages < 0 ? autoStages : size_t(q.stages), q.fitStages,
+                                  size_t(kGemvMaxRingStages)});
+  c.stages = stages < 2 ? 0 : int(stages);
+  if (c.stages == 0) return c;  // the rings' options only
+  c.rotate = q.rotate < 0 ? q.mma && q.K >= kGemvMmaRotateMinK : q.rotate > 0;
+  const bool sameTiles = q.tiles <= q.grid || q.tiles % std::max<size_t>(1, q.grid) == 0;
+  c.rowCopies = q.mma && (q.rowCopies < 0 ? q.K >= kGemvRowCopiesMinK && sameTiles : q.rowCopies > 0);
+  return c;
+}
 
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas) {
   const size_t tiles = (N + kGemvMmaTileCols - 1) / kGemvMmaTileCols, ctas = size_t(maxCtas > 0 ? maxCtas : 1);

@@ -243,6 +243,27 @@ constexpr size_t kGemvMmaTileCols = 32;
 bool gemvAllReduceMma(size_t M);
 // Whether the MMA form's tiles of 32 columns of N are at most maxCtas (one per CTA).
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
+// How the one decode kernel's warps stream the weight: the depth of their rings of loads
+// in shared memory (0: loads into registers, one batch ahead), whether each tile starts
+// its walk along K at its own place, whether the MMA form copies B's rows whole. Forced
+// values (FC_GEMV_STAGES, FC_GEMV_ROTATE, FC_GEMV_ROW_COPIES; -1: auto) win; the depth is
+// at most fitStages (what the shared memory holds) and kGemvMaxRingStages, and a depth
+// below 2 is none.
+constexpr int kGemvMaxRingStages = 8;
+struct GemvStreamQuery {
+  bool mma = false;           // the tensor-core form (tiles of 32 columns; else 8)
+  size_t K = 0;
+  size_t tiles = 0, grid = 1;  // the call's tiles over the grid's CTAs
+  size_t busyWarps = 8;        // the busiest CTA's warps that have tiles
+  size_t warpStageBytes = 0;   // one stage of one warp's ring
+  size_t fitStages = 0;        // the most stages the kernel's shared memory holds
+  int stages = -1, rotate = -1, rowCopies = -1;  // forced (-1: auto)
+};
+struct GemvStream {
+  int stages = 0;
+  bool rotate = false, rowCopies = false;
+};
+GemvStream chooseGemvStream(const GemvStreamQuery& q);
 
 // ---- The decode GEMM (src/gemm/decode, fc::Gemm) --------------------------------------------
 // Tokens per tile of the decode GEMM (16 or 32) for D [M, N] = A [M, K] x B^T on smCount

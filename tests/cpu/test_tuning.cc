@@ -762,6 +762,71 @@ TEST_CASE("engine piece defaults", "[tuning]") {
   CHECK(kMmrsEnginePieces == 4);
 }
 
+TEST_CASE("the one decode kernel's streams of the weight", "[tuning]") {
+  // The kernel's shapes (gemv_all_reduce.cu): a warp's stage is 5 KiB in the MMA form at up
+  // to 8 rows (B's 4 parts and A's rows, two groups of K), 4.5 KiB in the FMA form at one row.
+  const auto query = [](bool mma, size_t K, size_t tiles, size_t busyWarps) {
+    GemvStreamQuery q;
+    q.mma = mma;
+    q.K = K;
+    q.tiles = tiles;
+    q.grid = std::min<size_t>(tiles, 128);
+    q.busyWarps = busyWarps;
+    q.warpStageBytes = mma ? 5120 : 4608;
+    q.fitStages = 6;
+    return q;
+  };
+  // 2 x 4096 x 7168: 128 tiles on 128 CTAs, 8 warps a tile: 2 stages (80 KiB in flight),
+  // rotated, B's rows copied whole.
+  GemvStream c = chooseGemvStream(query(true, 7168, 128, 8));
+  CHECK(c.stages == 2);
+  CHECK(c.rotate);
+  CHECK(c.rowCopies);
+  // x 5120 x 13824: 160 tiles on 128 CTAs (32 with two): no row copies.
+  c = chooseGemvStream(query(true, 13824, 160, 8));
+  CHECK(c.stages == 2);
+  CHECK(c.rotate);
+  CHECK_FALSE(c.rowCopies);
+  // x 8192 x 7168: 256 tiles, two a CTA: row copies.
+  CHECK(chooseGemvStream(query(true, 7168, 256, 8)).rowCopies);
+  // x 4096 x 2048: rings, neither the rotation nor row copies.
+  c = chooseGemvStream(query(true, 2048, 128, 8));
+  CHECK(c.stages == 2);
+  CHECK_FALSE(c.rotate);
+  CHECK_FALSE(c.rowCopies);
+  // The FMA form: registers below K 4096; 3 stages for 8 busy warps, 4 for 5.
+  CHECK(chooseGemvStream(query(false, 2048, 512, 8)).stages == 0);
+  c = chooseGemvStream(query(false, 7168, 512, 8));
+  CHECK(c.stages == 3);
+  CHECK_FALSE(c.rotate);
+  CHECK_FALSE(c.rowCopies);
+  CHECK(chooseGemvStream(query(false, 13824, 640, 5)).stages == 4);
+  // Forced values win (FC_GEMV_STAGES / _ROTATE / _ROW_COPIES), within what fits; fewer
+  // than 2 stages is none, and without rings neither option.
+  GemvStreamQuery q = query(false, 2048, 512, 8);
+  q.stages = 4;
+  q.rotate = 1;
+  q.rowCopies = 1;
+  c = chooseGemvStream(q);
+  CHECK(c.stages == 4);
+  CHECK(c.rotate);
+  CHECK_FALSE(c.rowCopies);  // the MMA form's only
+  q.fitStages = 1;
+  c = chooseGemvStream(q);
+  CHECK(c.stages == 0);
+  CHECK_FALSE(c.rotate);
+  q = query(true, 7168, 128, 8);
+  q.rotate = 0;
+  q.rowCopies = 0;
+  q.stages = 8;
+  c = chooseGemvStream(q);
+  CHECK(c.stages == 6);  // fitStages
+  CHECK_FALSE(c.rotate);
+  CHECK_FALSE(c.rowCopies);
+  q.stages = 0;
+  CHECK(chooseGemvStream(q).stages == 0);
+}
+
 TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   using P = MatmulAllReducePath;
   auto pick = [](int W, size_t M, size_t N, size_t K, bool oneKernelFits, bool norm = false,
