@@ -73,7 +73,8 @@ constexpr std::pair<const char*, GemvForm> kGemvForms[] = {
     {"auto", GemvForm::Auto}, {"fma", GemvForm::Fma}, {"mma", GemvForm::Mma}};
 // FC_GEMV_STAGES: the depth of its lanes' rings of loads in shared memory ("0": loads
 // into registers, one batch ahead). FC_GEMV_ROTATE: 1 starts each tile's batches of K at
-// its own place along K, 0 every tile at K = 0.
+// its own place along K, 0 every tile at K = 0. FC_GEMV_ROW_COPIES: 1 has the MMA form's
+// warps copy B's rows whole, 0 each lane its own packs (tuning::chooseGemvStream).
 constexpr std::pair<const char*, int> kAutoOnOff[] = {{"auto", -1}, {"1", 1}, {"0", 0}};
 constexpr std::pair<const char*, int> kGemvStages[] = {{"auto", -1}, {"0", 0}, {"2", 2}, {"3", 3},
                                                       {"4", 4},     {"5", 5}, {"6", 6}};

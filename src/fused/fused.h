@@ -186,9 +186,10 @@ struct GemvAllReduceArgs {
   fcDataType_t datatype;
   bool fp32Out;
   GemvForm form = GemvForm::Auto;
-  int stages = -1;  // the lanes' rings of loads (FC_GEMV_STAGES; -1: the kernel's default, 0: none)
-  int rotate = -1;  // each tile's batches of K from its own start (FC_GEMV_ROTATE; -1: auto)
-  int rowCopies = -1;  // the MMA form's copies of B by rows (FC_GEMV_ROW_COPIES; -1: auto)
+  // How the kernel streams B, forced (-1: tuning::chooseGemvStream's choice): its rings'
+  // depth (FC_GEMV_STAGES; 0: loads into registers), each tile's walk along K from its own
+  // start (FC_GEMV_ROTATE), the MMA form's copies of B's rows whole (FC_GEMV_ROW_COPIES).
+  int stages = -1, rotate = -1, rowCopies = -1;
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();
