@@ -554,7 +554,9 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 // leave its loads no time to overlap). On 2 H100s, S = 1 everywhere kept 640 of a
 // 128-CTA grid's 1024 warps busy at N = 5120 and took 60.1 us where cuBLAS alone took
 // 53.4 at K = 13824 (docs/perf-log.md, 2026-11-26).
-// stages, rotate, rowCopies: how the warps stream B (tuning::chooseGemvStream).
+// stages, rotate, rowCopies: how the warps stream B (tuning::chooseGemvStream), the
+// rings after the partials in at most kSmemLimit of shared memory: 200 KiB of the 227 a
+// Hopper CTA may take, which leaves room for the static red[] (at most 20.5 KiB).
 constexpr int kMinIterations = 4;
 constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + static shared memory
 struct Shape {
