@@ -82,7 +82,8 @@ fcResult_t launchClusterKernelEx(void (*kernel)(Params...), dim3 grid, dim3 bloc
   return launchKernelWith(kernel, grid, block, cluster, 0, stream, pdl, std::forward<Args>(args)...);
 }
 
-// launchKernelEx with `smem` bytes of dynamic shared memory (at most 48 KiB).
+// launchKernelEx with `smem` bytes of dynamic shared memory: at most 48 KiB unless the
+// kernel's cudaFuncAttributeMaxDynamicSharedMemorySize was raised (e.g. prepareGemvAllReduce).
 template <typename... Params, typename... Args>
 fcResult_t launchKernelExSmem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                               bool pdl, Args&&... args) {
