@@ -74,8 +74,7 @@ constexpr std::pair<const char*, GemvForm> kGemvForms[] = {
 // FC_GEMV_STAGES: the depth of its lanes' rings of loads in shared memory ("0": loads
 // into registers, one batch ahead). FC_GEMV_ROTATE: 1 starts each tile's batches of K at
 // its own place along K, 0 every tile at K = 0. FC_GEMV_ROW_COPIES: 1 has the MMA form's
-// warps copy B's rows whole, 0 each lane its own packs. FC_GEMV_BULK: 1 has the bulk-copy
-// unit (TMA) copy those rows, 0 the warps' lanes (tuning::chooseGemvStream).
+// warps copy B's rows whole, 0 each lane its own packs (tuning::chooseGemvStream).
 constexpr std::pair<const char*, int> kAutoOnOff[] = {{"auto", -1}, {"1", 1}, {"0", 0}};
 constexpr std::pair<const char*, int> kGemvStages[] = {{"auto", -1}, {"0", 0}, {"2", 2}, {"3", 3},
                                                       {"4", 4},     {"5", 5}, {"6", 6}};
@@ -270,7 +269,6 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_GEMV_STAGES", kGemvStages, &p->gemvStages));
   FC_CHECK(choiceFromEnv("FC_GEMV_ROTATE", kAutoOnOff, &p->gemvRotate));
   FC_CHECK(choiceFromEnv("FC_GEMV_ROW_COPIES", kAutoOnOff, &p->gemvRowCopies));
-  FC_CHECK(choiceFromEnv("FC_GEMV_BULK", kAutoOnOff, &p->gemvBulk));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

@@ -57,8 +57,7 @@ void loadAll() {
             load(&table.cuMemUnmap, "cuMemUnmap", 10020) &&
             load(&table.cuMemSetAccess, "cuMemSetAccess", 10020) &&
             load(&table.cuStreamWriteValue32, "cuStreamWriteValue32", 11070) &&
-            load(&table.cuPointerGetAttributes, "cuPointerGetAttributes", 7000) &&
-            load(&table.cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 12000);
+            load(&table.cuPointerGetAttributes, "cuPointerGetAttributes", 7000);
   loadResult = ok ? fcSuccess : fcUnhandledCudaError;
 }
 

@@ -27,7 +27,6 @@ struct DriverApi {
   PFN_cuMemSetAccess_v10020 cuMemSetAccess;
   PFN_cuStreamWriteValue32_v11070 cuStreamWriteValue32;
   PFN_cuPointerGetAttributes_v7000 cuPointerGetAttributes;
-  PFN_cuTensorMapEncodeTiled_v12000 cuTensorMapEncodeTiled;
 };
 
 // The driver's entry point `name` at the ABI of `version` (cudaGetDriverEntryPointByVersion),

@@ -188,9 +188,8 @@ struct GemvAllReduceArgs {
   GemvForm form = GemvForm::Auto;
   // How the kernel streams B, forced (-1: tuning::chooseGemvStream's choice): its rings'
   // depth (FC_GEMV_STAGES; 0: loads into registers), each tile's walk along K from its own
-  // start (FC_GEMV_ROTATE), the MMA form's copies of B's rows whole (FC_GEMV_ROW_COPIES),
-  // by the bulk-copy unit (FC_GEMV_BULK).
-  int stages = -1, rotate = -1, rowCopies = -1, bulk = -1;
+  // start (FC_GEMV_ROTATE), the MMA form's copies of B's rows whole (FC_GEMV_ROW_COPIES).
+  int stages = -1, rotate = -1, rowCopies = -1;
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();

@@ -26,7 +26,6 @@
 // cores), and tensor-core MMAs (mma.sync m16n8k16, fp32 accumulation) on tiles of 32
 // columns for 2-16 rows, where the rows ride in an MMA's M for free and the kernel stays
 // bound by reading B. Both push, poll and sum the same 8-column packs.
-#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -36,7 +35,6 @@
 #include "collectives/dispatch.cuh"
 #include "collectives/lamport.cuh"
 #include "collectives/launch.h"
-#include "core/driver.h"
 #include "core/preload.h"
 #include "fused/fused.h"
 #include "fused/gemv_finish.cuh"
@@ -372,110 +370,15 @@ __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>
   }
 }
 
-// ---- The MMA form's stages filled by the bulk-copy unit (TMA) ------------------------------
-// With row copies a warp's stage is B's 32 rows x 128 bytes, pack p of row r at r * 8 +
-// (p ^ r % 8) - the layout of a TMA box of 64 elements x 32 rows with the 128-byte swizzle
-// (CU_TENSOR_MAP_SWIZZLE_128B: 16-byte chunk c of row r lands at chunk c ^ (r % 8) of its
-// 128 bytes, on a stage aligned to 1024 bytes) - then A's MR rows the same way. So one
-// lane of each warp can issue both boxes of a batch as two bulk tensor copies, which
-// complete on the stage's mbarrier (expect_tx: the boxes' bytes, zero-filled past K, N
-// and M by the unit), instead of 40-48 cp.async of 16 bytes by every lane; the reads
-// are the row copies' own. The maps (B [N, K] and A [M, K] as 2-D tensors) are encoded
-// on the host per call and passed as __grid_constant__ parameters.
-struct GemvMaps {
-  CUtensorMap b, a;
-};
-
-__device__ __forceinline__ void mbarInit(uint32_t bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbarExpectTx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ bool mbarTryWait(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0u;
-}
-// Box {k, row} of `map` into the stage at dst, completing on bar.
-__device__ __forceinline__ void bulkBox(uint32_t dst, const CUtensorMap* map, int k, int row, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(bar)
-      : "memory");
-}
-
-// A warp's ring of bulk-filled stages. Its mbarriers complete one phase per fill, so the
-// fill counter runs on across the warp's tiles: fill f uses stage f % stages, and waits
-// for phase parity (f / stages) % 2.
-struct BulkRing {
-  uint32_t base;       // the warp's stage 0 (shared address, 1024-aligned)
-  uint32_t bars;       // its stage 0's mbarrier (8 bytes a stage)
-  int stages;
-  uint32_t stageBytes;
-  uint32_t fills;      // stages filled so far
-};
-
-// The warp's batches 0..count-1 from `first` on (wrapping), as runRing: lane 0 issues
-// batch b's boxes (issue(b, stage, bar)) stages - 1 fills ahead; every lane waits for the
-// fill's phase and consume(stage) reads it. The warp barrier before each issue orders every
-// lane's reads of the stage it rewrites (consumed one batch earlier) before the copy, as a
-// TMA pipeline's consumer release does. A wait past the communicator's deadline records a
-// timeout and goes on (the unit does not depend on peers: only a fault could stop it).
-template <typename Issue, typename Consume>
-__device__ __forceinline__ void runBulkRing(const DeviceComm& dc, int channel, BulkRing& r, int count, int first,
-                                            int lane, Issue&& issue, Consume&& consume) {
-  const auto batch = [&](int i) { return i + first < count ? i + first : i + first - count; };
-  const auto slot = [&](uint32_t f, uint32_t& stage, uint32_t& bar) {
-    const uint32_t s = f % uint32_t(r.stages);
-    stage = r.base + s * r.stageBytes;
-    bar = r.bars + s * 8u;
-  };
-  __syncwarp();  // the previous tile's reads of every stage are done
-  if (lane == 0)
-    for (int s = 0; s < r.stages - 1 && s < count; ++s) {
-      uint32_t stage, bar;
-      slot(r.fills + uint32_t(s), stage, bar);
-      issue(batch(s), stage, bar);
-    }
-  for (int i = 0; i < count; ++i) {
-    const int ahead = i + r.stages - 1;
-    __syncwarp();
-    if (lane == 0 && ahead < count) {
-      uint32_t stage, bar;
-      slot(r.fills + uint32_t(ahead), stage, bar);
-      issue(batch(ahead), stage, bar);
-    }
-    const uint32_t f = r.fills + uint32_t(i), parity = (f / uint32_t(r.stages)) & 1u;
-    uint32_t stage, bar;
-    slot(f, stage, bar);
-    if (!mbarTryWait(bar, parity)) {
-      dev::WaitExits exits;
-      for (uint32_t spin = 1; !mbarTryWait(bar, parity); ++spin)
-        if ((spin & 1023u) == 0u && exits.giveUp(dc, Op::MatmulAllReduce, dc.rank, channel, f, parity)) break;
-    }
-    consume(stage);
-  }
-  r.fills += uint32_t(count);
-}
-
 // The tensor-core form of gemvAllReduceKernel (same arguments; MR: 8 or 16 rows; the
-// tiles are 32 columns, own[] holds [slot][n-th tile][part][row]); bulk: the stages filled
-// by the bulk-copy unit from maps (the row copies' layout, at the first 1024-byte boundary
-// from ringAt).
+// tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
                            int N, int K, int S, int perSlot, int stages, int ringAt, bool rotate, bool rowCopies,
-                           uint32_t sig, bool bulk, const __grid_constant__ GemvMaps maps) {
+                           uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
-  __shared__ __align__(8) uint64_t bars[kWarps][tuning::kGemvMaxRingStages];
   extern __shared__ Pack own[];
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -497,19 +400,6 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const int slot = warp / S, kSplit = warp % S, g = lane / 4, q = lane % 4;
   const int slotThread = kSplit * 32 + lane;
   const Pack* a = reinterpret_cast<const Pack*>(A);
-  constexpr uint32_t kBulkStageBytes = uint32_t(kTileCols + MR) * 128u;  // B's box, A's box
-  BulkRing bring{};
-  if (bulk && stages > 0) {
-    const uint32_t ring = (uint32_t(__cvta_generic_to_shared(own + ringAt)) + 1023u) & ~1023u;
-    bring = BulkRing{ring + uint32_t(warp * stages) * kBulkStageBytes,
-                     uint32_t(__cvta_generic_to_shared(&bars[warp][0])), stages, kBulkStageBytes, 0u};
-    if (lane == 0) {
-      for (int s = 0; s < stages; ++s) mbarInit(bring.bars + uint32_t(s) * 8u);
-      // The inits visible to the bulk-copy unit (async proxy) before its first complete_tx.
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncwarp();
-  }
   int n = 0;
   // Tiles go to the CTAs first, then to their slots (tile = slot * grid + CTA + n *
   // stride): where there are fewer tiles than slots, every SM still gets some, so that
@@ -524,30 +414,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     float d[kSub][4];
 #pragma unroll
     for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
-    if (stages > 0 && bulk) {
-      const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
-      runBulkRing(
-          dc, channel, bring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, lane,
-          [&](int i, uint32_t st, uint32_t bar) {
-            const int k = (kSplit + i * S) * kGroupsAhead * 32;
-            mbarExpectTx(bar, kBulkStageBytes);
-            bulkBox(st, &maps.b, k, tile * kTileCols, bar);
-            bulkBox(st + uint32_t(kTileCols) * 128u, &maps.a, k, 0, bar);
-          },
-          [&](uint32_t st) {
-            // The generic address of the stage: B's rows, then A's (row m = g + 8 h: m % 8 = g).
-            const Pack* w = own + (st - uint32_t(__cvta_generic_to_shared(own))) / sizeof(Pack);
-            MmaLoads<MR> L;
-#pragma unroll
-            for (int u = 0; u < kGroupsAhead; ++u) {
-#pragma unroll
-              for (int j = 0; j < kSub; ++j) L.b[u][j] = w[(j * E + g) * 8 + ((u * 4 + q) ^ g)];
-#pragma unroll
-              for (int h = 0; h < MR / 8; ++h) L.a[u][h] = w[(kTileCols + g + 8 * h) * 8 + ((u * 4 + q) ^ g)];
-            }
-            mmaBatch<T, MR>(d, L);
-          });
-    } else if (stages > 0) {
+    if (stages > 0) {
       // Batch i of the warp: kSplit + i S, its packs [group][B's parts, A's rows].
       constexpr int kPer = kSub + MR / 8;
       const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
@@ -695,7 +562,7 @@ constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + stat
 struct Shape {
   bool mma;
   int rows, S, perSlot, stages, ringAt;
-  bool rotate, rowCopies, bulk;
+  bool rotate, rowCopies;
   size_t grid, smem;
 };
 size_t staticSmem(const Shape& s);
@@ -720,11 +587,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   const size_t ownEnd = (s.smem + 127) / 128 * 128;
   const size_t stageBytes =
       size_t(kWarps) * 32 * sizeof(Pack) * size_t(s.mma ? kGroupsAhead * (kSub + s.rows / 8) : E + s.rows);
-  // The MMA form's bulk-filled stages start at a 1024-byte boundary (the swizzle's):
-  // up to 1 KiB more.
-  const size_t align = s.mma ? 1024 : 0;
-  const size_t room =
-      kSmemLimit > ownEnd + align + staticSmem(s) ? kSmemLimit - ownEnd - align - staticSmem(s) : 0;
+  const size_t room = kSmemLimit > ownEnd + staticSmem(s) ? kSmemLimit - ownEnd - staticSmem(s) : 0;
   tuning::GemvStreamQuery q;
   q.mma = s.mma;
   q.K = g.K;
@@ -738,37 +601,20 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   q.stages = g.stages;
   q.rotate = g.rotate;
   q.rowCopies = g.rowCopies;
-  q.bulk = g.bulk;
   const tuning::GemvStream c = tuning::chooseGemvStream(q);
   s.stages = c.stages;
   s.rotate = c.rotate;
   s.rowCopies = c.rowCopies;
-  s.bulk = c.bulk && c.stages > 0;
   s.ringAt = int(ownEnd / sizeof(Pack));
-  if (s.stages > 0) s.smem = ownEnd + (s.bulk ? align : 0) + size_t(s.stages) * stageBytes;
+  if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
   return s;
 }
 
-// The kernels' static shared memory: red[] (and the MMA form's mbarriers).
+// The kernels' static shared memory: red[].
 size_t staticSmem(const Shape& s) {
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return red + (s.mma ? size_t(kWarps) * tuning::kGemvMaxRingStages * sizeof(uint64_t) : 0);
-}
-
-// B [N, K] and A [M, K] as 2-D tensors of the call's type for the bulk-copy unit: boxes
-// of 64 elements (128 bytes) of K x boxRows rows, the 128-byte swizzle, zeros past the
-// ends. cuTensorMapEncodeTiled is host work only (no GPU call).
-fcResult_t encodeRows(CUtensorMap* map, fcDataType_t datatype, const void* base, size_t rows, size_t K,
-                      uint32_t boxRows) {
-  const CUtensorMapDataType type =
-      datatype == fcBfloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const cuuint64_t dims[2] = {cuuint64_t(K), cuuint64_t(rows)}, strides[1] = {cuuint64_t(K) * 2u};
-  const cuuint32_t box[2] = {cuuint32_t(kGroupsAhead * 32), boxRows}, elementStrides[2] = {1u, 1u};
-  FC_CU_CHECK(cuTensorMapEncodeTiled(map, type, 2, const_cast<void*>(base), dims, strides, box, elementStrides,
-                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
-  return fcSuccess;
+  return red;
 }
 
 template <typename T, int MR, bool Mma>
@@ -777,23 +623,16 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
   static_assert(kData + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
   return byWorldSize(dc.nranks, [&](auto nr) {
     constexpr int NR = decltype(nr)::value;
-    const dim3 grid(unsigned(s.grid)), block(unsigned(kData + dev::kCallWarpThreads));
-    const T* A = static_cast<const T*>(g.A);
-    const T* B = static_cast<const T*>(g.B);
-    if constexpr (Mma) {
-      GemvMaps maps{};
-      if (s.bulk) {
-        FC_CHECK(encodeRows(&maps.b, g.datatype, g.B, g.N, g.K, uint32_t(kTileCols)));
-        FC_CHECK(encodeRows(&maps.a, g.datatype, g.A, g.M, g.K, uint32_t(MR)));
-      }
-      return launchKernelExSmem(gemvMmaAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
-                                g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                                s.rotate, s.rowCopies, sig, s.bulk, maps);
-    } else {
-      return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
-                                g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                                s.rotate, s.rowCopies, sig);
-    }
+    auto kernel = [] {
+      if constexpr (Mma)
+        return gemvMmaAllReduceKernel<T, NR, MR>;
+      else
+        return gemvAllReduceKernel<T, NR, MR>;
+    }();
+    return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
+                              stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
+                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
+                              s.rotate, s.rowCopies, sig);
   });
 }
 

@@ -869,8 +869,6 @@ GemvStream chooseGemvStream(const GemvStreamQuery& q) {
   c.rotate = q.rotate < 0 ? q.mma && q.K >= kGemvMmaRotateMinK : q.rotate > 0;
   const bool sameTiles = q.tiles <= q.grid || q.tiles % std::max<size_t>(1, q.grid) == 0;
   c.rowCopies = q.mma && (q.rowCopies < 0 ? q.K >= kGemvRowCopiesMinK && sameTiles : q.rowCopies > 0);
-  c.bulk = q.mma && q.bulk > 0;
-  c.rowCopies = c.rowCopies || c.bulk;
   return c;
 }
 

@@ -245,9 +245,8 @@ bool gemvAllReduceMma(size_t M);
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // How the one decode kernel's warps stream the weight: the depth of their rings of loads
 // in shared memory (0: loads into registers, one batch ahead), whether each tile starts
-// its walk along K at its own place, whether the MMA form copies B's rows whole, and
-// whether the bulk-copy unit (TMA) does those copies. Forced values (FC_GEMV_STAGES,
-// FC_GEMV_ROTATE, FC_GEMV_ROW_COPIES, FC_GEMV_BULK; -1: auto) win; the depth is
+// its walk along K at its own place, whether the MMA form copies B's rows whole. Forced
+// values (FC_GEMV_STAGES, FC_GEMV_ROTATE, FC_GEMV_ROW_COPIES; -1: auto) win; the depth is
 // at most fitStages (what the shared memory holds) and kGemvMaxRingStages, and a depth
 // below 2 is none.
 constexpr int kGemvMaxRingStages = 8;
@@ -258,12 +257,11 @@ struct GemvStreamQuery {
   size_t busyWarps = 8;        // the busiest CTA's warps that have tiles
   size_t warpStageBytes = 0;   // one stage of one warp's ring
   size_t fitStages = 0;        // the most stages the kernel's shared memory holds
-  int stages = -1, rotate = -1, rowCopies = -1, bulk = -1;  // forced (-1: auto)
+  int stages = -1, rotate = -1, rowCopies = -1;  // forced (-1: auto)
 };
 struct GemvStream {
   int stages = 0;
   bool rotate = false, rowCopies = false;
-  bool bulk = false;  // the row copies by the bulk-copy unit (implies rowCopies: their layout)
 };
 GemvStream chooseGemvStream(const GemvStreamQuery& q);
 

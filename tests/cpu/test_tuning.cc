@@ -825,20 +825,6 @@ TEST_CASE("the one decode kernel's streams of the weight", "[tuning]") {
   CHECK_FALSE(c.rowCopies);
   q.stages = 0;
   CHECK(chooseGemvStream(q).stages == 0);
-  // FC_GEMV_BULK: the bulk-copy unit fills the MMA form's stages in the row copies'
-  // layout, so it brings the row copies with it; off by default; the FMA form has none,
-  // and without rings there is nothing to fill.
-  q = query(true, 7168, 160, 8);
-  CHECK_FALSE(chooseGemvStream(q).bulk);
-  q.bulk = 1;
-  c = chooseGemvStream(q);
-  CHECK(c.bulk);
-  CHECK(c.rowCopies);
-  q.stages = 0;
-  CHECK_FALSE(chooseGemvStream(q).bulk);
-  q = query(false, 7168, 512, 8);
-  q.bulk = 1;
-  CHECK_FALSE(chooseGemvStream(q).bulk);
 }
 
 TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
