@@ -153,14 +153,11 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 // lanes' rings' depth (0: loads into registers), the rings at ringAt packs into the
 // dynamic shared memory; rotate: each tile's warps start their batches of K at
 // tile / tiles of the way along (the rings only), so that the CTAs do not all read the
-// same columns of B's rows at once (ncu, 2 x 4096 x 7168: DRAM 59.7 -> 61.2 % of peak);
-// rowCopies (the MMA form's rings only): a warp copies B's rows whole, 128 bytes of each
-// of 4 rows an instruction, and its lanes read each other's copies (ncu: 59.3 -> 62.0 %).
+// same columns of B's rows at once (ncu, 2 x 4096 x 7168: DRAM 59.7 -> 61.2 % of peak).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, bool rowCopies,
-                        uint32_t sig) {
+                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -329,49 +326,67 @@ __device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1
   }
 }
 
-// One batch of loads: kGroupsAhead groups of 32 k, B's packs of the lane's column in
-// each part, A's packs of rows g (and g + 8 where MR = 16); zero past K, N or M.
+// One batch of a lane's packs: kGroupsAhead groups of 32 k, each B's pack of the lane's
+// column in every part (p[u][j], j < kSub), then A's packs of rows g (and g + 8 where MR
+// = 16: p[u][kSub + h]); zero past K, N or M.
 template <int MR>
 struct MmaLoads {
-  Pack b[kGroupsAhead][kSub];
-  Pack a[kGroupsAhead][MR / 8];
+  static constexpr int kPer = kSub + MR / 8;  // packs of a group
+  Pack p[kGroupsAhead][kPer];
 };
 
-template <int MR>
-__device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const Pack* const (&b)[kSub],
-                                          int firstGroup, int kPacks, int M, int g, int q) {
-  const Pack zero{0u, 0u, 0u, 0u};
+// visit(u, i, src, valid) for each pack i of group u of the lane's batch from group
+// firstGroup: where it is read from, and whether it exists (else it is zero). The loads
+// into registers and the lanes' own copies into their rings take the same packs.
+template <int MR, typename Visit>
+__device__ __forceinline__ void forEachPack(const Pack* a, const Pack* const (&b)[kSub], int firstGroup, int kPacks,
+                                            int M, int g, int q, Visit&& visit) {
 #pragma unroll
   for (int u = 0; u < kGroupsAhead; ++u) {
     const int kp = (firstGroup + u) * 4 + q;
     const bool inK = kp < kPacks;
 #pragma unroll
-    for (int j = 0; j < kSub; ++j) L.b[u][j] = inK && b[j] != nullptr ? loadPack(b[j] + kp) : zero;
+    for (int j = 0; j < kSub; ++j) {
+      const bool valid = inK && b[j] != nullptr;
+      visit(u, j, valid ? b[j] + kp : a, valid);
+    }
 #pragma unroll
     for (int h = 0; h < MR / 8; ++h) {
       const int m = g + 8 * h;
-      L.a[u][h] = inK && m < M ? loadPack(a + size_t(m) * kPacks + kp) : zero;
+      const bool valid = inK && m < M;
+      visit(u, kSub + h, valid ? a + size_t(m) * kPacks + kp : a, valid);
     }
   }
+}
+
+template <int MR>
+__device__ __forceinline__ void loadBatch(MmaLoads<MR>& L, const Pack* a, const Pack* const (&b)[kSub],
+                                          int firstGroup, int kPacks, int M, int g, int q) {
+  forEachPack<MR>(a, b, firstGroup, kPacks, M, g, q, [&](int u, int i, const Pack* src, bool valid) {
+    L.p[u][i] = valid ? loadPack(src) : Pack{0u, 0u, 0u, 0u};
+  });
 }
 
 template <typename T, int MR>
 __device__ __forceinline__ void mmaBatch(float (&d)[kSub][4], const MmaLoads<MR>& L) {
 #pragma unroll
   for (int u = 0; u < kGroupsAhead; ++u) {
-    const Pack r0 = L.a[u][0];
-    const Pack r1 = MR == 16 ? L.a[u][MR / 8 - 1] : Pack{0u, 0u, 0u, 0u};
+    const Pack r0 = L.p[u][kSub];
+    const Pack r1 = MR == 16 ? L.p[u][kSub + 1] : Pack{0u, 0u, 0u, 0u};
 #pragma unroll
     for (int j = 0; j < kSub; ++j) {
-      const Pack& bp = L.b[u][j];
+      const Pack& bp = L.p[u][j];
       mma16816<T>(d[j], r0.x, r1.x, r0.y, r1.y, bp.x, bp.y);
       mma16816<T>(d[j], r0.z, r1.z, r0.w, r1.w, bp.z, bp.w);
     }
   }
 }
 
-// The tensor-core form of gemvAllReduceKernel (same arguments; MR: 8 or 16 rows; the
-// tiles are 32 columns, own[] holds [slot][n-th tile][part][row]).
+// The tensor-core form of gemvAllReduceKernel (same arguments and rowCopies; MR: 8 or 16
+// rows; the tiles are 32 columns, own[] holds [slot][n-th tile][part][row]). rowCopies
+// (with rings): a warp copies B's rows whole, 128 bytes of each of 4 rows an instruction,
+// and its lanes read each other's copies (ncu, 2 x 4096 x 7168: DRAM 59.3 -> 62.0 % of
+// peak).
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
@@ -416,7 +431,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     for (int j = 0; j < kSub; ++j) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0.f;
     if (stages > 0) {
       // Batch i of the warp: kSplit + i S, its packs [group][B's parts, A's rows].
-      constexpr int kPer = kSub + MR / 8;
+      constexpr int kPer = MmaLoads<MR>::kPer;
       const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * kGroupsAhead * kPer * 32 + lane,
                           kGroupsAhead * kPer, stages};
@@ -436,33 +451,14 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                 const bool valid = kp < kPacks && tile * kSub + r / E < parts;
                 copyPack(w + r * 8 + (p ^ (r % 8)), valid ? rows + size_t(r) * kPacks + kp : a, valid);
               }
-#pragma unroll
-              for (int u = 0; u < kGroupsAhead; ++u)
-#pragma unroll
-                for (int h = 0; h < MR / 8; ++h) {
-                  const int m = g + 8 * h, kp = kp0 + u * 4 + q;
-                  const bool valid = kp < kPacks && m < M;
-                  copyPack(w + kTileCols * 8 + (u * (MR / 8) + h) * 32 + lane,
-                           valid ? a + size_t(m) * kPacks + kp : a, valid);
-                }
+              forEachPack<MR>(a, b, (kSplit + i * S) * kGroupsAhead, kPacks, M, g, q,
+                              [&](int u, int j, const Pack* src, bool valid) {
+                                if (j >= kSub) copyPack(w + kTileCols * 8 + (u * (MR / 8) + j - kSub) * 32 + lane, src, valid);
+                              });
               return;
             }
-#pragma unroll
-            for (int u = 0; u < kGroupsAhead; ++u) {
-              const int kp = ((kSplit + i * S) * kGroupsAhead + u) * 4 + q;
-              const bool inK = kp < kPacks;
-#pragma unroll
-              for (int j = 0; j < kSub; ++j) {
-                const bool valid = inK && b[j] != nullptr;
-                copyPack(st + (u * kPer + j) * 32, valid ? b[j] + kp : a, valid);
-              }
-#pragma unroll
-              for (int h = 0; h < MR / 8; ++h) {
-                const int m = g + 8 * h;
-                const bool valid = inK && m < M;
-                copyPack(st + (u * kPer + kSub + h) * 32, valid ? a + size_t(m) * kPacks + kp : a, valid);
-              }
-            }
+            forEachPack<MR>(a, b, (kSplit + i * S) * kGroupsAhead, kPacks, M, g, q,
+                            [&](int u, int j, const Pack* src, bool valid) { copyPack(st + (u * kPer + j) * 32, src, valid); });
           },
           [&](const Pack* st) {
             MmaLoads<MR> L;
@@ -471,20 +467,17 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
 #pragma unroll
               for (int u = 0; u < kGroupsAhead; ++u) {
 #pragma unroll
-                for (int j = 0; j < kSub; ++j) L.b[u][j] = w[(j * E + g) * 8 + ((u * 4 + q) ^ g)];
+                for (int j = 0; j < kSub; ++j) L.p[u][j] = w[(j * E + g) * 8 + ((u * 4 + q) ^ g)];
 #pragma unroll
-                for (int h = 0; h < MR / 8; ++h) L.a[u][h] = w[kTileCols * 8 + (u * (MR / 8) + h) * 32 + lane];
+                for (int h = 0; h < MR / 8; ++h) L.p[u][kSub + h] = w[kTileCols * 8 + (u * (MR / 8) + h) * 32 + lane];
               }
               mmaBatch<T, MR>(d, L);
               return;
             }
 #pragma unroll
-            for (int u = 0; u < kGroupsAhead; ++u) {
+            for (int u = 0; u < kGroupsAhead; ++u)
 #pragma unroll
-              for (int j = 0; j < kSub; ++j) L.b[u][j] = st[(u * kPer + j) * 32];
-#pragma unroll
-              for (int h = 0; h < MR / 8; ++h) L.a[u][h] = st[(u * kPer + kSub + h) * 32];
-            }
+              for (int i = 0; i < kPer; ++i) L.p[u][i] = st[(u * kPer + i) * 32];
             mmaBatch<T, MR>(d, L);
           });
     }
@@ -623,16 +616,17 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
   static_assert(kData + dev::kCallWarpThreads <= dev::kLamportMaxThreads, "a CTA's threads");
   return byWorldSize(dc.nranks, [&](auto nr) {
     constexpr int NR = decltype(nr)::value;
-    auto kernel = [] {
-      if constexpr (Mma)
-        return gemvMmaAllReduceKernel<T, NR, MR>;
-      else
-        return gemvAllReduceKernel<T, NR, MR>;
-    }();
-    return launchKernelExSmem(kernel, dim3(unsigned(s.grid)), dim3(unsigned(kData + dev::kCallWarpThreads)), s.smem,
-                              stream, pdl, dc, channel, static_cast<const T*>(g.A), static_cast<const T*>(g.B),
-                              g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                              s.rotate, s.rowCopies, sig);
+    const dim3 grid(unsigned(s.grid)), block(unsigned(kData + dev::kCallWarpThreads));
+    const T* A = static_cast<const T*>(g.A);
+    const T* B = static_cast<const T*>(g.B);
+    if constexpr (Mma)
+      return launchKernelExSmem(gemvMmaAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
+                                g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
+                                s.rotate, s.rowCopies, sig);
+    else
+      return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
+                                g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
+                                s.rotate, sig);
   });
 }
 
