@@ -589,6 +589,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   // Tiles go to the CTAs first, then to their slots: the busiest CTA has ceil(tiles /
   // grid) of them, on as many slots as it has (perSlot tiles a slot).
   q.busyWarps = std::min<size_t>(size_t(kWarps), (tiles + s.grid - 1) / s.grid * size_t(s.S));
+  q.warpBatches = (batches + size_t(s.S) - 1) / size_t(s.S);
   q.warpStageBytes = stageBytes / size_t(kWarps);
   q.fitStages = room / stageBytes;
   q.stages = g.stages;

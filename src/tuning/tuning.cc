@@ -407,6 +407,19 @@ constexpr size_t kGemvRingBytesInFlight = size_t(80) << 10;
 // shape (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04 against
 // 9.16-9.65).                                              perf-log: chooseGemvStream
 constexpr size_t kGemvFmaRingMinK = 4096;
+// ... and the MMA form keeps them in registers where a warp takes fewer than 8 batches of
+// B (64 k each) a tile: there the rings' start-up is not repaid. Call E (fifty-fifth
+// session, one H200, four alternating rounds), rings (2 deep) against registers: 2-8 x 4096
+// x 1024 (4 batches) 5.18-5.22 against 4.84-4.91 us, x 2048 x 2048 (4) 5.59-5.71 against
+// 5.08-5.33, x 4096 x 2048 (4) 5.71-6.20 against 5.64-5.94, x 4096 x 3072 (6) 7.66-7.89
+// against 7.21-7.79, x 8192 x 1024 (4) 5.78-6.31 against 5.56-5.75; from 8 batches the
+// rings lead or tie: x 5120 x 2560 (10) 8.79-9.37 against 9.19-9.66, x 8192 x 2560 (10)
+// 11.25-12.10 against 11.95-12.60, x 5120 x 3072 (12) 10.03-10.62 against 11.43-11.64,
+// x 4096 x 7168 (14) 17.5-17.8 against 20.8-21.1 (call D); mixed at 5-8 (x 4096 x 2560 (5)
+// -0.15 / -0.05 / +0.05 at 2 / 4 / 8 rows, x 4096 x 3584 (7) +0.26 / -0.05 / -0.27, x 5120
+// x 1536 (6) -0.08, x 5120 x 2048 (8) -0.16 / -0.14 / +0.23). Rings 3 or 4 deep did not
+// change that (call F).                                      perf-log: chooseGemvStream
+constexpr size_t kGemvMmaRingMinBatches = 8;
 // ... rotate: the MMA form's tiles start their batches of K at their own place from K =
 // 3072. Two rounds each (same session): 2-8 rows at K 3584-13824 0.2-2.3 us faster (2-8 x 4096 x
 // 7168 19.0-19.5 -> 18.5-19.2, x 5120 x 13824 41.3-42.9 -> 40.2-40.8, x 8192 x 7168 34.6-36.0
@@ -859,7 +872,8 @@ bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
 GemvStream chooseGemvStream(const GemvStreamQuery& q) {
   GemvStream c;
   const size_t perStage = std::max<size_t>(1, q.busyWarps) * std::max<size_t>(1, q.warpStageBytes);
-  const size_t autoStages = !q.mma && q.K < kGemvFmaRingMinK
+  const bool registers = q.mma ? q.warpBatches < kGemvMmaRingMinBatches : q.K < kGemvFmaRingMinK;
+  const size_t autoStages = registers
                                 ? 0
                                 : std::max<size_t>(2, (kGemvRingBytesInFlight + perStage - 1) / perStage);
   const size_t stages = std::min({q.stages < 0 ? autoStages : size_t(q.stages), q.fitStages,

@@ -255,6 +255,7 @@ struct GemvStreamQuery {
   size_t K = 0;
   size_t tiles = 0, grid = 1;  // the call's tiles over the grid's CTAs
   size_t busyWarps = 8;        // the busiest CTA's warps that have tiles
+  size_t warpBatches = 0;      // the batches of loads of B a warp takes for a tile
   size_t warpStageBytes = 0;   // one stage of one warp's ring
   size_t fitStages = 0;        // the most stages the kernel's shared memory holds
   int stages = -1, rotate = -1, rowCopies = -1;  // forced (-1: auto)

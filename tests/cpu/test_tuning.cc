@@ -765,35 +765,43 @@ TEST_CASE("engine piece defaults", "[tuning]") {
 TEST_CASE("the one decode kernel's streams of the weight", "[tuning]") {
   // The kernel's shapes (gemv_all_reduce.cu): a warp's stage is 5 KiB in the MMA form at up
   // to 8 rows (B's 4 parts and A's rows, two groups of K), 4.5 KiB in the FMA form at one row.
-  const auto query = [](bool mma, size_t K, size_t tiles, size_t busyWarps) {
+  // warpBatches: a warp's batches of B (64 k each in the MMA form) for a tile, K / 64 / S
+  // with S warps a tile (8 where every CTA has one tile, 4 where some have two).
+  const auto query = [](bool mma, size_t K, size_t tiles, size_t busyWarps, size_t warpBatches = 0) {
     GemvStreamQuery q;
     q.mma = mma;
     q.K = K;
     q.tiles = tiles;
     q.grid = std::min<size_t>(tiles, 128);
     q.busyWarps = busyWarps;
+    q.warpBatches = warpBatches;
     q.warpStageBytes = mma ? 5120 : 4608;
     q.fitStages = 6;
     return q;
   };
   // 2 x 4096 x 7168: 128 tiles on 128 CTAs, 8 warps a tile: 2 stages (80 KiB in flight),
   // rotated, B's rows copied whole.
-  GemvStream c = chooseGemvStream(query(true, 7168, 128, 8));
+  GemvStream c = chooseGemvStream(query(true, 7168, 128, 8, 14));
   CHECK(c.stages == 2);
   CHECK(c.rotate);
   CHECK(c.rowCopies);
   // x 5120 x 13824: 160 tiles on 128 CTAs (32 with two): no row copies.
-  c = chooseGemvStream(query(true, 13824, 160, 8));
+  c = chooseGemvStream(query(true, 13824, 160, 8, 54));
   CHECK(c.stages == 2);
   CHECK(c.rotate);
   CHECK_FALSE(c.rowCopies);
   // x 8192 x 7168: 256 tiles, two a CTA: row copies.
-  CHECK(chooseGemvStream(query(true, 7168, 256, 8)).rowCopies);
-  // x 4096 x 2048: rings, neither the rotation nor row copies.
-  c = chooseGemvStream(query(true, 2048, 128, 8));
+  CHECK(chooseGemvStream(query(true, 7168, 256, 8, 28)).rowCopies);
+  // x 5120 x 2560: 10 batches a warp: rings, neither the rotation nor row copies (K < 3072).
+  c = chooseGemvStream(query(true, 2560, 160, 8, 10));
   CHECK(c.stages == 2);
   CHECK_FALSE(c.rotate);
   CHECK_FALSE(c.rowCopies);
+  // x 4096 x 2048 (4 batches a warp), x 4096 x 3584 (7): loads into registers, which the
+  // rings' start-up does not beat below 8 batches; 8 take the rings.
+  CHECK(chooseGemvStream(query(true, 2048, 128, 8, 4)).stages == 0);
+  CHECK(chooseGemvStream(query(true, 3584, 128, 8, 7)).stages == 0);
+  CHECK(chooseGemvStream(query(true, 2048, 160, 8, 8)).stages == 2);
   // The FMA form: registers below K 4096; 3 stages for 8 busy warps, 4 for 5.
   CHECK(chooseGemvStream(query(false, 2048, 512, 8)).stages == 0);
   c = chooseGemvStream(query(false, 7168, 512, 8));
@@ -815,7 +823,7 @@ TEST_CASE("the one decode kernel's streams of the weight", "[tuning]") {
   c = chooseGemvStream(q);
   CHECK(c.stages == 0);
   CHECK_FALSE(c.rotate);
-  q = query(true, 7168, 128, 8);
+  q = query(true, 7168, 128, 8, 14);
   q.rotate = 0;
   q.rowCopies = 0;
   q.stages = 8;
