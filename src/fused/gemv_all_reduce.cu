@@ -442,7 +442,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
             if (rowCopies) {
               // B's 32 rows x 8 packs of the batch, 4 rows an instruction (8 lanes a row, its
               // 128 bytes), pack p of row r at r * 8 + (p ^ r % 8): the reads below then hit 8
-              // distinct 16-byte bank groups in each quarter-warp. A's rows as below.
+              // distinct 16-byte bank groups in each quarter-warp. A's packs each lane its own.
               Pack* w = st - lane;
               const int kp0 = (kSplit + i * S) * kGroupsAhead * 4, p = lane % 8;
 #pragma unroll
@@ -453,12 +453,15 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
               }
               forEachPack<MR>(a, b, (kSplit + i * S) * kGroupsAhead, kPacks, M, g, q,
                               [&](int u, int j, const Pack* src, bool valid) {
-                                if (j >= kSub) copyPack(w + kTileCols * 8 + (u * (MR / 8) + j - kSub) * 32 + lane, src, valid);
+                                if (j >= kSub)  // A's packs
+                                  copyPack(w + kTileCols * 8 + (u * (MR / 8) + j - kSub) * 32 + lane, src, valid);
                               });
               return;
             }
             forEachPack<MR>(a, b, (kSplit + i * S) * kGroupsAhead, kPacks, M, g, q,
-                            [&](int u, int j, const Pack* src, bool valid) { copyPack(st + (u * kPer + j) * 32, src, valid); });
+                            [&](int u, int j, const Pack* src, bool valid) {
+                              copyPack(st + (u * kPer + j) * 32, src, valid);
+                            });
           },
           [&](const Pack* st) {
             MmaLoads<MR> L;

@@ -403,9 +403,10 @@ constexpr size_t kMmarOneKernelMaxWeight = size_t(32) << 20;
 constexpr size_t kGemvRingBytesInFlight = size_t(80) << 10;
 // ... the FMA form keeps its loads in registers below K = 4096: there the rings took 0.4-0.7
 // us more (1 x 4096 x 2048 5.84-6.18 against 5.44, 1 x 5120 x 2560 7.96-8.48
-// against 7.55; 4-10 batches a warp), while the MMA form gained or held at every measured
-// shape (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04 against
-// 9.16-9.65).                                              perf-log: chooseGemvStream
+// against 7.55; 4-10 batches a warp); the MMA form then (rings 3 deep, fifty-fourth session)
+// gained or held (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04
+// against 9.16-9.65) - not so at 2 deep with the later choices (next row).
+//                                                          perf-log: chooseGemvStream
 constexpr size_t kGemvFmaRingMinK = 4096;
 // ... and the MMA form keeps them in registers where a warp takes fewer than 8 batches of
 // B (64 k each) a tile: there the rings' start-up is not repaid. Call E (fifty-fifth
