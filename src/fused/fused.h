@@ -188,8 +188,9 @@ struct GemvAllReduceArgs {
   GemvForm form = GemvForm::Auto;
   // How the kernel streams B, forced (-1: tuning::chooseGemvStream's choice): its rings'
   // depth (FC_GEMV_STAGES; 0: loads into registers), each tile's walk along K from its own
-  // start (FC_GEMV_ROTATE), the MMA form's copies of B's rows whole (FC_GEMV_ROW_COPIES).
-  int stages = -1, rotate = -1, rowCopies = -1;
+  // start (FC_GEMV_ROTATE), the MMA form's copies of B's rows whole (FC_GEMV_ROW_COPIES);
+  // the warps that split K for a tile (FC_GEMV_WARPS_PER_TILE: 1, 2, 4 or 8).
+  int stages = -1, rotate = -1, rowCopies = -1, warpsPerTile = -1;
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();

@@ -576,6 +576,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.S = 1;
   for (int S = 2; S <= kWarps && batches >= size_t(S) * kMinIterations; S *= 2)
     if (perSlot(S) * size_t(s.S) < perSlot(s.S) * size_t(S)) s.S = S;  // perSlot / S smaller
+  if (g.warpsPerTile > 0) s.S = std::min(g.warpsPerTile, kWarps);  // FC_GEMV_WARPS_PER_TILE
   s.perSlot = int(perSlot(s.S));
   const size_t slots = size_t(kWarps / s.S);
   s.smem = slots * size_t(s.perSlot) * size_t(s.mma ? kSub : 1) * size_t(s.rows) * sizeof(Pack);
