@@ -245,10 +245,11 @@ bool gemvAllReduceMma(size_t M);
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // How the one decode kernel's warps stream the weight: the depth of their rings of loads
 // in shared memory (0: loads into registers, one batch ahead), whether each tile starts
-// its walk along K at its own place, whether the MMA form copies B's rows whole. Forced
-// values (FC_GEMV_STAGES, FC_GEMV_ROTATE, FC_GEMV_ROW_COPIES; -1: auto) win; the depth is
-// at most fitStages (what the shared memory holds) and kGemvMaxRingStages, and a depth
-// below 2 is none.
+// its walk along K at its own place, whether the MMA form copies B's rows whole. Auto keeps
+// the loads in registers where the rings' start-up is not repaid (the FMA form below K
+// 4096, the MMA form below 8 warpBatches). Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
+// FC_GEMV_ROW_COPIES; -1: auto) win; the depth is at most fitStages (what the shared
+// memory holds) and kGemvMaxRingStages, and a depth below 2 is none.
 constexpr int kGemvMaxRingStages = 8;
 struct GemvStreamQuery {
   bool mma = false;           // the tensor-core form (tiles of 32 columns; else 8)
