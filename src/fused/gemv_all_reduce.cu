@@ -220,6 +220,9 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
             fmaPacks<T, MR>(acc, ap, bp, M);
           });
     }
+    // Without a ring: iteration i's packs in registers, the next iteration's loaded ahead.
+    // With one, the ring above has taken every pack, so the loop starts past the end and
+    // runs no iteration (one code path for both: no second copy of the loop to keep).
     int kp = stages > 0 ? kPacks : kSplit * 32 + lane;
     Pack cur[E];
     if (kp < kPacks) {
@@ -484,7 +487,9 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
             mmaBatch<T, MR>(d, L);
           });
     }
-    // Batches kSplit, kSplit + S, ... of this warp, one batch's loads in flight ahead.
+    // Without a ring: batches kSplit, kSplit + S, ... of this warp, one batch's loads in
+    // flight ahead in registers. With one, the ring above has run every batch, so the loop
+    // starts past the end and runs none.
     int batch = stages > 0 ? kBatches : kSplit;
     MmaLoads<MR> cur;
     if (batch < kBatches) loadBatch<MR>(cur, a, b, batch * kGroupsAhead, kPacks, M, g, q);
