@@ -67,7 +67,7 @@ GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
   void* out = m.norm == nullptr ? m.C : ce::slot(comm->dev, comm->rank, channel, 0);
   return GemvAllReduceArgs{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr,
                            comm->params.gemvForm, comm->params.gemvStages, comm->params.gemvRotate,
-                           comm->params.gemvRowCopies, comm->params.gemvWarpsPerTile};
+                           comm->params.gemvRowCopies, comm->params.gemvWarpsPerTile, comm->params.gemvPrefetch};
 }
 
 bool gemvFits(const MarCall& m, int channel) {

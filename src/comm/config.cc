@@ -81,6 +81,10 @@ constexpr std::pair<const char*, int> kGemvStages[] = {{"auto", -1}, {"0", 0}, {
 // FC_GEMV_WARPS_PER_TILE: how many of a CTA's 8 warps split K for one tile (the rest take
 // other tiles); with FC_GEMV_STAGES it sets the bytes in flight a CTA (measurement knob).
 constexpr std::pair<const char*, int> kGemvWarpsPerTile[] = {{"auto", -1}, {"1", 1}, {"2", 2}, {"4", 4}, {"8", 8}};
+// FC_GEMV_PREFETCH: how many batches of B each warp brings into L2 before the kernel's
+// PDL wait (measurement knob).
+constexpr std::pair<const char*, int> kGemvPrefetch[] = {{"auto", -1}, {"0", 0}, {"1", 1}, {"2", 2},
+                                                        {"4", 4},     {"8", 8}, {"16", 16}};
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
@@ -273,6 +277,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_GEMV_ROTATE", kAutoOnOff, &p->gemvRotate));
   FC_CHECK(choiceFromEnv("FC_GEMV_ROW_COPIES", kAutoOnOff, &p->gemvRowCopies));
   FC_CHECK(choiceFromEnv("FC_GEMV_WARPS_PER_TILE", kGemvWarpsPerTile, &p->gemvWarpsPerTile));
+  FC_CHECK(choiceFromEnv("FC_GEMV_PREFETCH", kGemvPrefetch, &p->gemvPrefetch));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

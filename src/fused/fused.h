@@ -189,8 +189,9 @@ struct GemvAllReduceArgs {
   // How the kernel streams B, forced (-1: tuning::chooseGemvStream's choice): its rings'
   // depth (FC_GEMV_STAGES; 0: loads into registers), each tile's walk along K from its own
   // start (FC_GEMV_ROTATE), the MMA form's copies of B's rows whole (FC_GEMV_ROW_COPIES);
-  // the warps that split K for a tile (FC_GEMV_WARPS_PER_TILE: 1, 2, 4 or 8).
-  int stages = -1, rotate = -1, rowCopies = -1, warpsPerTile = -1;
+  // the warps that split K for a tile (FC_GEMV_WARPS_PER_TILE: 1, 2, 4 or 8); the batches
+  // of B a warp brings into L2 before the kernel's PDL wait (FC_GEMV_PREFETCH; 0: none).
+  int stages = -1, rotate = -1, rowCopies = -1, warpsPerTile = -1, prefetch = -1;
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();

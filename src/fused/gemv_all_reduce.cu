@@ -125,6 +125,31 @@ __device__ __forceinline__ void runRing(const LaneRing& r, int count, int first,
   }
 }
 
+// Bring `bytes` (a multiple of 16, 16-byte aligned) at p into L2 ahead of their loads
+// (the bulk-copy unit's prefetch: no registers, nothing to wait for). Allowed before
+// dev::waitForPreviousGrid, even for memory the previous grid may still write: it is a
+// hint that computes nothing, and L2 is the GPU's point of coherence for global memory
+// (one copy of a line, which the previous grid's stores update), so a load after the
+// wait still sees those stores. (Not into L1, which is not coherent with other SMs'
+// stores.)
+__device__ __forceinline__ void prefetchL2(const void* p, unsigned bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+}
+
+// Into L2 before the kernel's griddepcontrol.wait: batches first, first + 1, ... (wrapping
+// at count, as runRing takes them) of the warp's first tile, `prefetch` of them, in one
+// row of B from `row`: batch b's `packs` packs from pack packOf(b) (fewer at the end of K).
+// What a call's first loads would otherwise wait for after the wait, fetched while the
+// previous grid finishes (its last CTAs, its memory flush).
+template <typename T, typename PackOf>
+__device__ __forceinline__ void prefetchBatches(const T* row, int count, int first, int prefetch, int kPacks,
+                                                PackOf&& packOf, int packs) {
+  for (int i = 0; i < prefetch && i < count; ++i) {
+    const int kp = packOf(first + i < count ? first + i : first + i - count);
+    prefetchL2(row + size_t(kp) * E, unsigned(min(packs, kPacks - kp)) * unsigned(sizeof(Pack)));
+  }
+}
+
 // acc[m][c] += row m of A's pack . column c's pack of B (8 elements each), fp32.
 template <typename T, int MR>
 __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR], const Pack (&b)[E], int M) {
@@ -157,12 +182,24 @@ __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR
 template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
-                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, uint32_t sig) {
+                        int K, int S, int perSlot, int stages, int ringAt, bool rotate, int prefetch,
+                        uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int slots = kWarps / S, tiles = N / E, kPacks = K / E, stride = int(gridDim.x) * slots;
+  // The first `prefetch` batches of the warp's first tile, into L2 while the previous
+  // grid finishes (B only: the weight; safe before the wait: prefetchL2). Lanes 0-7
+  // take the tile's 8 rows of B, a batch 32 packs of each.
+  if (prefetch > 0 && threadIdx.x < unsigned(kData) && lane < E) {
+    const int slot = warp / S, kSplit = warp % S, tile = slot * int(gridDim.x) + int(blockIdx.x);
+    const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
+    if (tile < tiles)
+      prefetchBatches(B + (size_t(tile) * E + size_t(lane)) * size_t(K), count,
+                      stages > 0 && rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, prefetch, kPacks,
+                      [&](int b) { return (kSplit + b * S) * 32; }, 32);
+  }
   // Programmatic dependent launch: A (the previous kernel's output, typically) and the
   // Lamport state are read only after the previous grid has completed.
   dev::waitForPreviousGrid();
@@ -394,7 +431,7 @@ template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
                            int N, int K, int S, int perSlot, int stages, int ringAt, bool rotate, bool rowCopies,
-                           uint32_t sig) {
+                           int prefetch, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -403,6 +440,16 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const int parts = N / E, tiles = (parts + kSub - 1) / kSub, kPacks = K / E;
   const int kBatches = (kPacks + 4 * kGroupsAhead - 1) / (4 * kGroupsAhead);
   const int slots = kWarps / S, stride = int(gridDim.x) * slots;
+  // As gemvAllReduceKernel: lane l takes row l of the tile's 32 rows of B, a batch 8
+  // packs of it (kGroupsAhead groups of 32 k).
+  if (prefetch > 0 && threadIdx.x < unsigned(kData)) {
+    const int slot = warp / S, kSplit = warp % S, tile = slot * int(gridDim.x) + int(blockIdx.x);
+    const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
+    if (tile < tiles && tile * kSub + lane / E < parts)
+      prefetchBatches(B + (size_t(tile) * kTileCols + size_t(lane)) * size_t(K), count,
+                      stages > 0 && rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, prefetch, kPacks,
+                      [&](int b) { return (kSplit + b * S) * kGroupsAhead * 4; }, kGroupsAhead * 4);
+  }
   dev::waitForPreviousGrid();  // as gemvAllReduceKernel
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
   __syncthreads();
@@ -562,7 +609,7 @@ constexpr int kMinIterations = 4;
 constexpr size_t kSmemLimit = size_t(200) << 10;  // the kernels' dynamic + static shared memory
 struct Shape {
   bool mma;
-  int rows, S, perSlot, stages, ringAt;
+  int rows, S, perSlot, stages, ringAt, prefetch;
   bool rotate, rowCopies;
   size_t grid, smem;
 };
@@ -609,6 +656,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.rotate = c.rotate;
   s.rowCopies = c.rowCopies;
   s.ringAt = int(ownEnd / sizeof(Pack));
+  s.prefetch = g.prefetch > 0 ? g.prefetch : 0;  // FC_GEMV_PREFETCH (auto: none, until measured)
   if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
   return s;
 }
@@ -632,11 +680,11 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     if constexpr (Mma)
       return launchKernelExSmem(gemvMmaAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
                                 g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                                s.rotate, s.rowCopies, sig);
+                                s.rotate, s.rowCopies, s.prefetch, sig);
     else
       return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
                                 g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                                s.rotate, sig);
+                                s.rotate, s.prefetch, sig);
   });
 }
 
