@@ -656,7 +656,7 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   s.rotate = c.rotate;
   s.rowCopies = c.rowCopies;
   s.ringAt = int(ownEnd / sizeof(Pack));
-  s.prefetch = g.prefetch > 0 ? g.prefetch : 0;  // FC_GEMV_PREFETCH (auto: none, until measured)
+  s.prefetch = g.prefetch > 0 ? g.prefetch : 0;  // FC_GEMV_PREFETCH (auto: none; design.md says why)
   if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
   return s;
 }
