@@ -125,6 +125,12 @@ __device__ __forceinline__ void runRing(const LaneRing& r, int count, int first,
   }
 }
 
+// The batch a warp starts its tile's `count` batches at (runRing's `first`): with rotate
+// (the kernels say why), tile / tiles of the way along; else 0.
+__device__ __forceinline__ int firstBatch(bool rotate, int tile, int tiles, int count) {
+  return rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0;
+}
+
 // Bring `bytes` (a multiple of 16, 16-byte aligned) at p into L2 ahead of their loads
 // (the bulk-copy unit's prefetch: no registers, nothing to wait for). Allowed before
 // dev::waitForPreviousGrid, even for memory the previous grid may still write: it is a
@@ -197,7 +203,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
     if (tile < tiles)
       prefetchBatches(B + (size_t(tile) * E + size_t(lane)) * size_t(K), count,
-                      stages > 0 && rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, prefetch, kPacks,
+                      firstBatch(stages > 0 && rotate, tile, tiles, count), prefetch, kPacks,
                       [&](int b) { return (kSplit + b * S) * 32; }, 32);
   }
   // Programmatic dependent launch: A (the previous kernel's output, typically) and the
@@ -238,7 +244,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * (E + MR) * 32 + lane, E + MR, stages};
       runRing(
-          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, false,
+          ring, count, firstBatch(rotate, tile, tiles, count), false,
           [&](int i, Pack* st) {
             const int kp = (kSplit + i * S) * 32 + lane;
             const bool inK = kp < kPacks;
@@ -447,7 +453,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
     if (tile < tiles && tile * kSub + lane / E < parts)
       prefetchBatches(B + (size_t(tile) * kTileCols + size_t(lane)) * size_t(K), count,
-                      stages > 0 && rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, prefetch, kPacks,
+                      firstBatch(stages > 0 && rotate, tile, tiles, count), prefetch, kPacks,
                       [&](int b) { return (kSplit + b * S) * kGroupsAhead * 4; }, kGroupsAhead * 4);
   }
   dev::waitForPreviousGrid();  // as gemvAllReduceKernel
@@ -487,7 +493,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                           kGroupsAhead * kPer, stages};
       const Pack* rows = reinterpret_cast<const Pack*>(B + size_t(tile) * kTileCols * size_t(K));
       runRing(
-          ring, count, rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0, rowCopies,
+          ring, count, firstBatch(rotate, tile, tiles, count), rowCopies,
           [&](int i, Pack* st) {
             if (rowCopies) {
               // B's 32 rows x 8 packs of the batch, 4 rows an instruction (8 lanes a row, its
