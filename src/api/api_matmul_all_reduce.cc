@@ -60,20 +60,23 @@ uint32_t pathFlags(const MarCall& m, MarPath path) {
   return uint32_t(m.transB) | (m.norm ? 2u : 0u) | (uint32_t(path) << 2);
 }
 
-// The decode kernel's arguments for the call (its output: C, or fp32 sums in our
-// workspace for the norm forms).
+// The decode kernel's arguments for the call (its output: C; for the norm forms fp32
+// sums in our workspace, or with the norm inside the kernel the call's outputs).
 GemvAllReduceArgs gemvArgs(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
-  void* out = m.norm == nullptr ? m.C : ce::slot(comm->dev, comm->rank, channel, 0);
-  return GemvAllReduceArgs{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr,
-                           comm->params.gemvForm, comm->params.gemvStages, comm->params.gemvRotate,
-                           comm->params.gemvRowCopies, comm->params.gemvWarpsPerTile, comm->params.gemvPrefetch};
+  const bool inside = m.norm != nullptr && tuning::gemvNormInside(comm->params.gemvNorm);
+  void* out = m.norm == nullptr ? m.C : inside ? nullptr : ce::slot(comm->dev, comm->rank, channel, 0);
+  GemvAllReduceArgs g{m.A, m.B, out, m.M, m.N, m.K, m.transB, m.datatype, m.norm != nullptr && !inside,
+                      comm->params.gemvForm, comm->params.gemvStages, comm->params.gemvRotate,
+                      comm->params.gemvRowCopies, comm->params.gemvWarpsPerTile, comm->params.gemvPrefetch};
+  if (inside) g.norm = m.norm;
+  return g;
 }
 
 bool gemvFits(const MarCall& m, int channel) {
   const fcComm* comm = m.comm;
-  return (m.norm == nullptr || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) &&
-         gemvAllReduceFits(comm->dev, gemvArgs(m, channel));
+  const GemvAllReduceArgs g = gemvArgs(m, channel);
+  return (!g.fp32Out || m.M * m.N * sizeof(float) <= ce::slotBytes(comm->dev)) && gemvAllReduceFits(comm->dev, g);
 }
 
 // FC_MMAR_ENGINE_STAGES (probe build, timing only): the stages that leave out every part
@@ -197,11 +200,12 @@ MarPath choosePath(const MarCall& m, const Call& c) {
   return tuning::chooseMatmulAllReduce(q);
 }
 
-// The decode path: one kernel, then (norm forms) the residual + RMSNorm on its fp32 sums.
+// The decode path: one kernel, then (norm forms) the residual + RMSNorm on its fp32 sums,
+// unless the kernel does it (FC_GEMV_NORM).
 fcResult_t viaGemv(const MarCall& m, const Call& c, uint32_t sig, cudaStream_t stream) {
   const GemvAllReduceArgs g = gemvArgs(m, c.lane.channel);
   FC_CHECK(launchGemvAllReduce(m.comm->dev, c.lane.channel, g, sig, m.comm->params.pdl, stream));
-  if (m.norm == nullptr) return fcSuccess;
+  if (!g.fp32Out) return fcSuccess;
   return launchResidualNorm(*m.norm, g.out, m.comm->params.pdl, stream, true);
 }
 

@@ -331,6 +331,9 @@ fcResult_t commCheckAsync(fcComm* comm) {
       snprintf(waited, sizeof waited, "for %s's shard of A to land (copy engine)", whose);
     else if (WaitKind(e->waitKind) == WaitKind::Tiles)
       snprintf(waited, sizeof waited, "for %s's partial tiles, %u of %u stored", whose, e->seen, e->expected);
+    else if (WaitKind(e->waitKind) == WaitKind::RowSums)
+      snprintf(waited, sizeof waited, "for the other blocks' row sums of squares of call %u, last saw call %u",
+               e->expected, e->seen);
     else
       snprintf(waited, sizeof waited, "for %s to reach epoch %u, last saw %u", whose, e->expected, e->seen);
     snprintf(msg, sizeof msg,

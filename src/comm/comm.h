@@ -156,6 +156,7 @@ struct CommParams {
   int gemvRowCopies = -1;              // FC_GEMV_ROW_COPIES (the MMA form's copies of B by rows)
   int gemvWarpsPerTile = -1;           // FC_GEMV_WARPS_PER_TILE (the warps splitting K for a tile)
   int gemvPrefetch = -1;               // FC_GEMV_PREFETCH (batches of B into L2 before the PDL wait)
+  int gemvNorm = -1;                   // FC_GEMV_NORM (the norm forms' residual + RMSNorm inside the kernel)
   bool checkPointers = true;  // FC_CHECK_POINTERS (comm/pointers.h)
   bool mmrsFp32Partials = false;  // FC_MMRS_PARTIALS / config.fp32Partials
   // FC_SHARE_GPU=1: ranks may share a GPU. Their contexts then time-slice (no MPS), so

@@ -85,6 +85,9 @@ constexpr std::pair<const char*, int> kGemvWarpsPerTile[] = {{"auto", -1}, {"1",
 // PDL wait (measurement knob).
 constexpr std::pair<const char*, int> kGemvPrefetch[] = {{"auto", -1}, {"0", 0}, {"1", 1}, {"2", 2},
                                                         {"4", 4},     {"8", 8}, {"16", 16}};
+// FC_GEMV_NORM: the norm forms' residual + RMSNorm in a second kernel after the one decode
+// kernel (kernel: 0) or inside it (inside: 1); auto: tuning::gemvNormInside.
+constexpr std::pair<const char*, int> kGemvNorm[] = {{"auto", -1}, {"kernel", 0}, {"inside", 1}};
 // FC_MMRS_PARTIALS: fcMatmulReduceScatter's partial products in the input type or fp32.
 constexpr std::pair<const char*, bool> kPartials[] = {{"input", false}, {"fp32", true}};
 // FC_CHECK_POINTERS: 0 skips the buffer argument checks (comm/pointers.h).
@@ -278,6 +281,7 @@ fcResult_t commParamsResolve(const fcConfig_t* config, CommParams* p) {
   FC_CHECK(choiceFromEnv("FC_GEMV_ROW_COPIES", kAutoOnOff, &p->gemvRowCopies));
   FC_CHECK(choiceFromEnv("FC_GEMV_WARPS_PER_TILE", kGemvWarpsPerTile, &p->gemvWarpsPerTile));
   FC_CHECK(choiceFromEnv("FC_GEMV_PREFETCH", kGemvPrefetch, &p->gemvPrefetch));
+  FC_CHECK(choiceFromEnv("FC_GEMV_NORM", kGemvNorm, &p->gemvNorm));
   FC_CHECK(choiceFromEnv("FC_CHECK_POINTERS", kOnOff, &p->checkPointers));
   FC_CHECK(choiceFromEnv("FC_MMRS_PARTIALS", kPartials, &p->mmrsFp32Partials));
   FC_CHECK(choiceFromEnv("FC_SHARE_GPU", kOnOff, &p->shareGpu));

@@ -26,6 +26,9 @@
 //                                   CTAs done with each piece (this rank's kernel)
 //   [kBarrierMetOffset, +8)         barrierMet[channel]: whether this rank's last op barrier
 //                                   that was asked met every peer cleanly (collectives/barrier.cu)
+//   [kRowSumsOffset, +32 KiB)       rowSums[channel][row][block]: fcMatmulAllReduce's decode
+//                                   kernel's sums of squares per block, with the norm inside
+//                                   (this rank's kernel only; fused/gemv_finish.cuh)
 //   [kSignalBytes, +lamport bytes)  per channel, the push buffers of the Lamport all-reduces,
 //                                   [buffer 3][set 4][peer W-1][lamportSlotBytes(W)], then
 //                                   their call headers, [buffer 3][block][sender rank][16 B]
@@ -93,9 +96,18 @@ constexpr size_t kPushCountersBytes = size_t(kMaxChannels) * kMaxPushPieces * si
 // its sums into the peer's C only after a 1: a mismatched peer's C may lie elsewhere).
 constexpr size_t kBarrierMetOffset = kPushCountersOffset + kPushCountersBytes;
 constexpr size_t kBarrierMetBytes = size_t(kMaxChannels) * sizeof(uint32_t);
+// fcMatmulAllReduce's decode kernel with the residual + RMSNorm inside it, [channel][row]
+// [block]: block b's sum of squares of row `row` over the columns it owns, as one 64-bit
+// word {low: the call's epoch, high: the fp32 sum's bits}, which every block of the same
+// kernel polls for (fused/gemv_finish.cuh, finishNormed). The rank's own words: no peer
+// reads or writes them. The epoch tags each call (a call never takes a word of an earlier
+// one for its own), so nothing is cleared between calls.
+constexpr int kRowSumsRows = 16;  // fcMatmulAllReduce's decode kernel's most rows
+constexpr size_t kRowSumsOffset = (kBarrierMetOffset + kBarrierMetBytes + 63) / 64 * 64;
+constexpr size_t kRowSumsBytes = size_t(kMaxChannels) * kRowSumsRows * kMaxBlocks * sizeof(uint64_t);
 constexpr size_t kSignalBytes = 256 * 1024;  // the above, rounded up
 static_assert(kLamportStateOffset % 64 == 0, "lamport state misaligned");
-static_assert(kBarrierMetOffset + kBarrierMetBytes <= kSignalBytes, "signal region too small");
+static_assert(kRowSumsOffset + kRowSumsBytes <= kSignalBytes, "signal region too small");
 
 // The Lamport push slots. Every set of a buffer holds one slot per *peer* of the owner
 // (no rank pushes to itself: its own part is read from its input), peer p being rank
@@ -219,8 +231,9 @@ enum class GiveUp : uint32_t { None = 0, Timeout = 1, Abort = 2, PeerAbort = 3, 
 // What a device wait was waiting for: a peer's epoch in a signal pad, a peer's
 // pushed data in a Lamport buffer, a shard of the all-gather + GEMM engine's A, or a
 // peer's partial tiles of our block (the GEMM + reduce-scatter engine: its gates, and
-// its epilogue's reads in place).
-enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3 };
+// its epilogue's reads in place), or the other blocks of this rank's own kernel (the
+// decode kernel's row sums of squares, kRowSumsOffset).
+enum class WaitKind : uint32_t { Epoch = 0, LamportData = 1, Shard = 2, Tiles = 3, RowSums = 4 };
 
 // What a rank is doing at a barrier, carried next to the epoch so that ranks calling
 // different collectives (or counts) at the same point notice: op (4 bits), dtype (4

@@ -19,6 +19,8 @@
 
 namespace fc {
 
+struct NormCall;  // collectives/collectives.h
+
 // Filled by name (src/api/api_fused.cc).
 struct AllGatherMatmulArgs {
   const void* A = nullptr;          // [M/W, K] shard
@@ -171,7 +173,8 @@ fcResult_t launchMatmulReduceScatter(const DeviceComm& dc, int channel, CopyQueu
 
 // fcMatmulAllReduce's decode path (gemv_all_reduce.cu): out = the sum over ranks of
 // A [M, K] x B^T (B [N, K], an nn.Linear weight), GEMV and Lamport all-reduce in one
-// kernel; out in datatype, or (fp32Out) the unrounded fp32 sums. gemvAllReduceFits says
+// kernel; out in datatype, or (fp32Out) the unrounded fp32 sums, or (norm) the norm
+// forms' outputs, the residual + RMSNorm in the same kernel. gemvAllReduceFits says
 // where it runs: bf16/fp16, fcOpT, 1 <= M <= kGemvAllReduceMaxRows, N and K multiples
 // of 8, 16-byte aligned buffers, M x N within a Lamport push slot. form: FMAs or MMAs
 // (Auto: tuning::gemvAllReduceMma; Fma where M allows it).
@@ -192,6 +195,9 @@ struct GemvAllReduceArgs {
   // the warps that split K for a tile (FC_GEMV_WARPS_PER_TILE: 1, 2, 4 or 8); the batches
   // of B a warp brings into L2 before the kernel's PDL wait (FC_GEMV_PREFETCH; 0: none).
   int stages = -1, rotate = -1, rowCopies = -1, warpsPerTile = -1, prefetch = -1;
+  // The norm forms with the residual + RMSNorm inside the kernel (FC_GEMV_NORM=inside;
+  // out and fp32Out unused): residualOut, out or outFp8 as the call's; NULL otherwise.
+  const NormCall* norm = nullptr;
 };
 // Lets the kernels take the shared memory their rings need (at communicator init).
 fcResult_t prepareGemvAllReduce();

@@ -10,8 +10,9 @@
 // other tiles are still being computed. At the end every CTA polls for its tiles'
 // packs from every peer, sums them with its own in rank order in fp32 (the same bits
 // on every rank) and stores the sum rounded once, or unrounded in fp32 for the norm
-// forms, whose residual + RMSNorm kernel adds the residual and rounds once
-// (gemv_finish.cuh).
+// forms, whose residual + RMSNorm kernel adds the residual and rounds once - or, with
+// FC_GEMV_NORM=inside, adds the residual and normalises the rows itself, the blocks'
+// sums of squares exchanged through the rank's memory (gemv_finish.cuh).
 //
 // Work: a CTA's warps form slots of S warps (S splits K); each slot takes tiles in
 // turn at its own pace, so that the loads of B never wait for another slot. The grid
@@ -189,7 +190,7 @@ template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M, int N,
                         int K, int S, int perSlot, int stages, int ringAt, bool rotate, int prefetch,
-                        uint32_t sig) {
+                        NormCall norm, bool normInside, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
   extern __shared__ Pack own[];  // this CTA's rounded partials, [slot][its n-th tile][row]
   const int W = NR > 0 ? NR : dc.nranks;
@@ -210,7 +211,8 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   // Lamport state are read only after the previous grid has completed.
   dev::waitForPreviousGrid();
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
-  __syncthreads();  // every thread has read the buffer index
+  const uint32_t epoch = normInside ? gemv::rowSumsEpoch(run) : 0u;
+  __syncthreads();  // every thread has read the buffer index (and the epoch)
   if (threadIdx.x >= unsigned(kData)) {
     // CTA 0's call warp checks the call against the peers' (shape signature); the data
     // threads never wait for it (a mismatch ends their waits through the error guard).
@@ -328,7 +330,10 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   // The next kernel may launch; it waits for this grid (griddepcontrol.wait).
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
-  if (threadIdx.x == 0) run.advanceIfLast(before);
+  if (threadIdx.x == 0) {
+    run.advanceIfLast(before);
+    if (normInside) gemv::publishRowSumsEpoch(run, before, epoch);
+  }
   // Every pack of this CTA's tiles: the peers' partials (polled), ours, summed in rank
   // order, stored (gemv_finish.cuh). A wait that gives up has recorded the error.
   const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][row]
@@ -337,7 +342,11 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     part = sl * int(gridDim.x) + int(blockIdx.x) + (sn % perSlot) * stride;
     return part < tiles && m < M;
   };
-  gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out, locate);
+  if (normInside)
+    gemv::finishNormed<T, NR, MR>(channel, run, own, slots * perSlot * MR, kData, kFinalBarrier, N, M, norm, epoch,
+                                  locate);
+  else
+    gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out, locate);
 }
 
 // ---- The tensor-core form -----------------------------------------------------------------
@@ -437,7 +446,7 @@ template <typename T, int NR, int MR>
 __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     gemvMmaAllReduceKernel(DeviceComm dc, int channel, const T* A, const T* B, void* out, bool fp32Out, int M,
                            int N, int K, int S, int perSlot, int stages, int ringAt, bool rotate, bool rowCopies,
-                           int prefetch, uint32_t sig) {
+                           int prefetch, NormCall norm, bool normInside, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
   extern __shared__ Pack own[];
@@ -458,6 +467,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
   dev::waitForPreviousGrid();  // as gemvAllReduceKernel
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
+  const uint32_t epoch = normInside ? gemv::rowSumsEpoch(run) : 0u;
   __syncthreads();
   if (threadIdx.x >= unsigned(kData)) {
     if (blockIdx.x == 0) {
@@ -590,7 +600,10 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
-  if (threadIdx.x == 0) run.advanceIfLast(before);
+  if (threadIdx.x == 0) {
+    run.advanceIfLast(before);
+    if (normInside) gemv::publishRowSumsEpoch(run, before, epoch);
+  }
   const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][part][row]
     m = i % MR;
     const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
@@ -598,7 +611,11 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     part = tile * kSub + j;
     return tile < tiles && part < parts && m < M;
   };
-  gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out, locate);
+  if (normInside)
+    gemv::finishNormed<T, NR, MR>(channel, run, own, slots * perSlot * kSub * MR, kData, kFinalBarrier, N, M, norm,
+                                  epoch, locate);
+  else
+    gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out, locate);
 }
 
 // The launch of a call: the form, rows of the instantiation (MR), warps per tile S,
@@ -667,11 +684,11 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
-// The kernels' static shared memory: red[].
+// The kernels' static shared memory: red[], and finishNormed's part[] and rstd[].
 size_t staticSmem(const Shape& s) {
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return red;
+  return red + size_t(s.rows) * (32 + 1) * sizeof(float);
 }
 
 template <typename T, int MR, bool Mma>
@@ -683,14 +700,15 @@ fcResult_t launchRows(const DeviceComm& dc, int channel, const GemvAllReduceArgs
     const dim3 grid(unsigned(s.grid)), block(unsigned(kData + dev::kCallWarpThreads));
     const T* A = static_cast<const T*>(g.A);
     const T* B = static_cast<const T*>(g.B);
+    const NormCall norm = g.norm != nullptr ? *g.norm : NormCall{};
     if constexpr (Mma)
       return launchKernelExSmem(gemvMmaAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
                                 g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                                s.rotate, s.rowCopies, s.prefetch, sig);
+                                s.rotate, s.rowCopies, s.prefetch, norm, g.norm != nullptr, sig);
     else
       return launchKernelExSmem(gemvAllReduceKernel<T, NR, MR>, grid, block, s.smem, stream, pdl, dc, channel, A, B,
                                 g.out, g.fp32Out, int(g.M), int(g.N), int(g.K), s.S, s.perSlot, s.stages, s.ringAt,
-                                s.rotate, s.prefetch, sig);
+                                s.rotate, s.prefetch, norm, g.norm != nullptr, sig);
   });
 }
 

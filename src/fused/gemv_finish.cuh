@@ -2,14 +2,22 @@
 // forms): a CTA's packs of the result, each summed over the ranks from the peers'
 // Lamport pushes and its own partial, in rank order (the same bits on every rank), and
 // stored rounded once - or, for the norm forms, unrounded in fp32 for the residual +
-// RMSNorm kernel that follows (PDL), which adds the residual and rounds once.
+// RMSNorm kernel that follows (PDL), which adds the residual and rounds once
+// (finishPacks); or the norm forms inside the kernel (finishNormed, FC_GEMV_NORM=inside).
 //
 // (The norm inside this kernel - the CTAs' row sums of squares meeting at a grid
 // barrier - was built and measured, 23bbc21 / bad92d3, and lost to the kernel after
-// it by 1.5-2.5 us: docs/perf-log.md, 2026-11-26, twentieth session.)
+// it by 1.5-2.5 us: docs/perf-log.md, 2026-11-26, twentieth session. The barrier's chain
+// was an arrival atomic, a poll of the generation word and the partials read back: three
+// round trips to L2 in turn. finishNormed's row sums carry their own call tag instead,
+// so a block's one store is its arrival and its partial at once, and the others' one
+// poll reads both: one round trip.)
 #pragma once
 
+#include "collectives/collectives.h"
 #include "collectives/lamport.cuh"
+#include "collectives/norm_rows.cuh"
+#include "device/sync.cuh"
 
 namespace fc::gemv {
 
@@ -41,6 +49,171 @@ __device__ __forceinline__ bool finishPacks(int channel, const dev::LamportRun<d
     }
   }
   return true;
+}
+
+// ---- The norm inside the kernel (FC_GEMV_NORM=inside) --------------------------------------
+// A row's RMS needs the sum of squares over all N columns, which the grid's blocks own in
+// parts. Each block adds the residual to its packs (residualOut, rounded once, as the
+// residual + RMSNorm kernel does), takes its sums of squares per row (of the rounded
+// values), and stores each into the rank's rowSums[channel][row][block] as one 64-bit
+// word {the call's epoch, the sum}; every block then polls all blocks' words of every
+// row until each carries this call's epoch, sums them in block order (the same bits in
+// every block and on every rank: every rank's blocks own the same columns and hold the
+// same sums) and normalises its own packs. The grid is resident (one block per SM, at
+// most kMaxBlocks), so every block it waits for runs; the wait is bounded anyway.
+//
+// Memory order: each word is written and read whole (64-bit, single-copy atomic), and
+// nothing else is read on the strength of it, so relaxed gpu-scope accesses suffice (L2
+// serves them: not L1, which does not see other SMs' stores). The epoch makes a word of an
+// earlier call read as not yet written, so the words are never cleared.
+
+// The Rows state's word holding the last call's epoch (CTA 0's words: words 1-3 are free).
+constexpr int kRowSumsEpochWord = 1;
+
+// This call's epoch: one more than the last call's, never 0 (the words' value before any
+// call). Every block reads it after the PDL wait and before it arrives
+// (LamportRun::arrive), so the store of the block that arrives last
+// (publishRowSumsEpoch) follows every block's read, and the next call reads it.
+__device__ __forceinline__ uint32_t rowSumsEpoch(const dev::LamportRun<dev::LamportKind::Rows>& run) {
+  const uint32_t e = run.state[kRowSumsEpochWord] + 1u;
+  return e != 0u ? e : 1u;
+}
+// before: what LamportRun::arrive returned to thread 0 of the block.
+__device__ __forceinline__ void publishRowSumsEpoch(const dev::LamportRun<dev::LamportKind::Rows>& run,
+                                                    uint32_t before, uint32_t epoch) {
+  if (before == gridDim.x - 1) run.state[kRowSumsEpochWord] = epoch;
+}
+
+// rowSums[row][block] of this rank's channel.
+__device__ __forceinline__ uint64_t* rowSumsOf(const DeviceComm& dc, int channel) {
+  return reinterpret_cast<uint64_t*>(dc.base + size_t(dc.rank) * dc.stride + kRowSumsOffset) +
+         size_t(channel) * kRowSumsRows * kMaxBlocks;
+}
+
+// The norm forms' last phase inside the kernel: as finishPacks for the sums, then
+// residualOut = round(sum + residual), out (or outFp8) = residualOut * rstd * weight with
+// the row's rstd from every block's sums of squares. MR: the kernel's rows (M <= MR <=
+// kRowSumsRows). Every data thread calls it (it holds named barrier `barrier` of
+// dataThreads); a wait that gives up has recorded the error, and the thread then stores
+// nothing more but still passes the barriers.
+template <typename T, int NR, int MR, typename Locate>
+__device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<dev::LamportKind::Rows>& run,
+                                             const Pack* own, int count, int dataThreads, int barrier, int N, int M,
+                                             const NormCall& c, uint32_t epoch, Locate locate) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  constexpr int kMaxWarps = 32;
+  constexpr int kPolls = kMaxBlocks / 32;  // a lane's blocks of a row
+  static_assert(MR <= kRowSumsRows && kMaxBlocks % 32 == 0, "rowSums' rows and blocks");
+  __shared__ float part[MR][kMaxWarps];  // each warp's sum of squares of each row
+  __shared__ float rstd[MR];
+  const DeviceComm& dc = run.dc;
+  const int parts = N / E, warps = dataThreads / 32, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int blocks = int(gridDim.x);
+  const Pack* residual = static_cast<const Pack*>(c.residual);
+  const Pack* weight = static_cast<const Pack*>(c.weight);
+  Pack* residualOut = static_cast<Pack*>(c.residualOut);
+  uint64_t* sums = rowSumsOf(dc, channel);
+  const float invScale = c.scale ? 1.f / *c.scale : 1.f;
+  bool failed = false;
+  // 1. The sums, the residual added, residualOut stored; this thread's first pack (a
+  // thread has one wherever the block's packs are at most its threads: every auto shape)
+  // and its weight kept for step 3, the others read back there.
+  float ss[MR];
+#pragma unroll
+  for (int r = 0; r < MR; ++r) ss[r] = 0.f;
+  Pack kept{}, keptWeight{};
+  for (int i = int(threadIdx.x); i < count && !failed; i += dataThreads) {
+    int m, p;
+    if (!locate(i, m, p)) continue;
+    const size_t pk = size_t(m) * size_t(parts) + size_t(p);
+    const Pack res = residual[pk];  // in flight during the polls below
+    if (i == int(threadIdx.x)) keptWeight = weight[p];
+    float acc[E];
+    if (!run.template sumInRankOrder<T, NR>(Op::MatmulAllReduce, channel, 0, pk, own[i], acc)) {
+      failed = true;
+      break;
+    }
+    run.clearRead(pk);
+    float s = 0.f;
+    const Pack x = norm::addResidual<T>(acc, res, s);
+    residualOut[pk] = x;
+    if (i == int(threadIdx.x)) kept = x;
+#pragma unroll
+    for (int r = 0; r < MR; ++r)
+      if (r == m) ss[r] += s;
+  }
+  // 2. The block's sum of squares of each row, over its warps in warp order, stored as
+  // its word of this call.
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    if (r >= M) break;
+    float v = ss[r];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) part[r][warp] = v;
+  }
+  asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(dataThreads) : "memory");
+  if (int(threadIdx.x) < M) {
+    const int r = int(threadIdx.x);
+    float v = 0.f;
+    for (int w = 0; w < warps; ++w) v += part[r][w];
+    const uint64_t word = uint64_t(__float_as_uint(v)) << 32 | epoch;
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(sums + size_t(r) * kMaxBlocks + blockIdx.x), "l"(word)
+                 : "memory");
+  }
+  // 3. Every block's words of each row (warp w: rows w, w + warps, ...; lane l: blocks l,
+  // l + 32, ...), all of a lane's loads in flight together, then again for those not yet
+  // of this call; summed in block order: the lane's blocks in turn, then the lanes by a
+  // butterfly (a + b == b + a exactly, so every lane ends with the same bits).
+  for (int r = warp; r < M; r += warps) {
+    float v[kPolls];
+    uint32_t missing = 0;
+#pragma unroll
+    for (int j = 0; j < kPolls; ++j) {
+      v[j] = 0.f;
+      if (lane + 32 * j < blocks) missing |= 1u << j;
+    }
+    dev::WaitExits exits;
+    uint32_t seen = 0;
+    for (uint32_t spin = 1; missing != 0u && !failed; ++spin) {
+      uint64_t w[kPolls];
+#pragma unroll
+      for (int j = 0; j < kPolls; ++j)
+        if (missing & (1u << j))
+          asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];"
+                       : "=l"(w[j])
+                       : "l"(sums + size_t(r) * kMaxBlocks + size_t(lane + 32 * j))
+                       : "memory");
+#pragma unroll
+      for (int j = 0; j < kPolls; ++j)
+        if ((missing & (1u << j)) && uint32_t(w[j]) == epoch) {
+          v[j] = __uint_as_float(uint32_t(w[j] >> 32));
+          missing &= ~(1u << j);
+        } else if (missing & (1u << j)) {
+          seen = uint32_t(w[j]);
+        }
+      if (missing != 0u && (spin & 1023u) == 0u &&
+          exits.giveUp(dc, Op::MatmulAllReduce, dc.rank, channel, epoch, seen, WaitKind::RowSums))
+        failed = true;
+    }
+    float total = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPolls; ++j) total += v[j];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+    if (lane == 0) rstd[r] = rsqrtf(total / float(N) + c.eps);
+  }
+  asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(dataThreads) : "memory");
+  if (failed) return;
+  // 4. The block's packs normed.
+  for (int i = int(threadIdx.x); i < count; i += dataThreads) {
+    int m, p;
+    if (!locate(i, m, p)) continue;
+    const size_t pk = size_t(m) * size_t(parts) + size_t(p);
+    const bool first = i == int(threadIdx.x);
+    norm::storeNormed<T>(c, static_cast<Pack*>(c.out), pk, pk * E, first ? kept : residualOut[pk],
+                         first ? keptWeight : weight[p], rstd[m], invScale);
+  }
 }
 
 }  // namespace fc::gemv

@@ -870,6 +870,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
 
 bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
 
+// Not yet measured beside the second kernel: auto keeps it.
+bool gemvNormInside(int forced) { return forced == 1; }
+
 GemvStream chooseGemvStream(const GemvStreamQuery& q) {
   GemvStream c;
   const size_t perStage = std::max<size_t>(1, q.busyWarps) * std::max<size_t>(1, q.warpStageBytes);

@@ -241,6 +241,10 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 constexpr size_t kGemvMmaTileCols = 32;
 // The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows.
 bool gemvAllReduceMma(size_t M);
+// Whether the one decode kernel's norm forms do the residual + RMSNorm inside it (each
+// block's row sums of squares exchanged through the rank's memory) rather than in a
+// second kernel behind it; forced: FC_GEMV_NORM (-1: auto).
+bool gemvNormInside(int forced);
 // Whether the MMA form's tiles of 32 columns of N are at most maxCtas (one per CTA).
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // How the one decode kernel's warps stream the weight: the depth of their rings of loads

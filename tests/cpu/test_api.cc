@@ -311,7 +311,8 @@ TEST_CASE("fcCommInitRank validates its FC_* environment variables", "[api][init
                         Case{"FC_GEMV_STAGES", "1"}, Case{"FC_GEMV_STAGES", "8"},
                         Case{"FC_GEMV_ROTATE", "yes"}, Case{"FC_GEMV_ROW_COPIES", "2"},
                         Case{"FC_GEMV_WARPS_PER_TILE", "3"}, Case{"FC_GEMV_WARPS_PER_TILE", "16"},
-                        Case{"FC_GEMV_PREFETCH", "3"}, Case{"FC_GEMV_PREFETCH", "-1"}}) {
+                        Case{"FC_GEMV_PREFETCH", "3"}, Case{"FC_GEMV_PREFETCH", "-1"},
+                        Case{"FC_GEMV_NORM", "1"}, Case{"FC_GEMV_NORM", "fused"}}) {
     INFO(c.var << "=" << c.value);
     const char* before = getenv(c.var);
     const bool had = before != nullptr;
@@ -375,7 +376,8 @@ TEST_CASE("fcCommInitRank accepts every documented algorithm choice", "[api][ini
                         Case{"FC_GEMV_ROTATE", "0"}, Case{"FC_GEMV_ROW_COPIES", "1"},
                         Case{"FC_GEMV_ROW_COPIES", "auto"}, Case{"FC_GEMV_WARPS_PER_TILE", "4"},
                         Case{"FC_GEMV_WARPS_PER_TILE", "auto"}, Case{"FC_GEMV_PREFETCH", "4"},
-                        Case{"FC_GEMV_PREFETCH", "0"}}) {
+                        Case{"FC_GEMV_PREFETCH", "0"}, Case{"FC_GEMV_NORM", "inside"},
+                        Case{"FC_GEMV_NORM", "kernel"}, Case{"FC_GEMV_NORM", "auto"}}) {
     INFO(c.var << "=" << c.value);
     ScopedEnv env(c.var, c.value);
     fcComm_t comm = nullptr;
