@@ -50,6 +50,8 @@ constexpr int E = 8;  // elements of a 16-bit type in a pack: a tile's columns
 constexpr int kWarps = 8;  // a CTA's data warps (one CTA per SM)
 constexpr int kData = kWarps * 32;
 constexpr int kFinalBarrier = 15;  // named barrier of all data threads (1..8: the tile slots')
+// red[] (at least kWarps x MR x 8 floats) holds finishNormed's MR x (kWarps + 1).
+static_assert(kWarps * E >= kWarps + 1, "finishNormed's scratch in red[]");
 
 __device__ __forceinline__ void namedBarrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -344,7 +346,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   };
   if (normInside)
     gemv::finishNormed<T, NR, MR>(channel, run, own, slots * perSlot * MR, kData, kFinalBarrier, N, M, norm, epoch,
-                                  locate);
+                                  &red[0][0], locate);
   else
     gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * MR, kData, N, out, fp32Out, locate);
 }
@@ -613,7 +615,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   };
   if (normInside)
     gemv::finishNormed<T, NR, MR>(channel, run, own, slots * perSlot * kSub * MR, kData, kFinalBarrier, N, M, norm,
-                                  epoch, locate);
+                                  epoch, &red[0][0], locate);
   else
     gemv::finishPacks<T, NR>(channel, run, own, slots * perSlot * kSub * MR, kData, N, out, fp32Out, locate);
 }
@@ -684,11 +686,11 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
-// The kernels' static shared memory: red[], and finishNormed's part[] and rstd[].
+// The kernels' static shared memory: red[] (also finishNormed's scratch).
 size_t staticSmem(const Shape& s) {
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return red + size_t(s.rows) * (32 + 1) * sizeof(float);
+  return red;
 }
 
 template <typename T, int MR, bool Mma>

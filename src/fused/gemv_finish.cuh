@@ -95,19 +95,23 @@ __device__ __forceinline__ uint64_t* rowSumsOf(const DeviceComm& dc, int channel
 // the row's rstd from every block's sums of squares. MR: the kernel's rows (M <= MR <=
 // kRowSumsRows). Every data thread calls it (it holds named barrier `barrier` of
 // dataThreads); a wait that gives up has recorded the error, and the thread then stores
-// nothing more but still passes the barriers.
+// nothing more but still passes the barriers. scratch: MR x (dataThreads / 32 + 1) floats
+// of shared memory no thread uses any more (the kernel's red[], after its last tile), so
+// that the kernel's shared memory stays as it is without the norm: with 132 bytes of
+// arrays of its own beside red[] (the dynamic rings then start 144 bytes further on), the
+// FMA form's one row with rings took 1.4x its time (1 x 4096 x 7168: 24.0 against 17.3 us,
+// world size 1; docs/perf-log.md, fifty-seventh session; why is not taken apart).
 template <typename T, int NR, int MR, typename Locate>
 __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<dev::LamportKind::Rows>& run,
                                              const Pack* own, int count, int dataThreads, int barrier, int N, int M,
-                                             const NormCall& c, uint32_t epoch, Locate locate) {
+                                             const NormCall& c, uint32_t epoch, float* scratch, Locate locate) {
   constexpr int E = dev::PackTraits<T>::kElems;
-  constexpr int kMaxWarps = 32;
   constexpr int kPolls = kMaxBlocks / 32;  // a lane's blocks of a row
   static_assert(MR <= kRowSumsRows && kMaxBlocks % 32 == 0, "rowSums' rows and blocks");
-  __shared__ float part[MR][kMaxWarps];  // each warp's sum of squares of each row
-  __shared__ float rstd[MR];
   const DeviceComm& dc = run.dc;
   const int parts = N / E, warps = dataThreads / 32, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  float* part = scratch;                 // [MR][warps]: each warp's sum of squares of each row
+  float* rstd = scratch + MR * warps;  // [MR]
   const int blocks = int(gridDim.x);
   const Pack* residual = static_cast<const Pack*>(c.residual);
   const Pack* weight = static_cast<const Pack*>(c.weight);
@@ -150,13 +154,13 @@ __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<
     float v = ss[r];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) part[r][warp] = v;
+    if (lane == 0) part[r * warps + warp] = v;
   }
   asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(dataThreads) : "memory");
   if (int(threadIdx.x) < M) {
     const int r = int(threadIdx.x);
     float v = 0.f;
-    for (int w = 0; w < warps; ++w) v += part[r][w];
+    for (int w = 0; w < warps; ++w) v += part[r * warps + w];
     const uint64_t word = uint64_t(__float_as_uint(v)) << 32 | epoch;
     asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(sums + size_t(r) * kMaxBlocks + blockIdx.x), "l"(word)
                  : "memory");
