@@ -11,7 +11,8 @@
 // was an arrival atomic, a poll of the generation word and the partials read back: three
 // round trips to L2 in turn. finishNormed's row sums carry their own call tag instead,
 // so a block's one store is its arrival and its partial at once, and the others' one
-// poll reads both: one round trip.)
+// poll reads both: one round trip. Measured at world size 1, it too lost to the kernel
+// after it, by 0.2-1.5 us at 17 of 20 shapes (fifty-seventh session): forced only.)
 #pragma once
 
 #include "collectives/collectives.h"
