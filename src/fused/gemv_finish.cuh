@@ -98,10 +98,9 @@ __device__ __forceinline__ uint64_t* rowSumsOf(const DeviceComm& dc, int channel
 // dataThreads); a wait that gives up has recorded the error, and the thread then stores
 // nothing more but still passes the barriers. scratch: MR x (dataThreads / 32 + 1) floats
 // of shared memory no thread uses any more (the kernel's red[], after its last tile), so
-// that the kernel's shared memory stays as it is without the norm: with 132 bytes of
-// arrays of its own beside red[] (the dynamic rings then start 144 bytes further on), the
-// FMA form's one row with rings took 1.4x its time (1 x 4096 x 7168: 24.0 against 17.3 us,
-// world size 1; docs/perf-log.md, fifty-seventh session; why is not taken apart).
+// that the kernel's shared memory stays as it is without the norm (132 bytes of arrays of
+// its own put the rings off their 128-byte alignment before the kernels declared it, and
+// the one-row form took 1.4x its time: docs/perf-log.md, fifty-seventh session).
 template <typename T, int NR, int MR, typename Locate>
 __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<dev::LamportKind::Rows>& run,
                                              const Pack* own, int count, int dataThreads, int barrier, int N, int M,
