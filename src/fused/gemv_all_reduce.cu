@@ -45,6 +45,7 @@ namespace fc {
 namespace {
 
 using dev::Pack;
+using gemv::namedBarrier;
 constexpr int E = 8;  // elements of a 16-bit type in a pack: a tile's columns
 
 constexpr int kWarps = 8;  // a CTA's data warps (one CTA per SM)
@@ -52,10 +53,6 @@ constexpr int kData = kWarps * 32;
 constexpr int kFinalBarrier = 15;  // named barrier of all data threads (1..8: the tile slots')
 // red[] (at least kWarps x MR x 8 floats) holds finishNormed's MR x (kWarps + 1).
 static_assert(kWarps * E >= kWarps + 1, "finishNormed's scratch in red[]");
-
-__device__ __forceinline__ void namedBarrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
 
 __device__ __forceinline__ Pack loadPack(const Pack* p) {
   const int4 v = __ldg(reinterpret_cast<const int4*>(p));

@@ -24,6 +24,11 @@ namespace fc::gemv {
 
 using dev::Pack;
 
+// Named barrier `id` among the first `threads` threads of the CTA (a multiple of 32).
+__device__ __forceinline__ void namedBarrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // The CTA's packs i in [0, count) (own[i]: this rank's partial of pack i; locate(i, m,
 // part) gives its row and 8-column part, false where there is none), by the data
 // threads (threadIdx.x < dataThreads). out: [M, N] in T, or (fp32Out) in fp32. Returns
@@ -121,7 +126,7 @@ __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<
   bool failed = false;
   // 1. The sums, the residual added, residualOut stored; this thread's first pack (a
   // thread has one wherever the block's packs are at most its threads: every auto shape)
-  // and its weight kept for step 3, the others read back there.
+  // and its weight kept for step 4, the others read back there.
   float ss[MR];
 #pragma unroll
   for (int r = 0; r < MR; ++r) ss[r] = 0.f;
@@ -156,7 +161,7 @@ __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     if (lane == 0) part[r * warps + warp] = v;
   }
-  asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(dataThreads) : "memory");
+  namedBarrier(barrier, dataThreads);
   if (int(threadIdx.x) < M) {
     const int r = int(threadIdx.x);
     float v = 0.f;
@@ -207,7 +212,7 @@ __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<
     for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
     if (lane == 0) rstd[r] = rsqrtf(total / float(N) + c.eps);
   }
-  asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(dataThreads) : "memory");
+  namedBarrier(barrier, dataThreads);
   if (failed) return;
   // 4. The block's packs normed.
   for (int i = int(threadIdx.x); i < count; i += dataThreads) {
