@@ -96,6 +96,38 @@ __device__ __forceinline__ uint64_t* rowSumsOf(const DeviceComm& dc, int channel
          size_t(channel) * kRowSumsRows * kMaxBlocks;
 }
 
+// The warp's sums of v[r] over its 32 lanes for every r < R (R a power of two <= 32) by a
+// transposed butterfly: each of the first log2 R steps sends half of the values a lane still
+// holds to its partner and adds the other half's, so the lane keeps half as many rows; the
+// remaining 5 - log2 R steps sum the one row left over its lanes. R - 1 + 5 - log2 R
+// shuffles in all, against 5 R in R chains of 5 dependent shuffles each (at 8 rows those
+// chains took ~1450 cycles with their barrier, this ~450: docs/perf-log.md, sixtieth
+// session). Returns the sum of row `row`, held by every lane of its group of 32 / R lanes
+// (lanes 0 mod 32 / R among them); the order of the additions depends only on the lane,
+// so every warp, block and rank sums a row the same way (the same bits). v is overwritten.
+template <int R>
+__device__ __forceinline__ float warpRowSums(float (&v)[R], int lane, int& row) {
+  static_assert(R >= 1 && R <= 32 && (R & (R - 1)) == 0, "a power of two of rows");
+  constexpr int kHalvings = R == 1 ? 0 : R == 2 ? 1 : R == 4 ? 2 : R == 8 ? 3 : R == 16 ? 4 : 5;
+  row = 0;
+#pragma unroll
+  for (int st = 0; st < kHalvings; ++st) {
+    const int o = 16 >> st, half = R >> (st + 1);
+    const bool upper = (lane & o) != 0;  // keeps rows [half, 2 half) of those it holds
+#pragma unroll
+    for (int i = 0; i < half; ++i) {
+      const float send = upper ? v[i] : v[i + half];
+      const float keep = upper ? v[i + half] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+    if (upper) row += half;
+  }
+  float s = v[0];
+#pragma unroll
+  for (int o = 16 >> kHalvings; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
 // The norm forms' last phase inside the kernel: as finishPacks for the sums, then
 // residualOut = round(sum + residual), out (or outFp8) = residualOut * rstd * weight with
 // the row's rstd from every block's sums of squares. MR: the kernel's rows (M <= MR <=
@@ -153,13 +185,10 @@ __device__ __forceinline__ void finishNormed(int channel, const dev::LamportRun<
   }
   // 2. The block's sum of squares of each row, over its warps in warp order, stored as
   // its word of this call.
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    if (r >= M) break;
-    float v = ss[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) part[r * warps + warp] = v;
+  {
+    int row;
+    const float v = warpRowSums<MR>(ss, lane, row);
+    if ((lane & (32 / MR - 1)) == 0 && row < M) part[row * warps + warp] = v;
   }
   namedBarrier(barrier, dataThreads);
   if (int(threadIdx.x) < M) {
