@@ -257,9 +257,11 @@ struct CommCandidates {
 
 // fc-bench mmar (mmar.cc): shapes "M,N,K;..." (empty: the default layers at each of
 // `tokens`, comma-separated), transB "n" | "t" | "both", norm "0" | "1" | "both";
-// symmetricC: the plain form timed also with C from fcMemAlloc (a column of its own).
+// symmetricC: the plain form timed also with C from fcMemAlloc (a column of its own);
+// coldWeight: every call reads its own copy of B (a ring spanning twice the L2), as each
+// layer of a model's decode step reads a weight long evicted from L2.
 int benchMmar(Ctx& c, const Options& o, const std::string& shapes, const std::string& tokens,
-              const std::string& transB, const std::string& norm, bool symmetricC);
+              const std::string& transB, const std::string& norm, bool symmetricC, bool coldWeight);
 
 // fc-bench mmarstages (mmar.cc): fcMatmulAllReduce's engine path with parts left out.
 int benchMmarStages(Ctx& c, const Options& o, const std::string& shapes);

@@ -376,6 +376,11 @@ int main(int argc, char** argv) {
   sub("mmar")->add_flag("--symmetric-c", mmarSymmetricC,
                         "also time fcMatmulAllReduce with C from fcMemAlloc (column fused_symc_us; at 2 ranks the "
                         "engine's gather then stores into the peer's C: no copy)");
+  bool mmarColdWeight = false;
+  sub("mmar")->add_flag("--cold-weight", mmarColdWeight,
+                        "every call reads its own copy of B, from a ring of copies spanning twice the L2: the "
+                        "weight comes from HBM, as in a model's decode step (default: one B, which stays in L2 "
+                        "across a graph's calls wherever it fits)");
   CLI11_PARSE(app, argc, argv);
   // The grid's lists where --tokens / --hidden did not name others.
   std::vector<SweepSize> arGridSizes;
@@ -432,7 +437,8 @@ int main(int argc, char** argv) {
                  : name == "mmrsstages" ? benchMmrsStages(c, o, mmrsStageShapes)
                  : name == "mmarstages" ? benchMmarStages(c, o, mmarStageShapes)
                  : name == "mmrs"       ? benchMmrs(c, o, mmrsShapes, transB)
-                 : name == "mmar"       ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm, mmarSymmetricC)
+                 : name == "mmar"
+                     ? benchMmar(c, o, mmarShapes, mmarTokens, mmarTransB, mmarNorm, mmarSymmetricC, mmarColdWeight)
                  : name == "allreduce"  ? bench(c, o, Mode::AllReduce, arGridSizes)
                  : name == "reducescatter" ? bench(c, o, Mode::ReduceScatter, {})
                                            : bench(c, o, Mode::AllGather, {});

@@ -32,7 +32,9 @@
 //   fused_over_bound: fused / max(gemm, ar), the large-M target's ratio;
 //   eager (--eager 1): each column once + cudaStreamSynchronize (median wall time), and
 //   the fused op's back-to-back and host time per call (timeEager).
-// Times: median of -r graph replays of -n calls, max over ranks.
+// Times: median of -r graph replays of -n calls, max over ranks. --cold-weight: each
+// call reads its own copy of B (WeightRing below), as a model's decode step does; the
+// default reuses one B, which the graph's back-to-back calls then find in L2.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -83,10 +85,45 @@ double maxDiff(const std::vector<char>& a, const std::vector<char>& b, fcDataTyp
   return worst;
 }
 
+// --cold-weight: copies of B that the calls take in turn, together at least twice the
+// L2, so that each call finds its weight evicted (a graph of back-to-back calls with one B
+// reads it from L2 wherever it fits: up to ~50 MiB on an H200, i.e. every decode layer of
+// issue 42 but 5120 x 13824). A model's decode step reads each layer's own weight once,
+// long after its last step, from HBM: the cold form is the one a server sees. Copy 0 is
+// B itself, every copy holds the same values, so the check and the bits are unchanged.
+class WeightRing {
+ public:
+  WeightRing(const void* B, size_t bytes, bool cold) : copies_{const_cast<void*>(B)} {
+    if (!cold) return;
+    int dev = 0, l2 = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    const size_t want = std::max<size_t>(2, (2 * size_t(l2) + bytes - 1) / bytes);
+    for (size_t i = 1; i < want; ++i) {
+      void* p = nullptr;
+      CUDA_OK(cudaMalloc(&p, bytes));
+      CUDA_OK(cudaMemcpy(p, B, bytes, cudaMemcpyDeviceToDevice));
+      copies_.push_back(p);
+    }
+  }
+  ~WeightRing() {
+    for (size_t i = 1; i < copies_.size(); ++i) cudaFree(copies_[i]);
+  }
+  WeightRing(const WeightRing&) = delete;
+  WeightRing& operator=(const WeightRing&) = delete;
+  // The B of the next call (a graph's captured calls each get their own).
+  const void* next() { return copies_[next_++ % copies_.size()]; }
+  size_t size() const { return copies_.size(); }
+
+ private:
+  std::vector<void*> copies_;
+  size_t next_ = 0;
+};
+
 }  // namespace
 
 int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std::string& tokens,
-              const std::string& transB, const std::string& normArg, bool symmetricC) {
+              const std::string& transB, const std::string& normArg, bool symmetricC, bool coldWeight) {
   const fcDataType_t type = parseType(o.dtype);
   const size_t es = fcTypeSize(type);
   const std::string shapes = shapesArg.empty() ? defaultShapes(tokens) : shapesArg;
@@ -96,9 +133,12 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
   const char* algo = getenv("FC_MMAR_ALGO");
   if (c.rank == 0) {
     printf("# fc-bench mmar: %s, %s, graph of %d calls, %d replays (median, interleaved), %d warm-up; "
-           "FC_MMAR_ALGO=%s; NCCL: %s; nccl_us is the GEMM + ncclAllReduce only, for mmarnorm too (no norm)\n",
+           "FC_MMAR_ALGO=%s; NCCL: %s; nccl_us is the GEMM + ncclAllReduce only, for mmarnorm too (no norm); "
+           "weight %s\n",
            describeRun(c).c_str(), fcTypeName(type), o.iters, o.replays, o.warmup,
-           algo && *algo ? algo : "auto", describeNccl(c, haveNccl, why).c_str());
+           algo && *algo ? algo : "auto", describeNccl(c, haveNccl, why).c_str(),
+           coldWeight ? "cold (--cold-weight: each call its own copy of B, the copies twice the L2)"
+                      : "hot (one B for every call)");
     printf("op,M,N,K,type,transB,gemm_us,nccl_us,fc_us,fused_us,fused_over_gemm,fused_minus_gemm_us,"
            "unfused_over_fused,relerr,vs_fc,check,gemm_eager_us,nccl_eager_us,fc_eager_us,fused_eager_us,"
            "fused_b2b_us,fused_host_us,ar_us,fused_over_bound,fused_symc_us\n");
@@ -108,7 +148,8 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
     const size_t M = sh.M, N = sh.N, K = sh.K;
     const size_t n = M * N, bytes = n * es;
     GemmOperands x(c, M, N, K, type, M);
-    void *A = x.A, *B = x.B, *P = x.P, *C = x.C;
+    void *A = x.A, *P = x.P, *C = x.C;
+    WeightRing weights(x.B, N * K * es, coldWeight);
     // D: the unfused columns' output; R, Wt: the residual and the norm's weight (the same
     // on every rank); F1, F2 the fused norm form's residualOut and normOut, U1, U2 the
     // unfused one's.
@@ -124,7 +165,7 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
       if ((op == fcOpN && transB == "t") || (op == fcOpT && transB == "n")) continue;
       for (int norm : {0, 1}) {
         if ((norm == 0 && normArg == "1") || (norm == 1 && normArg == "0")) continue;
-        auto gemm = [&] { FC_OK(fcMatmulAllReduce(A, B, P, M, N, K, op, type, solo, c.stream)); };
+        auto gemm = [&] { FC_OK(fcMatmulAllReduce(A, weights.next(), P, M, N, K, op, type, solo, c.stream)); };
         std::function<void()> fcOp, fusedOp;
         if (norm) {
           fcOp = [&] {
@@ -132,14 +173,15 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
             FC_OK(fcAllReduceResidualRMSNorm(P, R, Wt, U1, U2, M, N, kEps, type, c.comm, c.stream));
           };
           fusedOp = [&] {
-            FC_OK(fcMatmulAllReduceResidualRMSNorm(A, B, R, Wt, F1, F2, M, N, K, kEps, op, type, c.comm, c.stream));
+            FC_OK(fcMatmulAllReduceResidualRMSNorm(A, weights.next(), R, Wt, F1, F2, M, N, K, kEps, op, type, c.comm,
+                                                   c.stream));
           };
         } else {
           fcOp = [&] {
             gemm();
             FC_OK(fcAllReduce(P, D, n, type, fcSum, c.comm, c.stream));
           };
-          fusedOp = [&] { FC_OK(fcMatmulAllReduce(A, B, C, M, N, K, op, type, c.comm, c.stream)); };
+          fusedOp = [&] { FC_OK(fcMatmulAllReduce(A, weights.next(), C, M, N, K, op, type, c.comm, c.stream)); };
         }
         auto ncclOp = [&] {
           gemm();
@@ -191,7 +233,7 @@ int benchMmar(Ctx& c, const Options& o, const std::string& shapesArg, const std:
         // The plain form into symmetric C: the same bits as the fc column.
         std::function<void()> symcOp;
         if (!norm && Cs != nullptr) {
-          symcOp = [&] { FC_OK(fcMatmulAllReduce(A, B, Cs, M, N, K, op, type, c.comm, c.stream)); };
+          symcOp = [&] { FC_OK(fcMatmulAllReduce(A, weights.next(), Cs, M, N, K, op, type, c.comm, c.stream)); };
           CUDA_OK(cudaMemsetAsync(Cs, 0xff, bytes, c.stream));
           symcOp();
           vsFc = std::max(vsFc, maxOverRanks(c, maxDiff(download(c, Cs, bytes), ref, type, n)));
