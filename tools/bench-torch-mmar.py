@@ -24,7 +24,10 @@ ranks), then eager (time_eager: 20 calls back to back + synchronize, median of 1
 Every column's result is first checked against a float32 reference (the fp32 products
 summed by dist.all_reduce, + residual, RMSNorm in fp32): max error relative to the largest
 magnitude, of normed and residual_out (the GEMM alone: of its product), max over ranks;
-check FAIL (and exit status 1) beyond 2e-2.
+check FAIL (and exit status 1) beyond 2e-2. --cold-weight: every call its own copy of the
+weight, the copies together twice the L2 (fusedcomm.bench.weight_ring), so that each call
+reads it from HBM, as a model's decode step does; by default one weight, which L2 keeps
+across a graph's calls wherever it fits.
 """
 import os
 import sys
@@ -41,7 +44,7 @@ import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
 from fusedcomm.bench import (  # noqa: E402
     flashinfer_by_hidden, Table, init_process_group,
-    ints, parse_args, relerr, time_eager, time_graphs)
+    ints, parse_args, relerr, time_eager, time_graphs, weight_ring)
 
 EPS = 1e-6
 TOL = 2e-2
@@ -57,7 +60,9 @@ def torch_norm(summed, residual, weight):
 
 
 def main():
-    args = parse_args(m="1,4,16,64,128,256,512,2048,8192")
+    args = parse_args(flags={"cold-weight": "every call its own copy of the weight, the copies twice the L2 "
+                                            "(as a model's decode step reads it; default: one weight, hot in L2)"},
+                      m="1,4,16,64,128,256,512,2048,8192")
     rank, world = init_process_group("bench-mmar")
     comm = fusedcomm.Communicator.from_process_group()
     c = comm.id
@@ -67,7 +72,8 @@ def main():
               ",relerr_nccl_torch,relerr_flashinfer,relerr_ours_arnorm,relerr_fused,check")
     table = Table(header, rank, world,
                   "bf16, graph of 20 calls (M <= 512) or 5, median of 15 interleaved replays, max over ranks; "
-                  "eager: 20 calls + sync, median of 15; FC_MMAR_ALGO=%s" % os.environ.get("FC_MMAR_ALGO", "auto"))
+                  "eager: 20 calls + sync, median of 15; FC_MMAR_ALGO=%s; weight %s" % (
+                      os.environ.get("FC_MMAR_ALGO", "auto"), "cold (--cold-weight)" if args.cold_weight else "hot"))
     ms = ints(args.m)
     failed = False
     for hidden, peer in flashinfer_by_hidden(rank, world, max(ms), sorted({n for _, n, _ in LAYERS})):
@@ -79,6 +85,7 @@ def main():
                 g = torch.Generator(device="cuda").manual_seed(m * 7 + n + k + rank)
                 a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
                 w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g) / k ** 0.5
+                wn = weight_ring(w, args.cold_weight)
                 g0 = torch.Generator(device="cuda").manual_seed(m * 7 + n + k)  # the same on every rank
                 residual = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g0)
                 weight = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g0)
@@ -86,7 +93,7 @@ def main():
                 fi_res, fi_norm = torch.empty_like(p), torch.empty_like(p)
 
                 def gemm():
-                    return torch.matmul(a, w.t(), out=p)
+                    return torch.matmul(a, wn().t(), out=p)
 
                 def nccl_torch():
                     gemm()
@@ -102,7 +109,7 @@ def main():
                     return torch.ops.fusedcomm.all_reduce_residual_rmsnorm(gemm(), residual, weight, EPS, c)
 
                 def fused():
-                    return torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(a, w, residual, weight, EPS, c)
+                    return torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(a, wn(), residual, weight, EPS, c)
 
                 def ar_alone():
                     return torch.ops.fusedcomm.all_reduce(p, c)

@@ -677,12 +677,13 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   q.stages = g.stages;
   q.rotate = g.rotate;
   q.rowCopies = g.rowCopies;
+  q.prefetch = g.prefetch;
   const tuning::GemvStream c = tuning::chooseGemvStream(q);
   s.stages = c.stages;
   s.rotate = c.rotate;
   s.rowCopies = c.rowCopies;
   s.ringAt = int(ownEnd / sizeof(Pack));
-  s.prefetch = g.prefetch > 0 ? g.prefetch : 0;  // FC_GEMV_PREFETCH (auto: none; design.md says why)
+  s.prefetch = c.prefetch;
   if (s.stages > 0) s.smem = ownEnd + size_t(s.stages) * stageBytes;
   return s;
 }

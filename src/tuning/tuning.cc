@@ -401,15 +401,26 @@ constexpr size_t kMmarOneKernelMaxWeight = size_t(32) << 20;
 // 18.2 at 4096 x 7168 (8 warps busy), 45.1 / 44.5 / 43.5 against 48.4 at 5120 x 13824 (5
 // warps busy: depth 4 puts 92 KiB in flight).               perf-log: chooseGemvStream
 constexpr size_t kGemvRingBytesInFlight = size_t(80) << 10;
-// ... the FMA form keeps its loads in registers below K = 4096: there the rings took 0.4-0.7
-// us more (1 x 4096 x 2048 5.84-6.18 against 5.44, 1 x 5120 x 2560 7.96-8.48
-// against 7.55; 4-10 batches a warp); the MMA form then (rings 3 deep, fifty-fourth session)
-// gained or held (2-8 x 4096 x 2048 5.48-6.01 against 5.85-6.01, x 5120 x 2560 8.23-9.04
-// against 9.16-9.65) - not so at 2 deep with the later choices (next row).
+// ... but 2 deep (the shallowest ring) in the FMA form below K = 4096 and in the MMA form
+// where a warp takes fewer than 8 batches of B a tile (the two rows below). Those rows kept
+// the loads in registers there, timed with one B reused by every call, which L2 then
+// holds (up to ~50 MiB). A model's decode step reads each weight from HBM (fc-bench mmar
+// --cold-weight: each call its own copy of B), and there the rings 2 deep beat registers
+// at every such cell (sixty-first session, one H200, world size 1, two rounds, calls B-C):
+// the FMA form at one row by 0.3-2.1 us (1 x 5120 x 2560 11.9 -> 9.9, 1 x 4096 x 1024 6.3
+// -> 5.4, 1 x 8192 x 3584 17.9 -> 16.7, also with the weight hot: its 56 MiB do not fit),
+// the MMA form at 2-8 rows by 0-1.6 (x 3584 x 3584 12.0-12.2 -> 10.4-10.6, x 4096 x 1024
+// 7.3 -> 5.9-6.1, x 4096 x 2048 8.6-8.7 -> 8.0-8.3, x 8192 x 1024 level to -0.35); with the
+// weight hot they cost up to 0.7 (1 x 8192 x 1024 5.05 -> 5.78; most cells 0.1-0.5). 3 or
+// 4 deep were no better cold.                               perf-log: chooseGemvStream
+constexpr size_t kGemvShallowRingStages = 2;
+// ... the FMA form's rings 2 deep below K = 4096 (hot, the fifty-fourth session's rings
+// took 0.4-0.7 us more there than registers: 1 x 4096 x 2048 5.84-6.18 against 5.44, 1 x
+// 5120 x 2560 7.96-8.48 against 7.55; 4-10 batches a warp) ...
 //                                                          perf-log: chooseGemvStream
 constexpr size_t kGemvFmaRingMinK = 4096;
-// ... and the MMA form keeps them in registers where a warp takes fewer than 8 batches of
-// B (64 k each) a tile: there the rings' start-up is not repaid. Call E (fifty-fifth
+// ... and the MMA form's where a warp takes fewer than 8 batches of B (64 k each) a tile:
+// hot, registers won there (the rings' start-up not repaid). Call E (fifty-fifth
 // session, one H200, four alternating rounds), rings (2 deep) against registers: 2-8 x 4096
 // x 1024 (4 batches) 5.18-5.22 against 4.84-4.91 us, x 2048 x 2048 (4) 5.59-5.71 against
 // 5.08-5.33, x 4096 x 2048 (4) 5.71-6.20 against 5.64-5.94, x 4096 x 3072 (6) 7.66-7.89
@@ -421,6 +432,16 @@ constexpr size_t kGemvFmaRingMinK = 4096;
 // x 1536 (6) -0.08, x 5120 x 2048 (8) -0.16 / -0.14 / +0.23). Rings 3 or 4 deep did not
 // change that (call F).                                      perf-log: chooseGemvStream
 constexpr size_t kGemvMmaRingMinBatches = 8;
+// ... prefetch: the FMA form brings the first batch of each warp's first tile into L2
+// before its PDL wait, while the previous kernel ends (the MMA form none). Weight cold,
+// rings as above, one H200, world size 1, two rounds (sixty-first session, call E): the FMA
+// form at one row 0.25-0.5 us faster at 7 of 9 layers (1 x 3584 x 3584 10.13 -> 9.71, 1 x
+// 8192 x 3584 16.66 -> 16.15, 1 x 4096 x 7168 17.42 -> 17.04, 1 x 8192 x 1024 6.96 -> 6.61),
+// level at 4096 x 1024 and 2048 x 2048; 2 batches level or slower; the MMA form at 2-16 rows
+// 0.3-0.8 slower with one batch (2-8 x 8192 x 3584 alone 0.2 faster). With the weight hot
+// and loads in registers the fifty-sixth session had found the FMA form's gain at 6 of 10
+// layers and 0.2-0.26 us losses at 2.                       perf-log: chooseGemvStream
+constexpr int kGemvFmaPrefetchBatches = 1;
 // ... rotate: the MMA form's tiles start their batches of K at their own place from K =
 // 3072. Two rounds each (same session): 2-8 rows at K 3584-13824 0.2-2.3 us faster (2-8 x 4096 x
 // 7168 19.0-19.5 -> 18.5-19.2, x 5120 x 13824 41.3-42.9 -> 40.2-40.8, x 8192 x 7168 34.6-36.0
@@ -876,13 +897,13 @@ bool gemvNormInside(int forced) { return forced == 1; }
 GemvStream chooseGemvStream(const GemvStreamQuery& q) {
   GemvStream c;
   const size_t perStage = std::max<size_t>(1, q.busyWarps) * std::max<size_t>(1, q.warpStageBytes);
-  const bool registers = q.mma ? q.warpBatches < kGemvMmaRingMinBatches : q.K < kGemvFmaRingMinK;
-  const size_t autoStages = registers
-                                ? 0
-                                : std::max<size_t>(2, (kGemvRingBytesInFlight + perStage - 1) / perStage);
+  const bool shallow = q.mma ? q.warpBatches < kGemvMmaRingMinBatches : q.K < kGemvFmaRingMinK;
+  const size_t autoStages =
+      shallow ? kGemvShallowRingStages : std::max<size_t>(2, (kGemvRingBytesInFlight + perStage - 1) / perStage);
   const size_t stages = std::min({q.stages < 0 ? autoStages : size_t(q.stages), q.fitStages,
                                   size_t(kGemvMaxRingStages)});
   c.stages = stages < 2 ? 0 : int(stages);
+  c.prefetch = q.prefetch >= 0 ? q.prefetch : q.mma ? 0 : kGemvFmaPrefetchBatches;
   if (c.stages == 0) return c;  // the rings' options only
   c.rotate = q.rotate < 0 ? q.mma && q.K >= kGemvMmaRotateMinK : q.rotate > 0;
   const bool sameTiles = q.tiles <= q.grid || q.tiles % std::max<size_t>(1, q.grid) == 0;

@@ -249,10 +249,12 @@ bool gemvNormInside(int forced);
 bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // How the one decode kernel's warps stream the weight: the depth of their rings of loads
 // in shared memory (0: loads into registers, one batch ahead), whether each tile starts
-// its walk along K at its own place, whether the MMA form copies B's rows whole. Auto keeps
-// the loads in registers where the rings' start-up is not repaid (the FMA form below K
-// 4096, the MMA form below 8 warpBatches). Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
-// FC_GEMV_ROW_COPIES; -1: auto) win; the depth is at most fitStages (what the shared
+// its walk along K at its own place, whether the MMA form copies B's rows whole. Auto
+// takes rings always, 2 deep where a deeper ring's start-up is not repaid (the FMA form
+// below K 4096, the MMA form below 8 warpBatches), chosen with the weight cold in L2, as a
+// model's decode step reads it; the FMA form also brings each warp's first batch of B
+// into L2 before the kernel's PDL wait. Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
+// FC_GEMV_ROW_COPIES, FC_GEMV_PREFETCH; -1: auto) win; the depth is at most fitStages (what the shared
 // memory holds) and kGemvMaxRingStages, and a depth below 2 is none.
 constexpr int kGemvMaxRingStages = 8;
 struct GemvStreamQuery {
@@ -263,11 +265,12 @@ struct GemvStreamQuery {
   size_t warpBatches = 0;      // the batches of loads of B a warp takes for a tile
   size_t warpStageBytes = 0;   // one stage of one warp's ring
   size_t fitStages = 0;        // the most stages the kernel's shared memory holds
-  int stages = -1, rotate = -1, rowCopies = -1;  // forced (-1: auto)
+  int stages = -1, rotate = -1, rowCopies = -1, prefetch = -1;  // forced (-1: auto)
 };
 struct GemvStream {
   int stages = 0;
   bool rotate = false, rowCopies = false;
+  int prefetch = 0;  // batches of each warp's first tile into L2 before the PDL wait
 };
 GemvStream chooseGemvStream(const GemvStreamQuery& q);
 

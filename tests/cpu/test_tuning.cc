@@ -797,18 +797,34 @@ TEST_CASE("the one decode kernel's streams of the weight", "[tuning]") {
   CHECK(c.stages == 2);
   CHECK_FALSE(c.rotate);
   CHECK_FALSE(c.rowCopies);
-  // x 4096 x 2048 (4 batches a warp), x 4096 x 3584 (7): loads into registers, which the
-  // rings' start-up does not beat below 8 batches; 8 take the rings.
-  CHECK(chooseGemvStream(query(true, 2048, 128, 8, 4)).stages == 0);
-  CHECK(chooseGemvStream(query(true, 3584, 128, 8, 7)).stages == 0);
+  // x 4096 x 2048 (4 batches a warp), x 4096 x 3584 (7): the shallowest rings (2 deep) below
+  // 8 batches, whatever the bytes in flight; 8 take rings by bytes in flight.
+  CHECK(chooseGemvStream(query(true, 2048, 128, 8, 4)).stages == 2);
+  CHECK(chooseGemvStream(query(true, 3584, 128, 8, 7)).stages == 2);
+  CHECK(chooseGemvStream(query(true, 2048, 128, 4, 4)).stages == 2);  // by bytes it would be 4
+  CHECK(chooseGemvStream(query(true, 2048, 256, 4, 8)).stages == 4);
   CHECK(chooseGemvStream(query(true, 2048, 160, 8, 8)).stages == 2);
-  // The FMA form: registers below K 4096; 3 stages for 8 busy warps, 4 for 5.
-  CHECK(chooseGemvStream(query(false, 2048, 512, 8)).stages == 0);
+  // The FMA form: 2 stages below K 4096 (by bytes: 3); from it 3 stages for 8 busy warps,
+  // 4 for 5.
+  CHECK(chooseGemvStream(query(false, 2048, 512, 8)).stages == 2);
+  CHECK(chooseGemvStream(query(false, 3584, 512, 5)).stages == 2);
   c = chooseGemvStream(query(false, 7168, 512, 8));
   CHECK(c.stages == 3);
   CHECK_FALSE(c.rotate);
   CHECK_FALSE(c.rowCopies);
   CHECK(chooseGemvStream(query(false, 13824, 640, 5)).stages == 4);
+  // The FMA form's first batch into L2 before the PDL wait, the MMA form's none; with or
+  // without rings; forced (FC_GEMV_PREFETCH) wins.
+  CHECK(chooseGemvStream(query(false, 2048, 512, 8)).prefetch == 1);
+  CHECK(chooseGemvStream(query(false, 13824, 640, 5)).prefetch == 1);
+  CHECK(chooseGemvStream(query(true, 7168, 128, 8, 14)).prefetch == 0);
+  GemvStreamQuery pq = query(true, 2048, 128, 8, 4);
+  pq.prefetch = 2;
+  pq.stages = 0;
+  CHECK(chooseGemvStream(pq).prefetch == 2);
+  pq = query(false, 7168, 512, 8);
+  pq.prefetch = 0;
+  CHECK(chooseGemvStream(pq).prefetch == 0);
   // Forced values win (FC_GEMV_STAGES / _ROTATE / _ROW_COPIES), within what fits; fewer
   // than 2 stages is none, and without rings neither option.
   GemvStreamQuery q = query(false, 2048, 512, 8);
