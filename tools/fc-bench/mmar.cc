@@ -87,10 +87,11 @@ double maxDiff(const std::vector<char>& a, const std::vector<char>& b, fcDataTyp
 
 // --cold-weight: copies of B that the calls take in turn, together at least twice the
 // L2, so that each call finds its weight evicted (a graph of back-to-back calls with one B
-// reads it from L2 wherever it fits: up to ~50 MiB on an H200, i.e. every decode layer of
-// issue 42 but 5120 x 13824). A model's decode step reads each layer's own weight once,
-// long after its last step, from HBM: the cold form is the one a server sees. Copy 0 is
-// B itself, every copy holds the same values, so the check and the bits are unchanged.
+// reads it from L2 wherever it fits: up to ~50 MiB on an H200, e.g. issue 42's short-K
+// layers 4096 x 2048 and 5120 x 2560). A model's decode step reads each layer's own
+// weight once, long after its last step, from HBM: the cold form is the one a server
+// sees. Copy 0 is B itself, every copy holds the same values, so the check and the bits
+// are unchanged.
 class WeightRing {
  public:
   WeightRing(const void* B, size_t bytes, bool cold) : copies_{const_cast<void*>(B)} {
@@ -113,7 +114,6 @@ class WeightRing {
   WeightRing& operator=(const WeightRing&) = delete;
   // The B of the next call (a graph's captured calls each get their own).
   const void* next() { return copies_[next_++ % copies_.size()]; }
-  size_t size() const { return copies_.size(); }
 
  private:
   std::vector<void*> copies_;
