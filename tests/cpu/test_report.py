@@ -92,6 +92,16 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| fused, forced |" in text, "the forced column named as FC_MMAR_ALGO=fused's")
     expect("GEMM + all-reduce + RMSNorm 2048 x 4096 x 7168 (B T): 1.03x the unfused pair's time" in text,
            "mmar loss listed")
+    # The same with the weight cold (mmar-cold-2.csv, made-up rows): a section of its own, its
+    # losses marked cold (the norm form's 12.40 against GEMM + ours' 11.70: 1.06x).
+    expect("## GEMM + all-reduce (+ residual + RMSNorm), the weight cold (fc-bench mmar --cold-weight, bf16, 2 ranks)"
+           in text, "section mmar, the weight cold")
+    expect("| + norm | 8 x 5120 x 2560 | T | 9.00 | 18.20 | 11.70 | 12.40 | 1.378 | 3.40 | 0.944 | 12.40 |" in text,
+           "mmar cold row from the sample, its forced column")
+    expect("GEMM + all-reduce + RMSNorm 8 x 5120 x 2560 (B T, the weight cold): 1.06x the unfused pair's time" in text,
+           "mmar cold loss listed")
+    expect("GEMM + all-reduce (+ RMSNorm) (fc-bench, issue 42's layers, the weight cold): 1.17-1.38x" in text,
+           "mmar cold headline")
     expect("## GEMM + all-reduce + residual + RMSNorm from PyTorch (bf16, 2 ranks)" in text, "section torch-mmar")
     expect("| llama3-8b.o_proj | 1 | 5.90 | 18.40 | 9.50 | 10.80 | 8.20 | 1.390 | 2.30 | 0.863 | 24.40 | 30.10 |"
            in text, "torch-mmar row from the sample")
@@ -407,7 +417,8 @@ with tempfile.TemporaryDirectory() as tmp:
     expect("| 9.10 |" not in later and "2048 x 4096 x 7168" not in later, "later folder: none of the main run's rows")
     expect(later.count("\n### ") == 2 and "\n## " not in later, "later folder: only its summary and mmar section")
     new = open(readme).read()
-    mmar_line = [l for l in new.splitlines() if l.startswith("- GEMM + all-reduce (+ RMSNorm) (fc-bench")]
+    mmar_line = [l for l in new.splitlines()
+                 if l.startswith("- GEMM + all-reduce (+ RMSNorm) (fc-bench, issue 42's layers):")]
     expect(len(mmar_line) == 1 and "commit 2222222; [its part](docs/perf.md%s))" % part_anchor in mmar_line[0] and
            "1.25-1.37x" in mmar_line[0] and "commit 8184aaf; [its part](docs/perf.md))" in new,
            "later folder: README block: the later run's mmar line replaces the main run's, the rest the main run's")
