@@ -254,8 +254,8 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // below K 4096, the MMA form below 8 warpBatches), chosen with the weight cold in L2, as a
 // model's decode step reads it; the FMA form also brings each warp's first batch of B
 // into L2 before the kernel's PDL wait. Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
-// FC_GEMV_ROW_COPIES, FC_GEMV_PREFETCH; -1: auto) win; the depth is at most fitStages (what the shared
-// memory holds) and kGemvMaxRingStages, and a depth below 2 is none.
+// FC_GEMV_ROW_COPIES, FC_GEMV_PREFETCH; -1: auto) win; the depth is at most fitStages
+// (what the shared memory holds) and kGemvMaxRingStages, and a depth below 2 is none.
 constexpr int kGemvMaxRingStages = 8;
 struct GemvStreamQuery {
   bool mma = false;           // the tensor-core form (tiles of 32 columns; else 8)
