@@ -25,7 +25,7 @@ Every column's result is first checked against a float32 reference (the fp32 pro
 summed by dist.all_reduce, + residual, RMSNorm in fp32): max error relative to the largest
 magnitude, of normed and residual_out (the GEMM alone: of its product), max over ranks;
 check FAIL (and exit status 1) beyond 2e-2. --cold-weight: every call its own copy of the
-weight, the copies together twice the L2 (fusedcomm.bench.weight_ring), so that each call
+weight, the copies together twice the L2 (fusedcomm.weights.weight_ring), so that each call
 reads it from HBM, as a model's decode step does; by default one weight, which L2 keeps
 across a graph's calls wherever it fits.
 """
@@ -44,7 +44,8 @@ import fusedcomm  # noqa: E402
 import fusedcomm.ops  # noqa: E402,F401
 from fusedcomm.bench import (  # noqa: E402
     flashinfer_by_hidden, Table, init_process_group,
-    ints, parse_args, relerr, time_eager, time_graphs, weight_ring)
+    ints, parse_args, relerr, time_eager, time_graphs)
+from fusedcomm.weights import weight_ring  # noqa: E402
 
 EPS = 1e-6
 TOL = 2e-2
