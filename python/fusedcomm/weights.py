@@ -1,6 +1,7 @@
 """The benchmarks' weights hot or cold (--cold-weight), without importing torch: the
 ring works on anything with numel(), element_size() and clone(), so that its CPU test
 runs where torch is not installed."""
+import itertools
 
 
 def weight_ring(w, cold, l2_bytes=None):
@@ -17,9 +18,4 @@ def weight_ring(w, cold, l2_bytes=None):
         l2_bytes = getattr(torch.cuda.get_device_properties(w.device), "L2_cache_size", 64 << 20)
     nbytes = max(1, w.numel() * w.element_size())
     copies = [w] + [w.clone() for _ in range(max(2, -(-2 * l2_bytes // nbytes)) - 1)]
-    turn = [0]
-
-    def take():
-        turn[0] += 1
-        return copies[turn[0] % len(copies)]
-    return take
+    return itertools.cycle(copies).__next__
