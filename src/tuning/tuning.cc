@@ -365,6 +365,16 @@ constexpr size_t kDecodeEngineOneWaveMaxRows = 48, kDecodeEngineMaxWaves = 3;
 // thirty-fifth session; the norm forms level at 10-16).
 //                                                          perf-log: chooseMatmulAllReduce
 constexpr size_t kGemvFmaMaxRows = 1;
+// The kernel's form at 2 rows where the MMA form's tiles of 32 columns outnumber its CTAs
+// (N > 4096 on 128; auto's path takes the kernel there only when forced, so far): the FMA
+// form. One H200, world size 1 (FC_MMAR_ALGO=fused), the weight cold (each call its own
+// copy, as in a model), sixty-second session, FMA against MMA: 2 x 8192 x 1024 6.91 / 8.02
+// us, 2 x 7168 x 2048 10.09 / 12.23, 2 x 6144 x 2048 9.32 / 10.62, 2 x 5120 x 2560 10.29 /
+// 10.78, 2 x 8192 x 3584 16.82 / 18.06. Where the tiles are one a CTA the MMA form leads (2
+// x 4096 x 2048 8.04 / 8.50, 2 x 2048 x 2048 6.29 / 6.88; the FMA form 0.2-0.3 ahead only at
+// 4096 x 1024 and 4096 x 7168), and from 3 rows everywhere (3 x 5120 x 2560 10.85 / 13.21).
+//                                                          perf-log: gemvAllReduceMma
+constexpr size_t kGemvFmaManyTilesMaxRows = 2;
 constexpr size_t kMmarOneKernelMaxRows = 8;
 // ... the MMA form where M x K x W is at most this (2 ranks: 8 rows at K = 4096, 4 at
 // 7168; 4 ranks: half that). Past it the kernel's MMAs per tile and its
@@ -889,7 +899,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q) {
   return P::AllReduce;
 }
 
-bool gemvAllReduceMma(size_t M) { return M > kGemvFmaMaxRows; }
+bool gemvAllReduceMma(size_t M, size_t N, int maxCtas) {
+  return M > kGemvFmaMaxRows && (M > kGemvFmaManyTilesMaxRows || gemvMmaOneTilePerCta(N, maxCtas));
+}
 
 // Not yet measured beside the second kernel: auto keeps it.
 bool gemvNormInside(int forced) { return forced == 1; }

@@ -239,8 +239,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 
 // The one decode kernel's tensor-core form's tile width in columns (its kernel asserts it).
 constexpr size_t kGemvMmaTileCols = 32;
-// The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows.
-bool gemvAllReduceMma(size_t M);
+// The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows of an N
+// column output on at most maxCtas CTAs.
+bool gemvAllReduceMma(size_t M, size_t N, int maxCtas);
 // Whether the one decode kernel's norm forms do the residual + RMSNorm inside it (each
 // block's row sums of squares exchanged through the rank's memory) rather than in a
 // second kernel behind it; forced: FC_GEMV_NORM (-1: auto).
@@ -251,8 +252,8 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // in shared memory (0: loads into registers, one batch ahead), whether each tile starts
 // its walk along K at its own place, whether the MMA form copies B's rows whole. Auto
 // takes rings always, 2 deep where a deeper ring's start-up is not repaid (the FMA form
-// below K 4096, the MMA form below 8 warpBatches), chosen with the weight cold in L2, as a
-// model's decode step reads it; the FMA form also brings each warp's first batch of B
+// below K 4096, the MMA form below 8 warpBatches), chosen with the weight cold (not in L2),
+// as a model's decode step reads it; the FMA form also brings each warp's first batch of B
 // into L2 before the kernel's PDL wait. Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
 // FC_GEMV_ROW_COPIES, FC_GEMV_PREFETCH; -1: auto) win; the depth is at most fitStages
 // (what the shared memory holds) and kGemvMaxRingStages, and a depth below 2 is none.

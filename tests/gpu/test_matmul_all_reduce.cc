@@ -154,12 +154,14 @@ TEST_CASE("fcMatmulAllReduce: exact sums over ranks on every rank, layouts, dtyp
   // would be cuBLASLt's), the one kernel where FC_MMAR_ALGO=fused or FC_DECODE_GEMM=0.
   // 1 x 520 x 4104: the FMA form's lanes' rings (K >= 4096; the last batch partial); 6 x
   // 264 x 4104 the MMA form's, each tile's walk along K rotated (K >= 3072; the last tile
-  // and batch partial).
+  // and batch partial). 2 x 4360 x 520: 137 tiles of 32 columns, more than the kernel's
+  // CTAs, so its FMA form at 2 rows where FC_MMAR_ALGO=fused (auto: cuBLAS + the all-reduce).
   const Shape shapes[] = {{1, 72, 40},      {3, 70, 40},       {1, 4096, 512},    {5, 520, 264},
                           {8, 2056, 136},   {12, 4104, 1032},  {16, 1032, 264},   {3, 33032, 136},
                           {16, 2056, 2056}, {96, 520, 136},    {1024, 4224, 200}, {512, 3840, 256},
                           {13, 264, 520},   {40, 136, 2056},   {40, 2880, 4352},  {100, 4096, 136},
-                          {200, 4096, 136}, {4, 520, 1032},    {1, 520, 4104},    {6, 264, 4104}};
+                          {200, 4096, 136}, {4, 520, 1032},    {1, 520, 4104},    {6, 264, 4104},
+                          {2, 4360, 520}};
   cudaStream_t s = env.streams[0];
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (fcOperation_t op : {fcOpN, fcOpT})
@@ -263,11 +265,12 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   // one wave runs the decode engine at 2 ranks (its GEMM at any K): 64 x 4096 x 136 on 64
   // x 32 tiles, 72 x 4096 x 136 on 64 x 64, 256 x 4096 x 136 on 64 x 128 (a 2 MiB
   // product per rank). 6 x 520 x 1032: auto's decode GEMM + the all-reduce + norm where the
-  // one kernel's MMA form would have run before (the forced paths: the one kernel).
+  // one kernel's MMA form would have run before (the forced paths: the one kernel). 2 x
+  // 4360 x 264: the one kernel's FMA form at 2 rows where forced (137 tiles of 32 columns).
   const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},   {64, 4096, 136},
                           {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}, {13, 264, 520},
                           {40, 2880, 4352}, {1, 520, 1032},   {72, 4096, 136},   {256, 4096, 136},
-                          {6, 520, 1032}};
+                          {6, 520, 1032},   {2, 4360, 264}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
       for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8
