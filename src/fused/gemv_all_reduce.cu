@@ -31,6 +31,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "collectives/dispatch.cuh"
@@ -131,15 +132,21 @@ __device__ __forceinline__ int firstBatch(bool rotate, int tile, int tiles, int 
   return rotate && count > 0 ? int(int64_t(tile) * count / tiles) : 0;
 }
 
-// Bring `bytes` (a multiple of 16, 16-byte aligned) at p into L2 ahead of their loads
-// (the bulk-copy unit's prefetch: no registers, nothing to wait for). Allowed before
-// dev::waitForPreviousGrid, even for memory the previous grid may still write: it is a
-// hint that computes nothing, and L2 is the GPU's point of coherence for global memory
-// (one copy of a line, which the previous grid's stores update), so a load after the
-// wait still sees those stores. (Not into L1, which is not coherent with other SMs'
-// stores.)
+// Bring the `bytes` at p into L2 ahead of their loads: prefetch.global.L2 of each 128-byte
+// line they touch (from p itself, then each line boundary inside: no address outside
+// them). A hint that computes nothing, holds no register and waits for nothing, so it is
+// allowed before dev::waitForPreviousGrid, even for memory the previous grid may still
+// write: L2 is the GPU's point of coherence for global memory (one copy of a line, which
+// the previous grid's stores update), so a load after the wait still sees those stores.
+// (Not into L1, which is not coherent with other SMs' stores.) Lines, not the bulk-copy
+// unit's cp.async.bulk.prefetch.L2 of each lane's segment: with the lanes' 128-byte
+// segments of the MMA form the bulk prefetches cost 0.3-0.8 us a call more than they hid,
+// the lines took 0-0.7 off (one H200, the weight cold; perf-log, sixty-second session).
 __device__ __forceinline__ void prefetchL2(const void* p, unsigned bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + bytes;
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(a) : "memory");
+  for (uintptr_t line = (a | 127) + 1; line < end; line += 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(line) : "memory");
 }
 
 // Into L2 before the kernel's griddepcontrol.wait: batches first, first + 1, ... (wrapping

@@ -442,16 +442,20 @@ constexpr size_t kGemvFmaRingMinK = 4096;
 // x 1536 (6) -0.08, x 5120 x 2048 (8) -0.16 / -0.14 / +0.23). Rings 3 or 4 deep did not
 // change that (call F).                                      perf-log: chooseGemvStream
 constexpr size_t kGemvMmaRingMinBatches = 8;
-// ... prefetch: the FMA form brings the first batch of each warp's first tile into L2
-// before its PDL wait, while the previous kernel ends (the MMA form none). Weight cold,
-// rings as above, one H200, world size 1, two rounds (sixty-first session, call E): the FMA
-// form at one row 0.25-0.5 us faster at 7 of 9 layers (1 x 3584 x 3584 10.13 -> 9.71, 1 x
-// 8192 x 3584 16.66 -> 16.15, 1 x 4096 x 7168 17.42 -> 17.04, 1 x 8192 x 1024 6.96 -> 6.61),
-// level at 4096 x 1024 and 2048 x 2048; 2 batches level or slower; the MMA form at 2-16 rows
-// 0.3-0.8 slower with one batch (2-8 x 8192 x 3584 alone 0.2 faster). With the weight hot
-// and loads in registers the fifty-sixth session had found the FMA form's gain at 6 of 10
-// layers and 0.2-0.26 us losses at 2.                       perf-log: chooseGemvStream
-constexpr int kGemvFmaPrefetchBatches = 1;
+// ... prefetch: each warp brings the first batch of its first tile into L2 before the
+// kernel's PDL wait, while the previous kernel ends. Weight cold, rings as above, one H200,
+// world size 1, two rounds: the FMA form at one row 0.25-0.5 us faster at 7 of 9 layers
+// (sixty-first session, call E: 1 x 3584 x 3584 10.13 -> 9.71, 1 x 8192 x 3584 16.66 ->
+// 16.15, 1 x 4096 x 7168 17.42 -> 17.04, 1 x 8192 x 1024 6.96 -> 6.61), level at 4096 x 1024
+// and 2048 x 2048; 2 batches level or slower. The MMA form was 0.3-0.8 slower with it while
+// the prefetch was the bulk-copy unit's (a cp.async.bulk.prefetch per lane); by
+// prefetch.global.L2 lines 0-0.7 faster at 2-8 rows (sixty-second session, call C: 2-8 x
+// 4096 x 7168 18.25-18.52 -> 17.56-17.94, 2-8 x 3584 x 3584 10.47-10.63 -> 10.00-10.18, 2-8
+// x 4096 x 2048 8.02-8.36 -> 7.76-8.11, level at 4096 x 1024), the FMA form's level with its
+// bulk figures (-0.15 to +0.06); 2 batches by lines mixed (-0.3 to +0.4). With the weight
+// hot and loads in registers the fifty-sixth session had found the FMA form's gain at 6 of
+// 10 layers and 0.2-0.26 us losses at 2.                    perf-log: chooseGemvStream
+constexpr int kGemvPrefetchBatches = 1;
 // ... rotate: the MMA form's tiles start their batches of K at their own place from K =
 // 3072. Two rounds each (same session): 2-8 rows at K 3584-13824 0.2-2.3 us faster (2-8 x 4096 x
 // 7168 19.0-19.5 -> 18.5-19.2, x 5120 x 13824 41.3-42.9 -> 40.2-40.8, x 8192 x 7168 34.6-36.0
@@ -915,7 +919,7 @@ GemvStream chooseGemvStream(const GemvStreamQuery& q) {
   const size_t stages = std::min({q.stages < 0 ? autoStages : size_t(q.stages), q.fitStages,
                                   size_t(kGemvMaxRingStages)});
   c.stages = stages < 2 ? 0 : int(stages);
-  c.prefetch = q.prefetch >= 0 ? q.prefetch : q.mma ? 0 : kGemvFmaPrefetchBatches;
+  c.prefetch = q.prefetch >= 0 ? q.prefetch : kGemvPrefetchBatches;
   if (c.stages == 0) return c;  // the rings' options only
   c.rotate = q.rotate < 0 ? q.mma && q.K >= kGemvMmaRotateMinK : q.rotate > 0;
   const bool sameTiles = q.tiles <= q.grid || q.tiles % std::max<size_t>(1, q.grid) == 0;

@@ -253,8 +253,8 @@ bool gemvMmaOneTilePerCta(size_t N, int maxCtas);
 // its walk along K at its own place, whether the MMA form copies B's rows whole. Auto
 // takes rings always, 2 deep where a deeper ring's start-up is not repaid (the FMA form
 // below K 4096, the MMA form below 8 warpBatches), chosen with the weight cold (not in L2),
-// as a model's decode step reads it; the FMA form also brings each warp's first batch of B
-// into L2 before the kernel's PDL wait. Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
+// as a model's decode step reads it; each warp also brings its first batch of B into L2
+// before the kernel's PDL wait. Forced values (FC_GEMV_STAGES, FC_GEMV_ROTATE,
 // FC_GEMV_ROW_COPIES, FC_GEMV_PREFETCH; -1: auto) win; the depth is at most fitStages
 // (what the shared memory holds) and kGemvMaxRingStages, and a depth below 2 is none.
 constexpr int kGemvMaxRingStages = 8;

@@ -813,11 +813,12 @@ TEST_CASE("the one decode kernel's streams of the weight", "[tuning]") {
   CHECK_FALSE(c.rotate);
   CHECK_FALSE(c.rowCopies);
   CHECK(chooseGemvStream(query(false, 13824, 640, 5)).stages == 4);
-  // The FMA form's first batch into L2 before the PDL wait, the MMA form's none; with or
-  // without rings; forced (FC_GEMV_PREFETCH) wins.
+  // Each form's first batch into L2 before the PDL wait, with or without rings; forced
+  // (FC_GEMV_PREFETCH) wins.
   CHECK(chooseGemvStream(query(false, 2048, 512, 8)).prefetch == 1);
   CHECK(chooseGemvStream(query(false, 13824, 640, 5)).prefetch == 1);
-  CHECK(chooseGemvStream(query(true, 7168, 128, 8, 14)).prefetch == 0);
+  CHECK(chooseGemvStream(query(true, 7168, 128, 8, 14)).prefetch == 1);
+  CHECK(chooseGemvStream(query(true, 2048, 128, 8, 4)).prefetch == 1);
   GemvStreamQuery pq = query(true, 2048, 128, 8, 4);
   pq.prefetch = 2;
   pq.stages = 0;
