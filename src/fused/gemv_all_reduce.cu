@@ -650,7 +650,7 @@ size_t staticSmem(const Shape& s);
 Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   Shape s{};
   s.mma = g.M > kGemvFmaMaxRowsInstantiated || g.form == GemvForm::Mma ||
-          (g.form == GemvForm::Auto && tuning::gemvAllReduceMma(g.M, g.N, dc.maxCtas));
+          (g.form == GemvForm::Auto && tuning::gemvAllReduceMma(g.M, g.N, g.K, dc.maxCtas));
   const size_t parts = g.N / E, kPacks = g.K / E;
   // Tiles (of 8 or 32 columns) and batches of loads of K per lane (8 or 64 elements).
   const size_t tiles = s.mma ? (parts + kSub - 1) / kSub : parts;

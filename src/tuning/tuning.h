@@ -239,9 +239,9 @@ MatmulAllReducePath chooseMatmulAllReduce(const MatmulAllReduceQuery& q);
 
 // The one decode kernel's tensor-core form's tile width in columns (its kernel asserts it).
 constexpr size_t kGemvMmaTileCols = 32;
-// The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows of an N
-// column output on at most maxCtas CTAs.
-bool gemvAllReduceMma(size_t M, size_t N, int maxCtas);
+// The one decode kernel's form: tensor-core MMAs (else CUDA-core FMAs) for M rows of an
+// [M, N] output with K-long rows on at most maxCtas CTAs.
+bool gemvAllReduceMma(size_t M, size_t N, size_t K, int maxCtas);
 // Whether the one decode kernel's norm forms do the residual + RMSNorm inside it (each
 // block's row sums of squares exchanged through the rank's memory) rather than in a
 // second kernel behind it; forced: FC_GEMV_NORM (-1: auto).

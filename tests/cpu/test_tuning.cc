@@ -911,13 +911,14 @@ TEST_CASE("fcMatmulAllReduce's choice", "[tuning]") {
   CHECK_FALSE(gemvMmaOneTilePerCta(4096, 100));  // 128 tiles on 100 CTAs
   CHECK(gemvMmaOneTilePerCta(4104, 129));        // 129 tiles (the last partial)
   CHECK_FALSE(gemvMmaOneTilePerCta(8192, 128));
-  CHECK(gemvAllReduceMma(2, 4096, 128));   // one 32-column tile a CTA
-  CHECK_FALSE(gemvAllReduceMma(1, 4096, 128));
-  CHECK_FALSE(gemvAllReduceMma(2, 5120, 128));  // 160 tiles on 128 CTAs: FMAs at 2 rows
-  CHECK_FALSE(gemvAllReduceMma(2, 8192, 128));
-  CHECK(gemvAllReduceMma(2, 5120, 160));
-  CHECK(gemvAllReduceMma(3, 8192, 128));        // from 3 rows MMAs everywhere
-  CHECK(gemvAllReduceMma(8, 8192, 128));
+  CHECK(gemvAllReduceMma(2, 4096, 2048, 128));   // one 32-column tile a CTA
+  CHECK_FALSE(gemvAllReduceMma(1, 4096, 2048, 128));
+  CHECK_FALSE(gemvAllReduceMma(2, 5120, 2560, 128));  // 160 tiles on 128 CTAs: FMAs at 2 rows
+  CHECK_FALSE(gemvAllReduceMma(2, 8192, 3584, 128));  // 28 Mi elements
+  CHECK(gemvAllReduceMma(2, 5120, 13824, 128));       // 67.5 Mi: past auto's one-kernel weights
+  CHECK(gemvAllReduceMma(2, 5120, 2560, 160));
+  CHECK(gemvAllReduceMma(3, 8192, 1024, 128));        // from 3 rows MMAs everywhere
+  CHECK(gemvAllReduceMma(8, 8192, 1024, 128));
   // Prefill: the reduce-scatter + all-gather at 2 ranks from 4096 rows per rank, plain form only.
   CHECK(pick(2, 8192, 4096, 2048, false) == P::ReduceScatterAllGather);
   CHECK(pick(2, 8192, 4096, 2048, false, true) == P::AllReduce);
