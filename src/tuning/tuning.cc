@@ -368,13 +368,14 @@ constexpr size_t kGemvFmaMaxRows = 1;
 // The kernel's form at 2 rows where the MMA form's tiles of 32 columns outnumber its CTAs
 // (N > 4096 on 128; auto's path takes the kernel there only when forced, so far) and the
 // weight is within kMmarOneKernelMaxWeight (where auto runs the kernel at all): the FMA
-// form. (Beyond it the FMA form's few busy warps fall behind: Qwen2.5-32B's down_proj at TP
-// 2, 2 x 5120 x 13824 forced in a decode step, ~1.5x the MMA form; sixty-second session.) One H200, world size 1 (FC_MMAR_ALGO=fused), the weight cold (each call its own
+// form. One H200, world size 1 (FC_MMAR_ALGO=fused), the weight cold (each call its own
 // copy, as in a model), sixty-second session, FMA against MMA: 2 x 8192 x 1024 6.91 / 8.02
 // us, 2 x 7168 x 2048 10.09 / 12.23, 2 x 6144 x 2048 9.32 / 10.62, 2 x 5120 x 2560 10.29 /
 // 10.78, 2 x 8192 x 3584 16.82 / 18.06. Where the tiles are one a CTA the MMA form leads (2
 // x 4096 x 2048 8.04 / 8.50, 2 x 2048 x 2048 6.29 / 6.88; the FMA form 0.2-0.3 ahead only at
-// 4096 x 1024 and 4096 x 7168), and from 3 rows everywhere (3 x 5120 x 2560 10.85 / 13.21).
+// 4096 x 1024 and 4096 x 7168), from 3 rows everywhere (3 x 5120 x 2560 10.85 / 13.21), and
+// past the weight bound, where the FMA form's few busy warps fall behind (2 x 5120 x 13824,
+// Qwen2.5-32B's down_proj at TP 2, forced: 55.84 / 41.48).
 //                                                          perf-log: gemvAllReduceMma
 constexpr size_t kGemvFmaManyTilesMaxRows = 2;
 constexpr size_t kMmarOneKernelMaxRows = 8;
