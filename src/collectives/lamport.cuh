@@ -203,7 +203,18 @@ struct LamportRun {
   uint32_t buf;               // the buffer the current run uses
   uint32_t used[3 * kSets];   // chunks set t of buffer b last held: used[3 * t + b] (Rows: unused)
 
-  __device__ LamportRun(const DeviceComm& d, int channel)
+  // Unread: the Rows kind without reading its state; the caller sets buf before any push
+  // or read (the decode kernels' data warps, which take the index from their call warp:
+  // gemv_all_reduce.cu) and does not arrive.
+  struct Unread {};
+  __device__ LamportRun(const DeviceComm& d, int channel) : LamportRun(d, channel, Unread{}) {
+    buf = state[0];
+    if constexpr (!Traits::kWholeRank) {
+#pragma unroll
+      for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
+    }
+  }
+  __device__ LamportRun(const DeviceComm& d, int channel, Unread)
       : dc(d),
         base(d.base),
         stride(d.stride),
@@ -215,12 +226,7 @@ struct LamportRun {
         state(reinterpret_cast<uint32_t*>(d.base + size_t(d.rank) * d.stride + kLamportStateOffset) +
               (size_t(channel) * kMaxBlocks + (Traits::kWholeRank ? 0u : blockIdx.x)) * kLamportStateWords +
               Traits::kStateWord),
-        buf(state[0]) {
-    if constexpr (!Traits::kWholeRank) {
-#pragma unroll
-      for (int k = 0; k < 3 * kSets; ++k) used[k] = state[1 + k];
-    }
-  }
+        buf(0) {}
 
   // Slot of rank `sender` in this kind's set `set` of buffer `b` on rank `owner`
   // (sender != owner), as packs: the owner's peer (sender - owner - 1) mod W.
@@ -417,13 +423,14 @@ struct LamportRun {
   }
 
   // Rows: this CTA has read the buffer index (every thread, before a __syncthreads
-  // that comes before this call; one thread per CTA arrives). The CTA that arrives
+  // that comes before this call, or only the arriving thread, which hands it on:
+  // gemv_all_reduce.cu; one thread per CTA arrives). The CTA that arrives
   // last - every CTA of the grid has then read the index - moves the index on and
   // zeroes the counter for the next call, which reads both only after this grid has
   // completed. Split in two so that the atomic's round trip overlaps other work:
   // arrive() issues it, nothing waits for its result until advanceIfLast(). acq_rel at
   // gpu scope: the CTA's reads of the index (ordered before this thread's atomic by
-  // the barrier) happen before the last CTA's stores.
+  // the barrier, or by its program order) happen before the last CTA's stores.
   __device__ uint32_t arrive() const {
     static_assert(Traits::kWholeRank, "only the whole-rank kind shares one state");
     uint32_t before;

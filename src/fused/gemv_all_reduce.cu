@@ -163,6 +163,70 @@ __device__ __forceinline__ void prefetchBatches(const T* row, int count, int fir
   }
 }
 
+// ---- The call's buffer index, from the call warp to the data warps -----------------------
+// Every CTA reads the Rows kind's buffer index (and, for the norm inside, the call's epoch)
+// before it arrives, and the CTA that arrives last moves them on (LamportRun::arrive). The
+// data warps need the index only at their first push, a tile's loads later, but when every
+// thread read it at the start each data warp waited for that read's round trip to L2 before
+// its first loads of B: ptxas put the index into a uniform register, a loop invariant of
+// the pushes, in front of the loops (an R2UR waiting on the LDG before the first LDGSTS),
+// and warp 0 waited for thread 0's arrival, whose acq_rel atomic is a fence (MEMBAR.GPU).
+// So the call warp's lane 0 reads them, hands them over in shared memory behind an
+// mbarrier of one arrival (release / acquire at CTA scope), and arrives for the CTA after
+// its own reads; a data warp waits on the mbarrier where it first needs the index.
+struct RunIndex {
+  uint64_t ready;  // the mbarrier: one arrival, the call warp's
+  uint32_t buf, epoch;
+};
+__device__ __forceinline__ unsigned smemAddress(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void initRunIndex(RunIndex& r) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smemAddress(&r.ready)) : "memory");
+}
+__device__ __forceinline__ void publishRunIndex(RunIndex& r, uint32_t buf, uint32_t epoch) {
+  r.buf = buf;
+  r.epoch = epoch;
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smemAddress(&r.ready)) : "memory");
+}
+// The index (and the epoch into `epoch`). Not bounded, and need not be: the call warp of
+// the same CTA arrives unconditionally right after two loads of this rank's memory, long
+// before a data warp's first push.
+__device__ __forceinline__ uint32_t awaitRunIndex(const RunIndex& r, uint32_t& epoch) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smemAddress(&r.ready))
+        : "memory");
+  epoch = r.epoch;
+  return r.buf;
+}
+
+// The call warp's part (threads kData and up): it reads the index (and the epoch), and its
+// lane 0 hands them to the data warps; CTA 0's call warp then checks the call against the
+// peers' (shape signature), which the data threads never wait for (a mismatch ends their
+// waits through the error guard); last, lane 0 arrives for the CTA and, where it arrives
+// last, moves the index (and the epoch) on - every CTA has then read them, and the next
+// call reads them only after this grid has completed (griddepcontrol.wait, or stream
+// order). The check before the arrival: the arrival waits for its atomic's round trip,
+// which nothing in this call needs.
+__device__ __forceinline__ void callWarp(const DeviceComm& dc, int channel, RunIndex& index, bool normInside,
+                                         uint32_t sig, int M, int N) {
+  const dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
+  const uint32_t epoch = normInside ? gemv::rowSumsEpoch(run) : 0u;
+  const bool lane0 = threadIdx.x == unsigned(kData);
+  if (lane0) publishRunIndex(index, run.buf, epoch);
+  if (blockIdx.x == 0) {
+    dev::LamportCall call(dc, channel, sig, uint64_t(M) * uint64_t(N));
+    call.run(Op::MatmulAllReduce, channel);
+  }
+  if (lane0) {
+    const uint32_t before = run.arrive();  // acq_rel: after this thread's reads above
+    run.advanceIfLast(before);
+    if (normInside) gemv::publishRowSumsEpoch(run, before, epoch);
+  }
+}
+
 // acc[m][c] += row m of A's pack . column c's pack of B (8 elements each), fp32.
 template <typename T, int MR>
 __device__ __forceinline__ void fmaPacks(float (&acc)[MR][E], const Pack (&a)[MR], const Pack (&b)[E], int M) {
@@ -198,6 +262,8 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                         int K, int S, int perSlot, int stages, int ringAt, bool rotate, int prefetch,
                         NormCall norm, bool normInside, uint32_t sig) {
   __shared__ float red[kWarps][MR * E];
+  __shared__ RunIndex index;
+  if (threadIdx.x == unsigned(kData)) initRunIndex(index);
   // This CTA's rounded partials, [slot][its n-th tile][row], then the rings (ringAt: 128-byte
   // aligned in it). 128-byte aligned whatever the static red[] takes: with the rings 16
   // bytes off (132 bytes more of static arrays) the one-row form with rings took 1.4x its
@@ -217,23 +283,16 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                       firstBatch(stages > 0 && rotate, tile, tiles, count), prefetch, kPacks,
                       [&](int b) { return (kSplit + b * S) * 32; }, 32);
   }
+  __syncthreads();  // the mbarrier initialised
   // Programmatic dependent launch: A (the previous kernel's output, typically) and the
   // Lamport state are read only after the previous grid has completed.
   dev::waitForPreviousGrid();
-  dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
-  const uint32_t epoch = normInside ? gemv::rowSumsEpoch(run) : 0u;
-  __syncthreads();  // every thread has read the buffer index (and the epoch)
   if (threadIdx.x >= unsigned(kData)) {
-    // CTA 0's call warp checks the call against the peers' (shape signature); the data
-    // threads never wait for it (a mismatch ends their waits through the error guard).
-    if (blockIdx.x == 0) {
-      dev::LamportCall call(dc, channel, sig, uint64_t(M) * uint64_t(N));
-      call.run(Op::MatmulAllReduce, channel);
-    }
+    callWarp(dc, channel, index, normInside, sig, M, N);
     return;
   }
-  uint32_t before = 0;
-  if (threadIdx.x == 0) before = run.arrive();
+  dev::LamportRun<dev::LamportKind::Rows> run(dc, channel, dev::LamportRun<dev::LamportKind::Rows>::Unread{});
+  uint32_t epoch = 0;  // with run.buf, from the call warp (awaitRunIndex)
   // Slot `slot` (S warps) takes tiles slot * grid + blockIdx.x + n * stride, each warp of
   // it every S-th pack of K; slots go at their own pace (no barrier but the slot's).
   // Tiles go to the CTAs first, then to their slots, so that every SM reads its share of
@@ -332,6 +391,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       // Into our slot of every peer's current buffer, now: the peers poll for it.
       const Pack pushed = dev::notEmpty(p);
       const size_t pk = size_t(lane) * size_t(tiles) + size_t(tile);
+      run.buf = awaitRunIndex(index, epoch);
 #pragma unroll 8
       for (int j = 1; j < W; ++j) run.slot((rank + j) % W, run.buf, 0, rank)[pk] = pushed;
     }
@@ -340,10 +400,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   // The next kernel may launch; it waits for this grid (griddepcontrol.wait).
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
-  if (threadIdx.x == 0) {
-    run.advanceIfLast(before);
-    if (normInside) gemv::publishRowSumsEpoch(run, before, epoch);
-  }
+  run.buf = awaitRunIndex(index, epoch);
   // Every pack of this CTA's tiles: the peers' partials (polled), ours, summed in rank
   // order, stored (gemv_finish.cuh). A wait that gives up has recorded the error.
   const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][row]
@@ -459,6 +516,8 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                            int prefetch, NormCall norm, bool normInside, uint32_t sig) {
   static_assert(MR == 8 || MR == 16, "an MMA's 16 rows: the first 8 or all");
   __shared__ __align__(16) float red[kWarps][MR * kRedStride];
+  __shared__ RunIndex index;
+  if (threadIdx.x == unsigned(kData)) initRunIndex(index);
   extern __shared__ __align__(128) Pack own[];  // as gemvAllReduceKernel's
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
@@ -475,19 +534,14 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
                       firstBatch(stages > 0 && rotate, tile, tiles, count), prefetch, kPacks,
                       [&](int b) { return (kSplit + b * S) * kGroupsAhead * 4; }, kGroupsAhead * 4);
   }
-  dev::waitForPreviousGrid();  // as gemvAllReduceKernel
-  dev::LamportRun<dev::LamportKind::Rows> run(dc, channel);
-  const uint32_t epoch = normInside ? gemv::rowSumsEpoch(run) : 0u;
-  __syncthreads();
+  __syncthreads();  // as gemvAllReduceKernel
+  dev::waitForPreviousGrid();
   if (threadIdx.x >= unsigned(kData)) {
-    if (blockIdx.x == 0) {
-      dev::LamportCall call(dc, channel, sig, uint64_t(M) * uint64_t(N));
-      call.run(Op::MatmulAllReduce, channel);
-    }
+    callWarp(dc, channel, index, normInside, sig, M, N);
     return;
   }
-  uint32_t before = 0;
-  if (threadIdx.x == 0) before = run.arrive();
+  dev::LamportRun<dev::LamportKind::Rows> run(dc, channel, dev::LamportRun<dev::LamportKind::Rows>::Unread{});
+  uint32_t epoch = 0;
   const int slot = warp / S, kSplit = warp % S, g = lane / 4, q = lane % 4;
   const int slotThread = kSplit * 32 + lane;
   const Pack* a = reinterpret_cast<const Pack*>(A);
@@ -600,6 +654,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
       own[((slot * perSlot + n) * kSub + j) * MR + m] = p;
       const Pack pushed = dev::notEmpty(p);
       const size_t pk = size_t(m) * size_t(parts) + size_t(part);
+      run.buf = awaitRunIndex(index, epoch);
 #pragma unroll 8
       for (int jr = 1; jr < W; ++jr) run.slot((rank + jr) % W, run.buf, 0, rank)[pk] = pushed;
     }
@@ -610,10 +665,7 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
   dev::allowDependentLaunch();
   namedBarrier(kFinalBarrier, kData);  // own[] complete
-  if (threadIdx.x == 0) {
-    run.advanceIfLast(before);
-    if (normInside) gemv::publishRowSumsEpoch(run, before, epoch);
-  }
+  run.buf = awaitRunIndex(index, epoch);
   const auto locate = [&](int i, int& m, int& part) {  // own[]: [slot][n-th tile][part][row]
     m = i % MR;
     const int j = (i / MR) % kSub, sn = i / (MR * kSub), sl = sn / perSlot;
@@ -695,11 +747,12 @@ Shape shapeOf(const DeviceComm& dc, const GemvAllReduceArgs& g) {
   return s;
 }
 
-// The kernels' static shared memory: red[] (also finishNormed's scratch).
+// The kernels' static shared memory: red[] (also finishNormed's scratch) and the RunIndex,
+// up to the dynamic part's 128-byte alignment.
 size_t staticSmem(const Shape& s) {
   const size_t red = s.mma ? size_t(kWarps) * size_t(s.rows) * kRedStride * sizeof(float)
                            : size_t(kWarps) * size_t(s.rows) * E * sizeof(float);
-  return red;
+  return (red + sizeof(RunIndex) + 127) / 128 * 128;
 }
 
 template <typename T, int MR, bool Mma>

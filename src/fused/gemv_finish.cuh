@@ -84,7 +84,7 @@ __device__ __forceinline__ uint32_t rowSumsEpoch(const dev::LamportRun<dev::Lamp
   const uint32_t e = run.state[kRowSumsEpochWord] + 1u;
   return e != 0u ? e : 1u;
 }
-// before: what LamportRun::arrive returned to thread 0 of the block.
+// before: what LamportRun::arrive returned to the block's arriving thread (its call warp's lane 0).
 __device__ __forceinline__ void publishRowSumsEpoch(const dev::LamportRun<dev::LamportKind::Rows>& run,
                                                     uint32_t before, uint32_t epoch) {
   if (before == gridDim.x - 1) run.state[kRowSumsEpochWord] = epoch;
