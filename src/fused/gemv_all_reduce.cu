@@ -272,17 +272,20 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const int W = NR > 0 ? NR : dc.nranks;
   const int rank = dc.rank, warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int slots = kWarps / S, tiles = N / E, kPacks = K / E, stride = int(gridDim.x) * slots;
+  // Slot `slot` (S warps) takes tiles slot * grid + blockIdx.x + n * stride, each warp of
+  // it every S-th pack of K: `count` batches of 32 packs a tile (the rings). Computed before
+  // the PDL wait, as is the first tile's first batch: they depend on the arguments alone,
+  // and their integer divisions (~200 instructions, SASS) stood between the wait and the
+  // first loads of B.
+  const int slot = warp / S, kSplit = warp % S, firstTile = slot * int(gridDim.x) + int(blockIdx.x);
+  const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
+  const int firstAt = firstBatch(stages > 0 && rotate, firstTile, tiles, count);
   // The first `prefetch` batches of the warp's first tile, into L2 while the previous
   // grid finishes (B only: the weight; safe before the wait: prefetchL2). Lanes 0-7
   // take the tile's 8 rows of B, a batch 32 packs of each.
-  if (prefetch > 0 && threadIdx.x < unsigned(kData) && lane < E) {
-    const int slot = warp / S, kSplit = warp % S, tile = slot * int(gridDim.x) + int(blockIdx.x);
-    const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
-    if (tile < tiles)
-      prefetchBatches(B + (size_t(tile) * E + size_t(lane)) * size_t(K), count,
-                      firstBatch(stages > 0 && rotate, tile, tiles, count), prefetch, kPacks,
-                      [&](int b) { return (kSplit + b * S) * 32; }, 32);
-  }
+  if (prefetch > 0 && threadIdx.x < unsigned(kData) && lane < E && firstTile < tiles)
+    prefetchBatches(B + (size_t(firstTile) * E + size_t(lane)) * size_t(K), count, firstAt, prefetch, kPacks,
+                    [&](int b) { return (kSplit + b * S) * 32; }, 32);
   __syncthreads();  // the mbarrier initialised
   // Programmatic dependent launch: A (the previous kernel's output, typically) and the
   // Lamport state are read only after the previous grid has completed.
@@ -293,14 +296,12 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel, dev::LamportRun<dev::LamportKind::Rows>::Unread{});
   uint32_t epoch = 0;  // with run.buf, from the call warp (awaitRunIndex)
-  // Slot `slot` (S warps) takes tiles slot * grid + blockIdx.x + n * stride, each warp of
-  // it every S-th pack of K; slots go at their own pace (no barrier but the slot's).
-  // Tiles go to the CTAs first, then to their slots, so that every SM reads its share of
-  // B (N = 5120: 640 tiles, 5 a CTA; CTA-first gave 80 CTAs 8 tiles and 48 none).
-  const int slot = warp / S, kSplit = warp % S;
+  // Slots go at their own pace (no barrier but the slot's). Tiles go to the CTAs first,
+  // then to their slots, so that every SM reads its share of B (N = 5120: 640 tiles, 5 a
+  // CTA; CTA-first gave 80 CTAs 8 tiles and 48 none).
   const Pack* a = reinterpret_cast<const Pack*>(A);
   int n = 0;
-  for (int tile = slot * int(gridDim.x) + int(blockIdx.x); tile < tiles; tile += stride, ++n) {
+  for (int tile = firstTile; tile < tiles; tile += stride, ++n) {
     float acc[MR][E];
 #pragma unroll
     for (int m = 0; m < MR; ++m)
@@ -312,10 +313,9 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     const Pack* b = reinterpret_cast<const Pack*>(B + size_t(tile) * E * size_t(K));
     if (stages > 0) {
       // Iteration i: pack kp = (kSplit + i S) 32 + lane of B's 8 rows and A's rows.
-      const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * (E + MR) * 32 + lane, E + MR, stages};
       runRing(
-          ring, count, firstBatch(rotate, tile, tiles, count), false,
+          ring, count, n == 0 ? firstAt : firstBatch(rotate, tile, tiles, count), false,
           [&](int i, Pack* st) {
             const int kp = (kSplit + i * S) * 32 + lane;
             const bool inK = kp < kPacks;
@@ -524,16 +524,16 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   const int parts = N / E, tiles = (parts + kSub - 1) / kSub, kPacks = K / E;
   const int kBatches = (kPacks + 4 * kGroupsAhead - 1) / (4 * kGroupsAhead);
   const int slots = kWarps / S, stride = int(gridDim.x) * slots;
+  // The warp's place, its batches a tile and its first tile's first batch before the PDL
+  // wait, as gemvAllReduceKernel's.
+  const int slot = warp / S, kSplit = warp % S, firstTile = slot * int(gridDim.x) + int(blockIdx.x);
+  const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
+  const int firstAt = firstBatch(stages > 0 && rotate, firstTile, tiles, count);
   // As gemvAllReduceKernel: lane l takes row l of the tile's 32 rows of B, a batch 8
   // packs of it (kGroupsAhead groups of 32 k).
-  if (prefetch > 0 && threadIdx.x < unsigned(kData)) {
-    const int slot = warp / S, kSplit = warp % S, tile = slot * int(gridDim.x) + int(blockIdx.x);
-    const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
-    if (tile < tiles && tile * kSub + lane / E < parts)
-      prefetchBatches(B + (size_t(tile) * kTileCols + size_t(lane)) * size_t(K), count,
-                      firstBatch(stages > 0 && rotate, tile, tiles, count), prefetch, kPacks,
-                      [&](int b) { return (kSplit + b * S) * kGroupsAhead * 4; }, kGroupsAhead * 4);
-  }
+  if (prefetch > 0 && threadIdx.x < unsigned(kData) && firstTile < tiles && firstTile * kSub + lane / E < parts)
+    prefetchBatches(B + (size_t(firstTile) * kTileCols + size_t(lane)) * size_t(K), count, firstAt, prefetch, kPacks,
+                    [&](int b) { return (kSplit + b * S) * kGroupsAhead * 4; }, kGroupsAhead * 4);
   __syncthreads();  // as gemvAllReduceKernel
   dev::waitForPreviousGrid();
   if (threadIdx.x >= unsigned(kData)) {
@@ -542,14 +542,14 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   }
   dev::LamportRun<dev::LamportKind::Rows> run(dc, channel, dev::LamportRun<dev::LamportKind::Rows>::Unread{});
   uint32_t epoch = 0;
-  const int slot = warp / S, kSplit = warp % S, g = lane / 4, q = lane % 4;
+  const int g = lane / 4, q = lane % 4;
   const int slotThread = kSplit * 32 + lane;
   const Pack* a = reinterpret_cast<const Pack*>(A);
   int n = 0;
   // Tiles go to the CTAs first, then to their slots (tile = slot * grid + CTA + n *
   // stride): where there are fewer tiles than slots, every SM still gets some, so that
   // the loads of B spread over all of them (N = 5120: 160 tiles on 128 CTAs).
-  for (int tile = slot * int(gridDim.x) + int(blockIdx.x); tile < tiles; tile += stride, ++n) {
+  for (int tile = firstTile; tile < tiles; tile += stride, ++n) {
     const Pack* b[kSub];
 #pragma unroll
     for (int j = 0; j < kSub; ++j) {
@@ -562,12 +562,11 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
     if (stages > 0) {
       // Batch i of the warp: kSplit + i S, its packs [group][B's parts, A's rows].
       constexpr int kPer = MmaLoads<MR>::kPer;
-      const int count = kBatches > kSplit ? (kBatches - kSplit + S - 1) / S : 0;
       const LaneRing ring{own + ringAt + size_t(warp) * size_t(stages) * kGroupsAhead * kPer * 32 + lane,
                           kGroupsAhead * kPer, stages};
       const Pack* rows = reinterpret_cast<const Pack*>(B + size_t(tile) * kTileCols * size_t(K));
       runRing(
-          ring, count, firstBatch(rotate, tile, tiles, count), rowCopies,
+          ring, count, n == 0 ? firstAt : firstBatch(rotate, tile, tiles, count), rowCopies,
           [&](int i, Pack* st) {
             if (rowCopies) {
               // B's 32 rows x 8 packs of the batch, 4 rows an instruction (8 lanes a row, its
