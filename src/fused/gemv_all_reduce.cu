@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(kData + dev::kCallWarpThreads, 1)
   // Slot `slot` (S warps) takes tiles slot * grid + blockIdx.x + n * stride, each warp of
   // it every S-th pack of K: `count` batches of 32 packs a tile (the rings). Computed before
   // the PDL wait, as is the first tile's first batch: they depend on the arguments alone,
-  // and their integer divisions (~200 instructions, SASS) stood between the wait and the
-  // first loads of B.
+  // and their three integer divisions (chains of dependent MUFU.RCP / IMAD.HI, ~65 SASS
+  // instructions) stood between the wait and the first loads of B (perf-log, 2026-12-04).
   const int slot = warp / S, kSplit = warp % S, firstTile = slot * int(gridDim.x) + int(blockIdx.x);
   const int groups = (kPacks + 31) / 32, count = groups > kSplit ? (groups - kSplit + S - 1) / S : 0;
   const int firstAt = firstBatch(stages > 0 && rotate, firstTile, tiles, count);
