@@ -71,8 +71,9 @@ __device__ __forceinline__ Pack loadPack(const Pack* p) {
 // the copies it waited for are visible to the executing thread). A stage is rewritten
 // only after the MMAs or FMAs that consumed it were issued: they depend on the registers
 // its reads filled, so those reads have completed.
+__device__ __forceinline__ unsigned smemAddress(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void copyPack(Pack* dst, const Pack* src, bool valid) {
-  const unsigned d = unsigned(__cvta_generic_to_shared(dst));
+  const unsigned d = smemAddress(dst);
   // src-size 0 copies nothing and zero-fills the pack (past K, N or M).
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
@@ -178,7 +179,6 @@ struct RunIndex {
   uint64_t ready;  // the mbarrier: one arrival, the call warp's
   uint32_t buf, epoch;
 };
-__device__ __forceinline__ unsigned smemAddress(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
 __device__ __forceinline__ void initRunIndex(RunIndex& r) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smemAddress(&r.ready)) : "memory");
 }
