@@ -291,6 +291,12 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
       asm volatile("prefetch.global.L1 [%0];" ::"l"(residual + p));
       asm volatile("prefetch.global.L1 [%0];" ::"l"(weight + p));
     }
+    // The next kernel may launch now: it still waits for this grid's completion at its
+    // own griddepcontrol.wait (every kernel launched with PDL does, launch.h), so only its
+    // launch and prologue move under our work - e.g. the next decode kernel's first
+    // weight lines into L2. This grid is a CTA a row of at most the decode kernel's rows,
+    // all resident from the start, so the next grid's CTAs take no SM it needs.
+    dev::allowDependentLaunch();
   }
   dev::waitForPreviousGrid();
   const float invScale = c.scale ? 1.f / *c.scale : 1.f;
