@@ -272,10 +272,16 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
   }
 }
 
+// residualNormKernel's one-pack form: threads of a CTA (a pack each).
+constexpr unsigned kOnePackThreads = 1024;
+
 // The large path's second half: `sum` holds the all-reduced input (it may be c.out),
 // in T, or (S = float: fcMatmulAllReduce's decode kernel) unrounded in fp32.
-template <typename T, typename S = T>
-__global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, const S* sum) {
+// kOnePack (the fp32 form): rows of at most kOnePackThreads packs, one a thread, in
+// registers (normRow's one-pack path alone, the row loop not built).
+template <typename T, typename S = T, bool kOnePack = false>
+__global__ void __launch_bounds__(kOnePack ? kOnePackThreads : dev::kThreads)
+    residualNormKernel(NormCall c, const S* sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ __align__(16) float red[2][32];
   if constexpr (std::is_same_v<S, float> && !std::is_same_v<T, float>) {
@@ -319,7 +325,7 @@ __global__ void __launch_bounds__(dev::kThreads) residualNormKernel(NormCall c, 
   int parity = 0;
   for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1) {
     auto total = [&](float ss, bool&) { return rowSum(ss, red, parity, blockDim.x); };
-    normRow<T>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total);
+    normRow<T, kOnePack>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total);
   }
 }
 
@@ -523,8 +529,23 @@ fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cuda
     const size_t groups = (c.tokens + size_t(rows) - 1) / size_t(rows);
     const dim3 grid(unsigned(groups < kMaxGrid ? groups : kMaxGrid));
     const T* s = static_cast<const T*>(sum);
-    if (fp32Sum)
-      return launchKernelEx(residualNormKernel<T, float>, grid, block, stream, pdl, c, static_cast<const float*>(sum));
+    if (fp32Sum) {
+      // Behind the decode kernel (at most 16 rows). Rows of more than dev::kThreads packs
+      // and fewer than kOnePackThreads (hidden 4104-8184 in bf16) a pack a thread, in
+      // registers, where the 512-thread CTA's row loop (its arrays in local memory,
+      // norm_rows.cuh) left some threads two packs and others one: 0.13-0.48 us faster
+      // at hidden 5120 and 6144, 1-8 rows (one H200, perf-log sixty-fourth session). At
+      // 1024 packs (8192) the loop's two packs a thread were level or faster (up to 0.2
+      // us), and up to 512 packs the 512-thread kernel takes the same one-pack path;
+      // built with 32 registers instead of its 122, it was faster at 1-4 rows and 0.3-0.44
+      // us slower at 8 x 4096 (where its CTAs then share SMs with the next decode
+      // kernel's, launched early), so those keep it.
+      const float* s32 = static_cast<const float*>(sum);
+      if (rowPacks > size_t(dev::kThreads) && rowPacks < size_t(kOnePackThreads))
+        return launchKernelEx(residualNormKernel<T, float, true>, grid, dim3(rowThreads(rowPacks, kOnePackThreads)),
+                              stream, pdl, c, s32);
+      return launchKernelEx(residualNormKernel<T, float>, grid, block, stream, pdl, c, s32);
+    }
     if (rows == 4) return launchKernelEx(residualNormRowsKernel<T, 4, 1>, grid, block, stream, pdl, c, s);
     if (rows == 2)
       return packsPerThread == 1 ? launchKernelEx(residualNormRowsKernel<T, 2, 1>, grid, block, stream, pdl, c, s)
