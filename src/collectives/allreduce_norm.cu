@@ -49,6 +49,7 @@ namespace {
 using dev::Pack;
 using norm::ClusterRowSum;
 using norm::normRow;
+using norm::normRowInRegisters;
 using norm::rowSum;
 using norm::rowThreads;
 
@@ -272,15 +273,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks)
   }
 }
 
-// residualNormKernel's one-pack form: threads of a CTA (a pack each).
-constexpr unsigned kOnePackThreads = 1024;
+// residualNormKernel's forms with a row in registers (kRegPacks > 0): threads of a CTA.
+constexpr unsigned kRegRowThreads = 1024;
 
 // The large path's second half: `sum` holds the all-reduced input (it may be c.out),
 // in T, or (S = float: fcMatmulAllReduce's decode kernel) unrounded in fp32.
-// kOnePack (the fp32 form): rows of at most kOnePackThreads packs, one a thread, in
-// registers (normRow's one-pack path alone, the row loop not built).
-template <typename T, typename S = T, bool kOnePack = false>
-__global__ void __launch_bounds__(kOnePack ? kOnePackThreads : dev::kThreads)
+// kRegPacks > 0 (the fp32 form): a row of at most kRegPacks x kRegRowThreads packs,
+// kRegPacks a thread in registers (normRowInRegisters; the row loop not built).
+template <typename T, typename S = T, int kRegPacks = 0>
+__global__ void __launch_bounds__(kRegPacks > 0 ? kRegRowThreads : unsigned(dev::kThreads))
     residualNormKernel(NormCall c, const S* sum) {
   constexpr int E = dev::PackTraits<T>::kElems;
   __shared__ __align__(16) float red[2][32];
@@ -325,7 +326,10 @@ __global__ void __launch_bounds__(kOnePack ? kOnePackThreads : dev::kThreads)
   int parity = 0;
   for (size_t row = blockIdx.x; row < c.tokens; row += gridDim.x, parity ^= 1) {
     auto total = [&](float ss, bool&) { return rowSum(ss, red, parity, blockDim.x); };
-    normRow<T, kOnePack>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total);
+    if constexpr (kRegPacks > 0)
+      normRowInRegisters<T, kRegPacks>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total, kNormFull);
+    else
+      normRow<T>(c, row, 0, rowPacks, blockDim.x, false, invScale, load, total);
   }
 }
 
@@ -530,20 +534,23 @@ fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cuda
     const dim3 grid(unsigned(groups < kMaxGrid ? groups : kMaxGrid));
     const T* s = static_cast<const T*>(sum);
     if (fp32Sum) {
-      // Behind the decode kernel (at most 16 rows). Rows of more than dev::kThreads packs
-      // and fewer than kOnePackThreads (hidden 4104-8184 in bf16) a pack a thread, in
-      // registers, where the 512-thread CTA's row loop (its arrays in local memory,
-      // norm_rows.cuh) left some threads two packs and others one: 0.13-0.48 us faster
-      // at hidden 5120 and 6144, 1-8 rows (one H200, perf-log sixty-fourth session). At
-      // 1024 packs (8192) the loop's two packs a thread were level or faster (up to 0.2
-      // us), and up to 512 packs the 512-thread kernel takes the same one-pack path;
-      // built with 32 registers instead of its 122, it was faster at 1-4 rows and 0.3-0.44
-      // us slower at 8 x 4096 (where its CTAs then share SMs with the next decode
-      // kernel's, launched early), so those keep it.
+      // Behind the decode kernel (at most 16 rows): rows of up to 2 x kRegRowThreads packs
+      // (hidden 16384 in bf16) in registers. Up to dev::kThreads packs the one-pack path of
+      // the 512-thread kernel (below) is that already; its 122 registers a thread keep the
+      // next decode kernel's CTAs, launched early (above), off its SM, and built with 32 it
+      // lost 0.3-0.44 us at 8 x 4096 (one H200, perf-log sixty-fourth session). Rows of
+      // 513-1023 packs one a thread (0.01-0.48 us faster than the 512-thread CTA's row loop
+      // at hidden 5120-7168, which left some threads two packs and others one), from 1024
+      // packs two a thread (at 1024 the loop's threads and order: the same bits), so that
+      // every load of the row is in flight at once, where the loop waited for each pack's
+      // sums before it loaded the next.
       const float* s32 = static_cast<const float*>(sum);
-      if (rowPacks > size_t(dev::kThreads) && rowPacks < size_t(kOnePackThreads))
-        return launchKernelEx(residualNormKernel<T, float, true>, grid, dim3(rowThreads(rowPacks, kOnePackThreads)),
+      if (rowPacks > size_t(dev::kThreads) && rowPacks < size_t(kRegRowThreads))
+        return launchKernelEx(residualNormKernel<T, float, 1>, grid, dim3(rowThreads(rowPacks, kRegRowThreads)),
                               stream, pdl, c, s32);
+      if (rowPacks >= size_t(kRegRowThreads) && rowPacks <= 2 * size_t(kRegRowThreads))
+        return launchKernelEx(residualNormKernel<T, float, 2>, grid,
+                              dim3(rowThreads((rowPacks + 1) / 2, kRegRowThreads)), stream, pdl, c, s32);
       return launchKernelEx(residualNormKernel<T, float>, grid, block, stream, pdl, c, s32);
     }
     if (rows == 4) return launchKernelEx(residualNormRowsKernel<T, 4, 1>, grid, block, stream, pdl, c, s);

@@ -118,6 +118,67 @@ __device__ __forceinline__ Pack addResidual(float (&acc)[dev::PackTraits<T>::kEl
   return x;
 }
 
+// normRow's packs [begin, end) of the row held in registers, kPacks a thread (end - begin
+// <= kPacks x threads): thread t's packs are t, t + threads, ..., as normRow's loop walks
+// them, with the same operations in the same order (the same bits), but each pack, its
+// residual and its weight in registers of their own: every sum's loads are issued before
+// the first is used, where the loop takes a pack's loads after the one before it is done.
+template <typename T, int kPacks, typename Sum, typename Total>
+__device__ __forceinline__ bool normRowInRegisters(const NormCall& c, size_t row, size_t begin, size_t end,
+                                                   unsigned threads, bool failed, float invScale, Sum sum,
+                                                   Total total, uint32_t stages) {
+  constexpr int E = dev::PackTraits<T>::kElems;
+  const size_t rowPacks = c.hidden / E, first = row * rowPacks;
+  const Pack* residual = static_cast<const Pack*>(c.residual) + first;
+  const Pack* weight = static_cast<const Pack*>(c.weight);
+  Pack* residualOut = static_cast<Pack*>(c.residualOut) + first;
+  Pack* out = c.out ? static_cast<Pack*>(c.out) + first : nullptr;  // NULL: the fp8 output instead
+  const bool prefetch = stages & kNormPrefetch;
+  const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
+  const Pack zero{0u, 0u, 0u, 0u};
+  Pack r[kPacks], w[kPacks], x[kPacks];
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    const size_t p = begin + threadIdx.x + size_t(j) * threads;
+    r[j] = w[j] = x[j] = zero;
+    if (p < end && prefetch) {
+      if (withResidual) r[j] = residual[p];
+      if (withNorm) w[j] = weight[p];
+    }
+  }
+  float ss = 0.f;
+  if (!failed) {
+    // Every sum first, then the adds and stores: a store to residualOut may alias the
+    // sums as far as the compiler knows, so a later pack's loads would not move above it.
+    // As in the loop, no sum after one whose wait gave up (sum() returns false).
+    float acc[kPacks][E];
+    int got = 0;  // packs whose sums came, in order
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j) {
+      const size_t p = begin + threadIdx.x + size_t(j) * threads;
+      if (got == j && p < end && sum(first + p, acc[j])) got = j + 1;
+      else if (got == j && p < end) failed = true;
+    }
+#pragma unroll
+    for (int j = 0; j < kPacks; ++j) {
+      const size_t p = begin + threadIdx.x + size_t(j) * threads;
+      if (j >= got) break;
+      if (withResidual && !prefetch) r[j] = residual[p];
+      x[j] = addResidual<T>(acc[j], r[j], ss);
+      residualOut[p] = x[j];
+    }
+  }
+  if (!withNorm) return !failed;  // uniform over the CTA: no barrier skipped by some
+  const float rstd = rsqrtf(total(ss, failed) / float(c.hidden) + c.eps);
+  if (failed) return false;
+#pragma unroll
+  for (int j = 0; j < kPacks; ++j) {
+    const size_t p = begin + threadIdx.x + size_t(j) * threads;
+    if (p < end) storeNormed<T>(c, out, p, (first + p) * E, x[j], prefetch ? w[j] : weight[p], rstd, invScale);
+  }
+  return true;
+}
+
 // Packs [begin, end) of one row (the CTA's share of it), by the `threads` data threads
 // of the CTA: for each of this thread's packs p,
 // sum(p, acc) sets acc to the all-reduced fp32 pack (false: the wait gave up); then the
@@ -155,6 +216,9 @@ __device__ __forceinline__ bool normRow(const NormCall& c, size_t row, size_t be
   const bool prefetch = stages & kNormPrefetch;
   const bool withResidual = stages & kNormResidual, withNorm = stages & kNormNorm;
   const Pack zero{0u, 0u, 0u, 0u};
+  // (normRowInRegisters<T, 1> is the same path; kept here as written, since the Lamport
+  // kernels built through it allocated their registers differently - the two-shot
+  // kernel's spills moved by 16-48 bytes - on paths only two GPUs can time.)
   if (kOnePackOnly || (end - begin <= threads && !(stages & kNormLoopRow))) {  // uniform over the CTA
     const size_t p = begin + threadIdx.x;
     const bool mine = p < end;

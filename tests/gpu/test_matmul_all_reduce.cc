@@ -267,12 +267,13 @@ TEST_CASE("fcMatmulAllReduceResidualRMSNorm: float64 reference, every path, in p
   // product per rank). 6 x 520 x 1032: auto's decode GEMM + the all-reduce + norm where the
   // one kernel's MMA form would have run before (the forced paths: the one kernel). 2 x
   // 4360 x 264: the one kernel's FMA form at 2 rows where forced (137 tiles of 32 columns).
-  // 2 x 4360 and 1 x 8192: the norm behind the one kernel with rows of 545 packs (a pack a
-  // thread, 576-thread CTAs) and of 1024 (two packs a thread of 512).
+  // 2 x 4360, 1 x 8192 and 2 x 12296: the norm behind the one kernel with rows of 545 packs
+  // (a pack a thread, 576-thread CTAs), 1024 (two a thread of 512) and 1537 (two a thread of
+  // 800, threads 737-799 with one).
   const Shape shapes[] = {{1, 4096, 512},  {7, 2056, 264},   {13, 2056, 520},   {64, 4096, 136},
                           {300, 2056, 136}, {512, 3840, 256}, {4096, 1032, 136}, {13, 264, 520},
                           {40, 2880, 4352}, {1, 520, 1032},   {72, 4096, 136},   {256, 4096, 136},
-                          {6, 520, 1032},   {2, 4360, 264},   {1, 8192, 136}};
+                          {6, 520, 1032},   {2, 4360, 264},   {1, 8192, 136},   {2, 12296, 136}};
   for (fcDataType_t t : {fcBfloat16, fcFloat16})
     for (const Shape& sh : shapes)
       for (int form = 0; form < 3; ++form) {  // 0: normOut, 1: in place (residualOut == residual), 2: fp8
