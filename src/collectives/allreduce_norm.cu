@@ -534,21 +534,15 @@ fcResult_t launchResidualNorm(const NormCall& c, const void* sum, bool pdl, cuda
     const dim3 grid(unsigned(groups < kMaxGrid ? groups : kMaxGrid));
     const T* s = static_cast<const T*>(sum);
     if (fp32Sum) {
-      // Behind the decode kernel (at most 16 rows): rows of up to 2 x kRegRowThreads packs
-      // (hidden 16384 in bf16) in registers. Up to dev::kThreads packs the one-pack path of
-      // the 512-thread kernel (below) is that already; its 122 registers a thread keep the
-      // next decode kernel's CTAs, launched early (above), off its SM, and built with 32 it
-      // lost 0.3-0.44 us at 8 x 4096 (one H200, perf-log sixty-fourth session). Rows of
-      // 513-1023 packs one a thread (0.01-0.48 us faster than the 512-thread CTA's row loop
-      // at hidden 5120-7168, which left some threads two packs and others one), from 1024
-      // packs two a thread (at 1024 the loop's threads and order: the same bits), so that
-      // every load of the row is in flight at once, where the loop waited for each pack's
-      // sums before it loaded the next.
+      // Behind the decode kernel (at most 16 rows): past 512 packs the row in registers,
+      // one or two packs a thread (tuning::residualNormRegPacks), where the 512-thread
+      // kernel's row loop loads a pack's sums only after storing the pack before.
       const float* s32 = static_cast<const float*>(sum);
-      if (rowPacks > size_t(dev::kThreads) && rowPacks < size_t(kRegRowThreads))
+      const int regPacks = tuning::residualNormRegPacks(rowPacks, kRegRowThreads);
+      if (regPacks == 1)
         return launchKernelEx(residualNormKernel<T, float, 1>, grid, dim3(rowThreads(rowPacks, kRegRowThreads)),
                               stream, pdl, c, s32);
-      if (rowPacks >= size_t(kRegRowThreads) && rowPacks <= 2 * size_t(kRegRowThreads))
+      if (regPacks == 2)
         return launchKernelEx(residualNormKernel<T, float, 2>, grid,
                               dim3(rowThreads((rowPacks + 1) / 2, kRegRowThreads)), stream, pdl, c, s32);
       return launchKernelEx(residualNormKernel<T, float>, grid, block, stream, pdl, c, s32);

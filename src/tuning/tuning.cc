@@ -183,6 +183,14 @@ constexpr int kNormRowsOwnCtasRanks = 2;
 // below it behind (256 x 4096 3.8 -> 6.1).                perf-log: residualNormRowsPerCta
 constexpr size_t kNormLocalRowsMinBytes = 3 * MiB;
 constexpr size_t kNormLocalRowsMaxPacks = 4;
+// The norm behind fcMatmulAllReduce's decode kernel with its row in registers past 512
+// packs (one H200, world size 1, the weight cold, sixty-fourth session): one pack a thread
+// at 513-1023 packs 0.01-0.48 us faster than the 512-thread kernel's row loop (hidden
+// 5120-7168); two at 1024-2048 0.03-0.57 faster (8192-16384); one a thread at 1024 was
+// level or up to 0.2 slower. Up to 512 packs the 512-thread kernel holds the row in
+// registers already (its 32-register build lost 0.44 us at 8 x 4096).
+//                                                          perf-log: residualNormRegPacks
+constexpr size_t kNormRegMinPacks = 513;
 
 // ---- fcAllGatherMatmul --------------------------------------------------------------------
 // The engine by default at 2-4 ranks (8 unmeasured). At 3-4 ranks only for shards of
@@ -763,6 +771,12 @@ int residualNormRowsPerCta(size_t tokens, size_t rowPacks, size_t packsPerThread
   int rows = forced > 0 ? forced : many ? int(kNormLocalRowsMaxPacks) : 1;
   while (rows > 1 && size_t(rows) * packsPerThread > kNormLocalRowsMaxPacks) rows /= 2;
   return rows;
+}
+
+int residualNormRegPacks(size_t rowPacks, size_t maxThreads) {
+  if (rowPacks < kNormRegMinPacks) return 0;
+  if (rowPacks < maxThreads) return 1;
+  return rowPacks <= 2 * maxThreads ? 2 : 0;
 }
 
 // ---- All-gather + GEMM ----------------------------------------------------------------------

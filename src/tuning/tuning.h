@@ -154,6 +154,13 @@ size_t normRowCtas(size_t tokens, size_t maxCtas, size_t rowCtas, size_t residen
 // FC_NORM_LOCAL_ROWS (0: by the rows' bytes; 1, 2 or 4: that many where the packs allow).
 int residualNormRowsPerCta(size_t tokens, size_t rowPacks, size_t packsPerThread, int forced = 0);
 
+// fcMatmulAllReduce's norm behind its decode kernel (launchResidualNorm's fp32 sums, at most
+// 16 rows, a CTA a row): the packs of its row of rowPacks 16-byte packs that each thread
+// holds in registers, in CTAs of up to maxThreads (>= 512) threads - 1 for rows of more
+// than 512 packs and fewer than maxThreads, 2 for rows of maxThreads to 2 x maxThreads -
+// else 0: the 512-thread kernel (one pack a thread up to 512 packs, its row loop beyond).
+int residualNormRegPacks(size_t rowPacks, size_t maxThreads);
+
 // ---- All-gather + GEMM (fcAllGatherMatmul) ----------------------------------------------
 struct AllGatherMatmulQuery {
   FusedAlgo forced = FusedAlgo::Auto;  // FC_AGMM_ALGO

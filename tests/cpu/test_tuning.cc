@@ -321,6 +321,16 @@ TEST_CASE("fcAllReduceResidualRMSNorm's choice", "[tuning]") {
   CHECK(residualNormRowsPerCta(8192, 512, 1, 1) == 1);
   CHECK(residualNormRowsPerCta(8192, 512, 1, 2) == 2);
   CHECK(residualNormRowsPerCta(8192, 0, 0, 4) == 1);
+  // The norm behind the decode kernel: its row in registers past 512 packs, one a thread
+  // below 1024 threads' worth, two up to twice that; the 512-thread kernel elsewhere.
+  CHECK(residualNormRegPacks(512, 1024) == 0);   // hidden 4096 in bf16: 512 threads, one pack each
+  CHECK(residualNormRegPacks(513, 1024) == 1);
+  CHECK(residualNormRegPacks(640, 1024) == 1);   // 5120
+  CHECK(residualNormRegPacks(1023, 1024) == 1);
+  CHECK(residualNormRegPacks(1024, 1024) == 2);  // 8192: two packs on 512 threads
+  CHECK(residualNormRegPacks(2048, 1024) == 2);  // 16384
+  CHECK(residualNormRegPacks(2049, 1024) == 0);  // beyond: the row loop
+  CHECK(residualNormRegPacks(1, 1024) == 0);
 }
 
 TEST_CASE("fcAllGatherMatmul's choice", "[tuning]") {
