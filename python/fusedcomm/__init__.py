@@ -17,7 +17,7 @@ Shapes, layouts and semantics: include/fusedcomm.h and docs/api.md.
 """
 from ._core import (  # noqa: F401
     BFLOAT16, FLOAT16, FLOAT32, NUM_RESULTS, OP_N, OP_T, SUM, VERSION_CODE, Communicator, Config, FcError, Library,
-    UniqueId, communicator, dtype_of, find_library, library, node_ranks, symmetric_tensor)
+    UniqueId, all_gather_objects, communicator, dtype_of, find_library, library, node_ranks, symmetric_tensor)
 from ._core import (  # noqa: F401
     IN_PROGRESS, INTERNAL_ERROR, INVALID_ARGUMENT, INVALID_USAGE, NOT_SUPPORTED, REMOTE_ERROR, SUCCESS, SYSTEM_ERROR,
     TIMEOUT, UNHANDLED_CUDA_ERROR, UNIQUE_ID_BYTES)

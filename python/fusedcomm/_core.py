@@ -16,6 +16,7 @@ semantics.
 import ctypes
 import itertools
 import os
+import pickle
 import socket
 
 # fcResult_t
@@ -216,14 +217,42 @@ def spanning_hosts_message(hosts):
     return "the ranks are on %d hosts (%s%s): %s" % (len(groups), ", ".join(listed), more, ONE_NODE_ADVICE)
 
 
+def all_gather_objects(obj, group=None):
+    """Every rank's `obj` (small and picklable), in the group's rank order: what
+    torch.distributed.all_gather_object returns, without NumPy. torch's object
+    collectives turn their bytes back through tensor.numpy(), and torch does not depend
+    on NumPy, so on an installation without it they raise "Numpy is not available"; here
+    the bytes cross as a uint8 tensor (lengths first, then the padded bytes) and come
+    back through tolist(). The tensors live where the group's backend takes them: the
+    current CUDA device for NCCL alone, the CPU for anything with gloo (as torch's own
+    object collectives choose). Collective: every rank of the group calls it."""
+    import torch
+    import torch.distributed as dist
+
+    backend = str(dist.get_backend(group))  # "nccl", "gloo", "cpu:gloo,cuda:nccl", ...
+    nccl_only = "nccl" in backend and "gloo" not in backend
+    device = torch.device("cuda", torch.cuda.current_device()) if nccl_only else torch.device("cpu")
+    data = pickle.dumps(obj)
+    world = dist.get_world_size(group)
+    size = torch.tensor([len(data)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    dist.all_gather(sizes, size, group=group)
+    sizes = [int(s.item()) for s in sizes]
+    mine = torch.zeros(max(sizes), dtype=torch.uint8, device=device)
+    if data:
+        mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8).to(device)
+    everyone = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(everyone, mine, group=group)
+    return [pickle.loads(bytes(t[:n].tolist())) for t, n in zip(everyone, sizes)]
+
+
 def node_ranks(group=None):
     """The global ranks of a torch.distributed group (default: the world) node by node:
     one sorted list per host, the hosts in order of their lowest rank. Collective: every
     rank of the group calls it."""
     import torch.distributed as dist
 
-    hosts = [None] * dist.get_world_size(group)
-    dist.all_gather_object(hosts, this_host(), group=group)
+    hosts = all_gather_objects(this_host(), group)
     world = group is None or group is dist.group.WORLD
     return [[r if world else dist.get_global_rank(group, r) for r in g] for g in _by_host(hosts)]
 
@@ -265,7 +294,7 @@ class Communicator:
     def from_process_group(cls, group=None, lib=None, config=None):
         """The ranks of a torch.distributed process group (default: the world), which
         must all run on one node: its first rank makes the unique id, and one
-        all_gather_object through the group hands it out with every rank's host. A
+        all_gather_objects through the group hands it out with every rank's host. A
         group that spans hosts raises FcError (INVALID_USAGE) on every rank with the
         library's message, before any rank starts the init (which could not reach
         the ranks of another host): use for_node there. Every rank of the group calls
@@ -274,8 +303,7 @@ class Communicator:
 
         lib = lib or library()
         rank, world = dist.get_rank(group), dist.get_world_size(group)
-        everyone = [None] * world
-        dist.all_gather_object(everyone, (this_host(), lib.unique_id().hex() if rank == 0 else None), group=group)
+        everyone = all_gather_objects((this_host(), lib.unique_id().hex() if rank == 0 else None), group)
         refusal = spanning_hosts_message([h for h, _ in everyone])
         if refusal is not None:
             raise FcError(INVALID_USAGE, lib.error_string(INVALID_USAGE), refusal, "Communicator.from_process_group")

@@ -241,6 +241,7 @@ def all_reduce_residual_rmsnorm_fp8(x: torch.Tensor, residual: torch.Tensor, wei
 @all_reduce_residual_rmsnorm_fp8.register_fake
 def _(x, residual, weight, scale, eps, comm):
     _check_norm(x, residual, weight)
+    _check_scale(scale)  # as the kernel and the matmul form's fake: refused when traced
     return (torch.empty(x.shape, dtype=torch.float8_e4m3fn, device=x.device),
             torch.empty_like(x, memory_format=torch.contiguous_format))
 

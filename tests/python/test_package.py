@@ -108,6 +108,11 @@ class PackageTest(unittest.TestCase):
                 self.assertEqual((q.shape, q.dtype, res_out.dtype), ((8, 32), torch.float8_e4m3fn, torch.bfloat16))
                 with self.assertRaises(ValueError):  # residual not [M, N]
                     torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm(x, w, x, gamma, 1e-6, -1)
+                two = torch.empty(2, dtype=torch.float32, device="cuda")
+                with self.assertRaises(ValueError):  # scale not one element, both fp8 forms
+                    torch.ops.fusedcomm.matmul_all_reduce_residual_rmsnorm_fp8(x, w, res, gamma, two, 1e-6, -1)
+                with self.assertRaises(ValueError):
+                    torch.ops.fusedcomm.all_reduce_residual_rmsnorm_fp8(res, res, gamma, two, 1e-6, -1)
         finally:
             del fusedcomm._core._LIVE[-1]
 
@@ -119,9 +124,11 @@ class FakeGroup:
 
 class FakeDist(types.ModuleType):
     """torch.distributed as one rank (`me`, a global rank) of a world whose ranks run
-    on `hosts` (this_host() tuples by global rank) sees it: all_gather_object returns
-    every member's contribution (rank 0 of a group also contributes a unique id when
-    the gathered objects are (host, id) pairs); new_group is recorded."""
+    on `hosts` (this_host() tuples by global rank) sees it: all_gather_objects (which
+    stands in for fusedcomm's own, the one collective the package runs through torch;
+    tests/python/test_object_exchange.py runs the real one) returns every member's
+    contribution (rank 0 of a group also contributes a unique id when the gathered
+    objects are (host, id) pairs); new_group is recorded."""
 
     def __init__(self, me, hosts, id_hex):
         super().__init__("torch.distributed")
@@ -142,14 +149,16 @@ class FakeDist(types.ModuleType):
             raise ValueError("group.WORLD does not have local rank to global rank mapping")  # as torch
         return group.ranks[rank]
 
-    def all_gather_object(self, out, obj, group=None):
+    def all_gather_objects(self, obj, group=None):
+        out = []
         for i, g in enumerate(self._ranks(group)):
             if g == self.me:
-                out[i] = obj
+                out.append(obj)
             elif isinstance(obj[0], tuple):  # from_process_group: (host, id of the group's rank 0)
-                out[i] = (self.hosts[g], self.id_hex if i == 0 else None)
+                out.append((self.hosts[g], self.id_hex if i == 0 else None))
             else:  # node_ranks: the host
-                out[i] = self.hosts[g]
+                out.append(self.hosts[g])
+        return out
 
     def new_group(self, ranks, use_local_synchronization=False):
         self.new_groups.append((list(ranks), use_local_synchronization))
@@ -186,6 +195,7 @@ class MultiNodeTest(unittest.TestCase):
         torch = types.ModuleType("torch")
         torch.distributed = fake
         for patcher in (mock.patch.dict(sys.modules, {"torch": torch, "torch.distributed": fake}),
+                        mock.patch.object(fusedcomm._core, "all_gather_objects", fake.all_gather_objects),
                         mock.patch.dict(os.environ, {"FC_HOST_ID": names[me]})):
             patcher.start()
             self.addCleanup(patcher.stop)
