@@ -4,6 +4,7 @@ sample's rows (not invented), links to the raw files with their commands, each p
 is a PNG, and README's marked block is rewritten between its markers, the rest of
 the file untouched. Exit 77 (skip) without matplotlib (tools/install-deps installs it)."""
 import csv
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -12,9 +13,7 @@ import tempfile
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sample = os.path.join(root, "tests", "data", "report-sample")
-try:
-    import matplotlib  # noqa: F401
-except ImportError:
+if importlib.util.find_spec("matplotlib") is None:
     # Another python3 first on PATH (pyenv, a venv): the system's has the apt package.
     system = "/usr/bin/python3"
     if os.path.realpath(sys.executable) != os.path.realpath(system) and os.path.exists(system) and \
@@ -449,7 +448,6 @@ with tempfile.TemporaryDirectory() as tmp:
 # Without model-2.csv, model-2-seqs8.csv is a model part of its own; a stages-crossover file
 # without fcAllReduce's column (an older fc-bench) gets its section with a note, no table.
 with tempfile.TemporaryDirectory() as tmp:
-    import shutil
     folder = os.path.join(tmp, "results")
     os.makedirs(folder)
     shutil.copy(os.path.join(sample, "manifest.json"), folder)
