@@ -4,6 +4,7 @@ sample's rows (not invented), links to the raw files with their commands, each p
 is a PNG, and README's marked block is rewritten between its markers, the rest of
 the file untouched. Exit 77 (skip) without matplotlib (tools/install-deps installs it)."""
 import csv
+import gzip
 import importlib.util
 import os
 import shutil
@@ -277,6 +278,22 @@ with tempfile.TemporaryDirectory() as tmp:
            "grid: the norm's cell furthest above its bound first")
     expect("`fcrun -n 2 -- python3 tools/bench-torch-allreduce.py --grid short`" in text, "grid: command quoted")
     expect("SYNTHETIC" in text, "grid: the sample says it is synthetic")
+
+# The same grid with push-rate.csv kept gzipped, as docs/results keeps large raw files (the
+# tree travels to every device call): the same bound rows, the raw link to the .gz.
+with tempfile.TemporaryDirectory() as tmp:
+    grid = os.path.join(tmp, "grid")
+    shutil.copytree(sample + "-grid", grid)
+    with open(os.path.join(grid, "push-rate.csv"), "rb") as f, gzip.open(os.path.join(grid, "push-rate.csv.gz"), "wb") as g:
+        shutil.copyfileobj(f, g)
+    os.remove(os.path.join(grid, "push-rate.csv"))
+    perf, plots = os.path.join(tmp, "perf.md"), os.path.join(tmp, "perf")
+    subprocess.run([sys.executable, os.path.join(root, "tools", "report"), grid, "--perf", perf,
+                    "--plots", plots, "--readme", ""], check=True)
+    gz = open(perf).read()
+    expect("| 255 | 8192 | 3.98438 MiB | 36.56 | 33.85 | 32.16 | 32.50 | lamport-cta-pdl | +4.06 |" in gz and
+           "| 3 | 4096 | 7.43 | 4.93 | 2.50 | 5.43 | 0.50 | +2.00 |" in gz, "grid, push-rate gzipped: the bound rows")
+    expect("Raw: [push-rate.csv.gz](grid/push-rate.csv.gz)" in gz, "grid, push-rate gzipped: linked")
 
 # Issue 45's caller forms (tests/data/report-sample-sp: made-up rows from round numbers,
 # generate.py). Per form, over the 12 public shapes (in_public), e.g. A plain: four rows of
