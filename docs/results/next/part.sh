@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by 2gpu-A.sh and 2gpu-B.sh: part NAME SECONDS GPU_CHECK_PART runs one part of
 # tools/gpu-check on the packed build into OUT/NAME, within SECONDS and within 570 s of
 # the call's start (t0), and prints its summary.
