@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The third call on 2 GPUs: NEXT.md's item 6 - the GPU suite, every forced path and the
-# fault scenarios (tools/gpu-check tests: at 2 ranks, and at 4 ranks sharing the 2 GPUs
-# with FC_RANKS=4's suite run first). Carry [".gpu/rb.txz"]; usage as 2gpu-A.sh.
+# fault scenarios: first the GPU suite at 4 ranks sharing the 2 GPUs (FC_SHARE_GPU=1), then
+# tools/gpu-check tests (2 ranks; its faults also at 4 shared) while the call lasts.
+# Carry [".gpu/rb.txz"]; usage as 2gpu-A.sh.
 set -u
 export FC_COMMIT=${1:?commit}
 tar xJf .gpu/rb.txz || { echo "unpack failed"; exit 1; }
